@@ -1,0 +1,200 @@
+"""The text analyzer shared by every store.
+
+Both stores index the analyzer's tokens, so BM25 sees identical terms on :class:`LocalStore`
+and on Weaviate (where the analysed text lives in a ``whitespace``-tokenised property).
+
+Latin script follows Weaviate's ``word`` tokenisation: NFKC-normalise, split on every rune that
+is not a letter or a number, lower-case. English stopwords (Weaviate's ``en`` preset) are removed
+from *queries only*; documents keep them, so document length matches Weaviate's ``dl``.
+
+Chinese and Japanese ideographs/kana have no spaces: Weaviate's ``word`` would make
+"我喜欢吃苹果" one token and a query for 苹果 would never match. Runs of those scripts are emitted
+as overlapping character bigrams plus single characters (``cjk="bigram+unigram"``, the default,
+chosen by measurement on MemoryBank-CN; see ``benchmarks/results/report.md``), bigrams only, or
+words from the optional ``jieba`` dictionary segmenter.
+
+Example:
+    >>> a = Analyzer()
+    >>> a.index_tokens("我喜欢吃苹果，I use Python写代码!")
+    ['我', '我喜', '喜', '喜欢', '欢', '欢吃', '吃', '吃苹', '苹', '苹果', '果', 'i', 'use', 'python', '写', '写代', '代', '代码', '码']
+    >>> a.query_tokens("What is the apple?")
+    ['what', 'apple']
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Literal
+
+from hybrid_memory.errors import ConfigurationError, MissingDependencyError
+
+__all__ = ["ENGLISH_STOPWORDS", "Analyzer", "CjkMode"]
+
+CjkMode = Literal["bigram+unigram", "bigram", "unigram", "jieba"]
+
+#: Weaviate's ``en`` stopword preset (adapters/repos/db/inverted/stopwords/presets.go).
+ENGLISH_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
+
+# Han (incl. extensions and compatibility ideographs), Hiragana, Katakana, CJK symbols that are
+# letters (e.g. 々). Hangul is space-delimited and handled like Latin.
+_CJK_RANGES = (
+    (0x3005, 0x3007),
+    (0x3040, 0x30FF),
+    (0x31F0, 0x31FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xF900, 0xFAFF),
+    (0x20000, 0x3134F),
+)
+
+
+def _is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return any(lo <= o <= hi for lo, hi in _CJK_RANGES)
+
+
+@lru_cache(maxsize=1 << 16)
+def _is_word_char(ch: str) -> bool:
+    # Weaviate `word`: unicode.IsLetter || unicode.IsNumber (categories L* and N*).
+    return unicodedata.category(ch)[0] in ("L", "N")
+
+
+_SPLIT = re.compile(r"[^\w]|_", re.UNICODE)
+
+
+class Analyzer:
+    """Tokeniser producing the terms both stores index and query.
+
+    Args:
+        cjk: How runs of Chinese/Japanese characters are tokenised.
+        stem: Apply a light English suffix stemmer to Latin tokens (both index and query).
+        stopwords: Words removed from queries (not from documents), Weaviate ``en`` by default.
+
+    Raises:
+        ConfigurationError: unknown ``cjk`` mode.
+        MissingDependencyError: ``cjk="jieba"`` without jieba installed.
+    """
+
+    def __init__(
+        self,
+        *,
+        cjk: CjkMode = "bigram+unigram",
+        stem: bool = False,
+        stopwords: Sequence[str] | None = None,
+    ) -> None:
+        if cjk not in ("bigram+unigram", "bigram", "unigram", "jieba"):
+            raise ConfigurationError(f"unknown cjk mode {cjk!r}")
+        self.cjk: CjkMode = cjk
+        self.stem = stem
+        self.stopwords = frozenset(ENGLISH_STOPWORDS if stopwords is None else stopwords)
+        self._jieba = None
+        if cjk == "jieba":
+            try:
+                import jieba  # noqa: PLC0415 - optional dependency
+            except ImportError as exc:
+                raise MissingDependencyError("jieba", "jieba") from exc
+            self._jieba = jieba
+
+    @property
+    def name(self) -> str:
+        """A stable description, stored with an index so a different analyzer is detected."""
+        return f"word+cjk:{self.cjk}" + ("+stem" if self.stem else "")
+
+    def index_tokens(self, text: str) -> list[str]:
+        """Tokens of a document, stopwords included (they count in the document length)."""
+        out: list[str] = []
+        for piece in self._pieces(text):
+            if _is_cjk(piece[0]):
+                out.extend(self._cjk_tokens(piece))
+            else:
+                out.append(self._stem(piece) if self.stem else piece)
+        return out
+
+    def query_tokens(self, text: str) -> list[str]:
+        """Tokens of a query: like :meth:`index_tokens` with English stopwords removed."""
+        out: list[str] = []
+        for piece in self._pieces(text):
+            if _is_cjk(piece[0]):
+                out.extend(self._cjk_tokens(piece))
+            elif piece not in self.stopwords:
+                out.append(self._stem(piece) if self.stem else piece)
+        return out
+
+    def analyze(self, text: str) -> str:
+        """The document tokens joined by spaces (what Weaviate stores for ``whitespace``)."""
+        return " ".join(self.index_tokens(text))
+
+    def analyze_query(self, text: str) -> str:
+        """The query tokens joined by spaces."""
+        return " ".join(self.query_tokens(text))
+
+    # -- internals -------------------------------------------------------------------------
+    def _pieces(self, text: str) -> list[str]:
+        """Split into lower-cased word runs, further split at CJK / non-CJK boundaries."""
+        norm = unicodedata.normalize("NFKC", text)
+        pieces: list[str] = []
+        buf: list[str] = []
+        buf_cjk = False
+        for ch in norm:
+            if not _is_word_char(ch):
+                if buf:
+                    pieces.append("".join(buf))
+                    buf = []
+                continue
+            c = _is_cjk(ch)
+            if buf and c != buf_cjk:
+                pieces.append("".join(buf))
+                buf = []
+            buf_cjk = c
+            buf.append(ch)
+        if buf:
+            pieces.append("".join(buf))
+        return [p if _is_cjk(p[0]) else p.lower() for p in pieces]
+
+    def _cjk_tokens(self, run: str) -> list[str]:
+        if self._jieba is not None:
+            return [w for w in self._jieba.lcut(run) if w.strip()]
+        if len(run) == 1:
+            return [run]
+        out: list[str] = []
+        uni = self.cjk in ("bigram+unigram", "unigram")
+        bi = self.cjk in ("bigram+unigram", "bigram")
+        for i, ch in enumerate(run):
+            if uni:
+                out.append(ch)
+            if bi and i + 1 < len(run):
+                out.append(run[i : i + 2])
+        return out
+
+    @staticmethod
+    def _stem(word: str) -> str:
+        return _light_stem(word)
+
+
+def _light_stem(w: str) -> str:
+    """A small English stemmer (plural and common verb suffixes), deterministic and pure."""
+    if len(w) <= 3 or not w.isascii() or not w.isalpha():
+        return w
+    for suf, rep, min_len in (
+        ("ies", "y", 5),
+        ("sses", "ss", 5),
+        ("ing", "", 6),
+        ("edly", "", 7),
+        ("ed", "", 5),
+        ("es", "", 5),
+        ("s", "", 4),
+    ):
+        if w.endswith(suf) and len(w) >= min_len:
+            if suf == "s" and w.endswith(("ss", "us", "is")):
+                return w
+            base = w[: len(w) - len(suf)] + rep
+            if suf in ("ing", "ed") and len(base) > 2 and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]
+            return base
+    return w

@@ -1,0 +1,154 @@
+"""One frozen configuration model for the whole library.
+
+Every setting can come from the environment with the prefix ``HYBRID_MEMORY_`` and ``__`` between
+nested sections, e.g. ``HYBRID_MEMORY_RETRIEVAL__ALPHA=0.3``. Numbers are taken as given:
+``alpha=0.0`` stays 0.0 (1.0 = pure vector, 0.0 = pure keyword/BM25).
+
+Example:
+    >>> cfg = HybridMemoryConfig(retrieval={"alpha": 0.0})
+    >>> cfg.retrieval.alpha
+    0.0
+    >>> cfg.rerank.half_life_days
+    7.0
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from hybrid_memory.errors import ConfigurationError
+
+__all__ = [
+    "BufferConfig",
+    "FuserConfig",
+    "HybridMemoryConfig",
+    "LifecycleConfig",
+    "RerankConfig",
+    "RetrievalConfig",
+    "WriterConfig",
+    "load_config",
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RetrievalConfig(_Section):
+    """Hybrid candidate search.
+
+    ``alpha``: 1.0 = pure vector, 0.0 = pure keyword (BM25). The default was chosen on the dev
+    benchmarks (``benchmarks/results/report.md``).
+    """
+
+    alpha: float = Field(default=0.5, ge=0.0, le=1.0)
+    candidates: int = Field(default=20, ge=1, le=10_000, description="hybrid hits re-ranked per recall")
+    fusion: Literal["relative", "ranked"] = "relative"
+    max_vector_distance: float | None = Field(default=None, ge=0.0, le=2.0)
+    archive_fallback: bool = Field(
+        default=True, description="search archived memories when active ones have nothing relevant"
+    )
+
+
+class RerankConfig(_Section):
+    """Generative-Agents style re-ranking: ``w_rel·rel + w_imp·imp + w_rec·rec + w_heat·heat``."""
+
+    w_relevance: float = Field(default=0.5, ge=0.0)
+    w_importance: float = Field(default=0.2, ge=0.0)
+    w_recency: float = Field(default=0.2, ge=0.0)
+    w_heat: float = Field(default=0.1, ge=0.0)
+    half_life_days: float = Field(default=7.0, gt=0.0)
+    touch_on_recall: bool = Field(default=True, description="access_count += 1 on recalled memories")
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> RerankConfig:
+        if self.w_relevance + self.w_importance + self.w_recency + self.w_heat <= 0:
+            raise ValueError("at least one re-rank weight must be positive")
+        return self
+
+
+class FuserConfig(_Section):
+    """The context fuser: what goes into the prompt and how much of it."""
+
+    max_memories: int = Field(default=5, ge=0)
+    max_chars: int = Field(default=2000, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0, description="default: budget_ratio × context_window")
+    context_window: int = Field(default=8192, ge=1)
+    budget_ratio: float = Field(default=0.15, gt=0.0, le=1.0)
+    min_relevance: float = Field(
+        default=0.05, ge=0.0, le=1.0, description="skip injection when the best relevance is below this"
+    )
+    stm_dedup_threshold: float | None = Field(
+        default=None, ge=-1.0, le=1.0, description="cosine to a short-term turn that drops a hit (model calibrated when None)"
+    )
+    language: Literal["auto", "zh", "en"] = "auto"
+    placement: Literal["system_end", "system_start"] = "system_end"
+
+
+class BufferConfig(_Section):
+    """The short-term buffer of the current session."""
+
+    max_tokens: int = Field(default=2000, ge=16)
+    key_frame_importance: float = Field(default=0.7, ge=0.0, le=1.0)
+    summary_every: int = Field(default=6, ge=0)
+
+
+class WriterConfig(_Section):
+    """The long-term write path."""
+
+    min_importance: float = Field(default=0.0, ge=0.0, le=1.0)
+    redact_pii: bool = True
+    dedup_threshold: float | None = Field(default=None, ge=-1.0, le=1.0, description="model calibrated when None")
+    store_turns: bool = Field(default=True, description="write evicted turns to long-term memory")
+
+
+class LifecycleConfig(_Section):
+    """Consolidation thresholds."""
+
+    archive_freshness: float = Field(default=0.1, ge=0.0, le=1.0)
+    delete_freshness: float = Field(default=0.05, ge=0.0, le=1.0)
+    archive_after_days: float = Field(default=90.0, gt=0.0)
+    archive_below_importance: float = Field(default=0.6, ge=0.0, le=1.0)
+
+
+class HybridMemoryConfig(BaseSettings):
+    """All settings, frozen. Build with keywords or from ``HYBRID_MEMORY_*`` environment variables.
+
+    Raises:
+        ConfigurationError: through :func:`load_config` when a value is invalid.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="HYBRID_MEMORY_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
+    fuser: FuserConfig = Field(default_factory=FuserConfig)
+    buffer: BufferConfig = Field(default_factory=BufferConfig)
+    writer: WriterConfig = Field(default_factory=WriterConfig)
+    lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
+    tokenizer_model: str = Field(default="gpt-4o-mini", description="tiktoken model for token counts")
+
+
+def load_config(**overrides: object) -> HybridMemoryConfig:
+    """Build a :class:`HybridMemoryConfig`, translating validation errors.
+
+    Raises:
+        ConfigurationError: a value is invalid; the message names the field.
+
+    Example:
+        >>> load_config(retrieval={"alpha": 2})
+        Traceback (most recent call last):
+        ...
+        hybrid_memory.errors.ConfigurationError: invalid configuration: retrieval.alpha: Input should be less than or equal to 1
+    """
+    try:
+        return HybridMemoryConfig(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ConfigurationError(f"invalid configuration: {loc}: {err['msg']}") from exc

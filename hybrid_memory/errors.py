@@ -1,0 +1,102 @@
+"""The one exception tree of hybrid-memory.
+
+Every error the library raises on purpose derives from :class:`HybridMemoryError`, so
+``except HybridMemoryError`` catches all of them. Where a builtin fits, the error also derives
+from it, so code written against the builtin keeps working::
+
+    HybridMemoryError
+    ├── ConfigurationError (ValueError)          bad settings or constructor arguments
+    │   └── MissingDependencyError (ImportError)  an optional extra is not installed
+    ├── InvalidInputError (ValueError)            bad text, ids, vectors, k, alpha, datetimes
+    │   └── EmbeddingDimensionError               a vector of the wrong dimension / embedder swap
+    ├── NotFoundError (KeyError)                  a memory id that does not exist for that user
+    ├── StoreError                                a backend failed
+    │   ├── StoreUnavailableError (ConnectionError)  unreachable, timed out or closed
+    │   └── SchemaError                           the collection/table does not match
+    ├── EmbeddingError                            the embedder raised or returned garbage
+    └── ScoringError                              an importance scorer / extractor failed
+
+Foreign exceptions are translated at the boundary with ``raise ... from exc`` so the original
+traceback is kept.
+
+Example:
+    >>> from hybrid_memory.errors import HybridMemoryError, InvalidInputError
+    >>> issubclass(InvalidInputError, (HybridMemoryError, ValueError))
+    True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "EmbeddingDimensionError",
+    "EmbeddingError",
+    "HybridMemoryError",
+    "InvalidInputError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "SchemaError",
+    "ScoringError",
+    "StoreError",
+    "StoreUnavailableError",
+]
+
+
+class HybridMemoryError(Exception):
+    """Root of every error hybrid-memory raises on purpose."""
+
+
+class ConfigurationError(HybridMemoryError, ValueError):
+    """Invalid configuration or constructor arguments."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional dependency is missing; the message names the ``pip install`` command."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{package!r} is not installed. Install it with: pip install 'hybrid-memory[{extra}]'"
+        )
+
+
+class InvalidInputError(HybridMemoryError, ValueError):
+    """A caller passed invalid data; nothing was written."""
+
+
+class EmbeddingDimensionError(InvalidInputError):
+    """A vector's dimension does not match the store's."""
+
+    def __init__(self, expected: int, got: int, *, hint: str = "") -> None:
+        self.expected = expected
+        self.got = got
+        msg = f"embedding dimension mismatch: the store holds {expected}-d vectors, got {got}-d"
+        super().__init__(msg + (f". {hint}" if hint else ""))
+
+
+class NotFoundError(HybridMemoryError, KeyError):
+    """The requested memory does not exist (for that user)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable.
+        return str(self.args[0]) if self.args else ""
+
+
+class StoreError(HybridMemoryError):
+    """A storage backend failed."""
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The backend cannot be reached, timed out, or the store was closed."""
+
+
+class SchemaError(StoreError):
+    """The backend's schema does not match what hybrid-memory expects."""
+
+
+class EmbeddingError(HybridMemoryError):
+    """The embedder failed or returned unusable vectors."""
+
+
+class ScoringError(HybridMemoryError):
+    """An LLM importance scorer or extractor failed after its retries."""

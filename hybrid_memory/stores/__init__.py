@@ -1,0 +1,1 @@
+"""Storage backends: :class:`LocalStore` (embedded SQLite, the default) and ``WeaviateStore``."""
