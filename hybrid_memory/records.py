@@ -192,7 +192,7 @@ class MemoryRecord(BaseModel):
         *,
         user_id: str,
         content: str,
-        id: str | None = None,  # noqa: A002 - mirrors the field name
+        id: str | None = None,
         timestamp: datetime | None = None,
         **fields: Any,
     ) -> MemoryRecord:

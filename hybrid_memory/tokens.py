@@ -43,7 +43,7 @@ def _bundled_cache() -> str | None:
 def _load_encoding(name: str) -> Any:
     """Load a tiktoken encoding without network access, or return None."""
     try:
-        import tiktoken  # noqa: PLC0415
+        import tiktoken
     except ImportError:
         return None
     with _LOCK:

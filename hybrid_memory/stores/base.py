@@ -12,11 +12,12 @@ leg fetches ``max(100, limit)`` candidates; relativeScoreFusion (default) or ran
 from __future__ import annotations
 
 import asyncio
+import builtins
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -181,7 +182,7 @@ def as_matrix(vectors: Sequence[Sequence[float]] | Vector, n: int, dim: int | No
     if m.ndim != 2 or m.shape[0] != n:
         raise InvalidInputError(f"expected {n} vectors as a 2-D array, got shape {m.shape}")
     if dim is not None and m.shape[1] != dim:
-        from hybrid_memory.errors import EmbeddingDimensionError  # noqa: PLC0415
+        from hybrid_memory.errors import EmbeddingDimensionError
 
         raise EmbeddingDimensionError(dim, int(m.shape[1]))
     if m.shape[1] == 0 or not np.all(np.isfinite(m)):
@@ -216,11 +217,11 @@ class MemoryStore(Protocol):
         """Replace stored records' fields, keeping their vectors. Missing ids raise NotFoundError."""
         ...
 
-    def search(self, request: SearchRequest) -> list[StoreHit]:
+    def search(self, request: SearchRequest) -> builtins.list[StoreHit]:
         """Hybrid search within ``request.user_id``'s memories."""
         ...
 
-    def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryRecord]:
+    def get(self, user_id: str, ids: Sequence[str]) -> builtins.list[MemoryRecord]:
         """The records with these ids that exist for ``user_id`` (missing ids skipped), in order."""
         ...
 
@@ -234,7 +235,7 @@ class MemoryStore(Protocol):
 
     def list(
         self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
-    ) -> list[MemoryRecord]:
+    ) -> builtins.list[MemoryRecord]:
         """Records of ``user_id`` passing ``filter``, oldest first."""
         ...
 
@@ -250,7 +251,7 @@ class MemoryStore(Protocol):
         """Number of memories (of one user, or all users when ``user_id`` is None)."""
         ...
 
-    def users(self) -> list[str]:
+    def users(self) -> builtins.list[str]:
         """Ids of the users that have memories."""
         ...
 
@@ -260,13 +261,13 @@ class MemoryStore(Protocol):
 
     async def aupsert(self, records: Sequence[MemoryRecord], vectors: Vector) -> None: ...  # noqa: D102
     async def aupdate(self, records: Sequence[MemoryRecord]) -> None: ...  # noqa: D102
-    async def asearch(self, request: SearchRequest) -> list[StoreHit]: ...  # noqa: D102
-    async def aget(self, user_id: str, ids: Sequence[str]) -> list[MemoryRecord]: ...  # noqa: D102
+    async def asearch(self, request: SearchRequest) -> builtins.list[StoreHit]: ...  # noqa: D102
+    async def aget(self, user_id: str, ids: Sequence[str]) -> builtins.list[MemoryRecord]: ...  # noqa: D102
     async def aget_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vector]: ...  # noqa: D102
     async def atouch(self, user_id: str, ids: Sequence[str], when: datetime) -> None: ...  # noqa: D102
     async def alist(  # noqa: D102
         self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
-    ) -> list[MemoryRecord]: ...
+    ) -> builtins.list[MemoryRecord]: ...
     async def adelete(self, user_id: str, ids: Sequence[str]) -> int: ...  # noqa: D102
     async def adelete_user(self, user_id: str) -> int: ...  # noqa: D102
     async def acount(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int: ...  # noqa: D102
@@ -276,39 +277,43 @@ class MemoryStore(Protocol):
 class AsyncFromSyncStore:
     """Mixin giving a blocking store its async twins through :func:`asyncio.to_thread`."""
 
+    @property
+    def _sync(self) -> MemoryStore:
+        return cast("MemoryStore", self)
+
     async def aupsert(self, records: Sequence[MemoryRecord], vectors: Vector) -> None:  # noqa: D102
-        await asyncio.to_thread(self.upsert, records, vectors)  # type: ignore[attr-defined]
+        await asyncio.to_thread(self._sync.upsert, records, vectors)
 
     async def aupdate(self, records: Sequence[MemoryRecord]) -> None:  # noqa: D102
-        await asyncio.to_thread(self.update, records)  # type: ignore[attr-defined]
+        await asyncio.to_thread(self._sync.update, records)
 
-    async def asearch(self, request: SearchRequest) -> list[StoreHit]:  # noqa: D102
-        return await asyncio.to_thread(self.search, request)  # type: ignore[attr-defined,no-any-return]
+    async def asearch(self, request: SearchRequest) -> builtins.list[StoreHit]:  # noqa: D102
+        return await asyncio.to_thread(self._sync.search, request)
 
-    async def aget(self, user_id: str, ids: Sequence[str]) -> list[MemoryRecord]:  # noqa: D102
-        return await asyncio.to_thread(self.get, user_id, ids)  # type: ignore[attr-defined,no-any-return]
+    async def aget(self, user_id: str, ids: Sequence[str]) -> builtins.list[MemoryRecord]:  # noqa: D102
+        return await asyncio.to_thread(self._sync.get, user_id, ids)
 
     async def aget_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:  # noqa: D102
-        return await asyncio.to_thread(self.get_vectors, user_id, ids)  # type: ignore[attr-defined,no-any-return]
+        return await asyncio.to_thread(self._sync.get_vectors, user_id, ids)
 
     async def atouch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:  # noqa: D102
-        await asyncio.to_thread(self.touch, user_id, ids, when)  # type: ignore[attr-defined]
+        await asyncio.to_thread(self._sync.touch, user_id, ids, when)
 
     async def alist(  # noqa: D102
         self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
-    ) -> list[MemoryRecord]:
-        return await asyncio.to_thread(  # type: ignore[no-any-return]
-            self.list, user_id, filter=filter, limit=limit, offset=offset  # type: ignore[attr-defined]
-        )
+    ) -> builtins.list[MemoryRecord]:
+        store = self._sync
+        return await asyncio.to_thread(lambda: store.list(user_id, filter=filter, limit=limit, offset=offset))
 
     async def adelete(self, user_id: str, ids: Sequence[str]) -> int:  # noqa: D102
-        return await asyncio.to_thread(self.delete, user_id, ids)  # type: ignore[attr-defined,no-any-return]
+        return await asyncio.to_thread(self._sync.delete, user_id, ids)
 
     async def adelete_user(self, user_id: str) -> int:  # noqa: D102
-        return await asyncio.to_thread(self.delete_user, user_id)  # type: ignore[attr-defined,no-any-return]
+        return await asyncio.to_thread(self._sync.delete_user, user_id)
 
     async def acount(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int:  # noqa: D102
-        return await asyncio.to_thread(self.count, user_id, filter=filter)  # type: ignore[attr-defined,no-any-return]
+        store = self._sync
+        return await asyncio.to_thread(lambda: store.count(user_id, filter=filter))
 
     async def aclose(self) -> None:  # noqa: D102
-        await asyncio.to_thread(self.close)  # type: ignore[attr-defined]
+        await asyncio.to_thread(self._sync.close)

@@ -1,0 +1,804 @@
+"""The :class:`HybridMemory` facade: the whole memory loop behind a few methods.
+
+Write path: :meth:`HybridMemory.add_turn` puts a turn into the session's key-frame buffer;
+key frames (explicit "remember", preferences, constraints, goals, high importance) are written to
+long-term memory at once, other turns when the buffer evicts them. :meth:`~HybridMemory.remember`
+and :meth:`~HybridMemory.remember_many` write long-term memories directly.
+
+Read path: :meth:`~HybridMemory.recall` runs a Weaviate-exact hybrid search (``alpha`` 1.0 =
+pure vector, 0.0 = pure keyword/BM25) for one user and re-ranks by relevance, importance,
+recency and heat; :meth:`~HybridMemory.build_context` fuses the best few into a delimited block
+for the prompt, skipping memories already in the short-term window.
+
+Every method has an ``a``-prefixed async twin. Memories of one user are never returned for
+another.
+
+Example:
+    >>> from datetime import datetime, timezone
+    >>> from hybrid_memory import HybridMemory, LocalStore
+    >>> from hybrid_memory.testing import HashingEmbedder
+    >>> mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
+    >>> day1 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
+    >>> t = mem.add_turn("alice", "s1", "user", "Remember: I am allergic to peanuts", timestamp=day1)
+    >>> t.key_frame
+    True
+    >>> ctx = mem.build_context("Any peanuts in this dish?", user_id="alice",
+    ...                         now=datetime(2024, 5, 3, tzinfo=timezone.utc))
+    >>> "allergic to peanuts" in ctx.text, ctx.skipped
+    (True, False)
+    >>> mem.forget_user("alice")
+    1
+    >>> mem.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from hybrid_memory.buffer import KeyFrameBuffer
+from hybrid_memory.config import HybridMemoryConfig, load_config
+from hybrid_memory.embeddings import Embedder, _BaseEmbedder, as_embedder
+from hybrid_memory.errors import (
+    EmbeddingDimensionError,
+    InvalidInputError,
+    NotFoundError,
+    StoreUnavailableError,
+)
+from hybrid_memory.fusion import ContextFuser
+from hybrid_memory.records import (
+    FusedContext,
+    MemoryRecord,
+    RecallHit,
+    Turn,
+    WriteOutcome,
+    check_id,
+    check_text,
+    ensure_utc,
+    utcnow,
+)
+from hybrid_memory.retrieval import rerank
+from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, infer_category
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
+from hybrid_memory.tokens import TokenCounter
+from hybrid_memory.writer import MemoryWriter
+
+__all__ = ["HybridMemory"]
+
+_TURN_NAMESPACE = uuid.UUID("0d5c7a4e-2b1f-5e3a-8c6d-9f4e1a2b3c5d")
+_ROLES = ("user", "assistant", "system", "tool")
+_ITEM_KEYS = frozenset(
+    {"content", "importance", "category", "source", "tags", "metadata", "timestamp", "session_id", "provenance", "id"}
+)
+_MAX_K = 1000
+#: Relevance floor on vector similarity per embedder family (cosine); see benchmarks/results.
+_DEFAULT_MIN_SIMILARITY = 0.3
+
+
+def _check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > _MAX_K:
+        raise InvalidInputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
+    return k
+
+
+def _check_alpha(alpha: object) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
+    a = float(alpha)
+    if not 0.0 <= a <= 1.0:  # also rejects NaN
+        raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
+    return a
+
+
+class HybridMemory:
+    """Short-term + long-term memory for LLM agents, for many users at once.
+
+    Args:
+        store: Where long-term memories live; default an ephemeral ``LocalStore(":memory:")``.
+            Use ``LocalStore("memory.db")`` to persist, or a ``WeaviateStore``.
+        embedder: ``None`` for the default local multilingual model (offline, no torch), or any
+            LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding``, callable or
+            :class:`~hybrid_memory.embeddings.Embedder`.
+        scorer: Importance scorer; default :class:`~hybrid_memory.scoring.HeuristicImportanceScorer`.
+        config: Settings; default read from ``HYBRID_MEMORY_*`` environment variables.
+        clock: Returns the current UTC time (inject for simulations and tests).
+
+    Raises:
+        EmbeddingDimensionError: the store already holds vectors of another dimension.
+        ConfigurationError: an argument is unusable.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore | None = None,
+        embedder: Any = None,
+        scorer: ImportanceScorer | None = None,
+        config: HybridMemoryConfig | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.config = config if config is not None else load_config()
+        if store is None:
+            from hybrid_memory.stores.local import LocalStore
+
+            store = LocalStore(":memory:")
+        self.store: MemoryStore = store
+        self.embedder: Embedder = as_embedder(embedder)
+        self.scorer: ImportanceScorer = (
+            scorer
+            if scorer is not None
+            else HeuristicImportanceScorer(key_frame_threshold=self.config.buffer.key_frame_importance)
+        )
+        self._clock = clock if clock is not None else utcnow
+        self.counter = TokenCounter(self.config.tokenizer_model)
+        self.fuser = ContextFuser(self.config.fuser, counter=self.counter, min_similarity=self._min_similarity())
+        self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock)
+        self._lock = threading.RLock()
+        self._buffers: dict[tuple[str, str], KeyFrameBuffer] = {}
+        self._seq: dict[tuple[str, str], int] = {}
+        self._turn_vectors: dict[str, Vector] = {}
+        self._written_turns: set[str] = set()
+        self._bound = False
+        self._closed = False
+        static_dim = self.embedder._dim if isinstance(self.embedder, _BaseEmbedder) else None
+        if static_dim is not None and self.store.dimension is not None and static_dim != self.store.dimension:
+            raise EmbeddingDimensionError(
+                self.store.dimension,
+                static_dim,
+                hint=f"the embedder {self.embedder.name!r} does not match this store; migrate it with "
+                "`hybrid-memory reembed` or use the embedder the store was built with",
+            )
+
+    # ------------------------------------------------------------------ helpers
+    def _min_similarity(self) -> float:
+        return float(getattr(self.embedder, "min_similarity", _DEFAULT_MIN_SIMILARITY))
+
+    def _now(self, now: datetime | None = None) -> datetime:
+        return ensure_utc(now, name="now") if now is not None else ensure_utc(self._clock(), name="clock()")
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailableError("this HybridMemory is closed")
+
+    def _ensure_bound(self) -> None:
+        if not self._bound:
+            self.store.bind_embedder(self.embedder.name, self.embedder.dimension)
+            self._bound = True
+
+    def _buffer(self, user_id: str, session_id: str) -> KeyFrameBuffer:
+        key = (user_id, session_id)
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = KeyFrameBuffer(max_tokens=self.config.buffer.max_tokens)
+        return buf
+
+    # ------------------------------------------------------------------ write path
+    def add_turn(
+        self,
+        user_id: str,
+        session_id: str,
+        role: str,
+        content: str,
+        timestamp: datetime | None = None,
+    ) -> Turn:
+        """Add a conversation turn to the session's short-term buffer.
+
+        The turn is scored for importance. Key frames are written to long-term memory at once
+        (and stay pinned in the buffer); other turns are written when the buffer evicts them.
+
+        Args:
+            user_id: Whose conversation this is.
+            session_id: The conversation (one buffer per user and session).
+            role: ``"user"``, ``"assistant"``, ``"system"`` or ``"tool"``.
+            content: The text of the turn.
+            timestamp: When it was said (aware datetime; default now, UTC).
+
+        Returns:
+            The stored :class:`~hybrid_memory.records.Turn` (with importance and key-frame flag).
+
+        Raises:
+            InvalidInputError: bad ids, role, text or timestamp (nothing is stored).
+        """
+        self._ensure_open()
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        if role not in _ROLES:
+            raise InvalidInputError(f"role must be one of {_ROLES}, got {role!r}")
+        check_text(content)
+        ts = self._now(timestamp)
+        scored = self.scorer.score([content], roles=[role]).items[0]
+        key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance
+        with self._lock:
+            seq = self._seq.get((user_id, session_id), 0) + 1
+            self._seq[(user_id, session_id)] = seq
+            turn = Turn(
+                id=str(uuid.uuid5(_TURN_NAMESPACE, f"{user_id}\x1f{session_id}\x1f{seq}")),
+                user_id=user_id,
+                session_id=session_id,
+                role=role,  # type: ignore[arg-type]
+                content=content,
+                timestamp=ts,
+                importance=scored.importance,
+                key_frame=key,
+                tokens=max(1, self.counter.count(content)),
+            )
+            evicted = self._buffer(user_id, session_id).add(turn)
+            to_write = [x for x in evicted if x.id not in self._written_turns]
+            if key and turn not in evicted:
+                to_write.append(turn)
+            for x in evicted:
+                self._turn_vectors.pop(x.id, None)
+        if to_write:
+            self._write_turns(to_write, category_hint=scored.category)
+        return turn
+
+    def _write_turns(self, turns: Sequence[Turn], *, category_hint: str | None = None) -> list[WriteOutcome]:
+        if not self.config.writer.store_turns:
+            return []
+        drafts: list[MemoryRecord] = []
+        for t in turns:
+            if t.importance < self.config.writer.turn_min_importance and not t.key_frame:
+                continue
+            category = infer_category(t.content) if t.key_frame else "turn"
+            drafts.append(
+                MemoryRecord.create(
+                    user_id=t.user_id,
+                    content=t.content,
+                    session_id=t.session_id,
+                    category=category,
+                    importance=t.importance,
+                    source="assistant"
+                    if t.role == "assistant"
+                    else ("system" if t.role in ("system", "tool") else "user"),
+                    timestamp=t.timestamp,
+                    metadata={"role": t.role, "turn_id": t.id},
+                    provenance=(t.id,),
+                )
+            )
+        with self._lock:
+            self._written_turns.update(t.id for t in turns)
+        if not drafts:
+            return []
+        self._ensure_bound()
+        return self.writer.write(drafts)
+
+    def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
+        """Flush the session's short-term buffer to long-term memory and drop the buffer."""
+        self._ensure_open()
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        with self._lock:
+            buf = self._buffers.pop((user_id, session_id), None)
+            turns = buf.clear() if buf is not None else []
+            pending = [t for t in turns if t.id not in self._written_turns]
+            for t in turns:
+                self._turn_vectors.pop(t.id, None)
+        return self._write_turns(pending)
+
+    def short_term(self, user_id: str, session_id: str) -> list[Turn]:
+        """The turns in the session's short-term window, oldest first."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        with self._lock:
+            buf = self._buffers.get((user_id, session_id))
+            return buf.turns if buf is not None else []
+
+    def clear_session(self, user_id: str, session_id: str) -> None:
+        """Drop the session's short-term window without writing it (long-term memory is kept)."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        with self._lock:
+            buf = self._buffers.pop((user_id, session_id), None)
+            if buf is not None:
+                for t in buf.clear():
+                    self._turn_vectors.pop(t.id, None)
+            self._seq.pop((user_id, session_id), None)
+
+    def _draft(self, user_id: str, item: str | Mapping[str, Any], defaults: Mapping[str, Any]) -> MemoryRecord:
+        data: dict[str, Any] = dict(defaults)
+        if isinstance(item, str):
+            data["content"] = item
+        elif isinstance(item, Mapping):
+            unknown = set(item) - _ITEM_KEYS
+            if unknown:
+                raise InvalidInputError(f"unknown memory fields: {sorted(unknown)}")
+            data.update({k: v for k, v in item.items() if v is not None or k not in data})
+        else:
+            raise InvalidInputError(f"a memory must be a str or a mapping, got {type(item).__name__}")
+        content = check_text(data.pop("content", None))
+        ts = data.pop("timestamp", None)
+        if ts is None:
+            ts = self._now()
+        imp = data.pop("importance", None)
+        if imp is not None and (isinstance(imp, bool) or not isinstance(imp, (int, float)) or not 0 <= imp <= 1):
+            raise InvalidInputError(f"importance must be a number in [0, 1], got {imp!r}")
+        tags = data.pop("tags", ()) or ()
+        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+            raise InvalidInputError("tags must be a sequence of str")
+        session_id = data.pop("session_id", None)
+        if session_id is not None:
+            check_id(session_id, name="session_id")
+        return MemoryRecord.create(
+            user_id=user_id,
+            content=content,
+            id=data.pop("id", None),
+            timestamp=ts,
+            importance=0.5 if imp is None else float(imp),
+            category=data.pop("category", None) or infer_category(content),
+            source=data.pop("source", None) or "user",
+            tags=tuple(tags),
+            metadata=dict(data.pop("metadata", None) or {}),
+            session_id=session_id,
+            provenance=tuple(data.pop("provenance", ()) or ()),
+        )
+
+    def _score_missing(
+        self, items: Sequence[str | Mapping[str, Any]], drafts: list[MemoryRecord]
+    ) -> list[MemoryRecord]:
+        missing = [i for i, it in enumerate(items) if isinstance(it, str) or it.get("importance") is None]
+        if not missing:
+            return drafts
+        batch = self.scorer.score([drafts[i].content for i in missing])
+        out = list(drafts)
+        for i, s in zip(missing, batch.items, strict=True):
+            out[i] = drafts[i].evolve(importance=s.importance)
+        return out
+
+    def remember(
+        self,
+        user_id: str,
+        content: str,
+        *,
+        importance: float | None = None,
+        category: str | None = None,
+        source: str = "user",
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        timestamp: datetime | None = None,
+        session_id: str | None = None,
+        provenance: Sequence[str] = (),
+    ) -> WriteOutcome:
+        """Write one long-term memory directly; it is recallable at once.
+
+        Args:
+            user_id: Whose memory.
+            content: The memory text.
+            importance: 0..1; scored by the importance scorer when omitted.
+            category: ``fact``, ``preference``, ``project``, ``temporary``, ``summary`` or
+                ``turn``; inferred when omitted.
+            source: ``user``, ``assistant``, ``inferred``, ``system`` or ``import``.
+            tags: Free-form tags (filterable).
+            metadata: JSON-serialisable data, returned unchanged.
+            timestamp: When it was stated (aware; default now).
+            session_id: The session it came from.
+            provenance: Ids of the turns or memories it was derived from.
+
+        Returns:
+            What happened (``added``, ``deduplicated``, ``rejected`` ... with the reason).
+
+        Raises:
+            InvalidInputError: invalid input; nothing is written.
+        """
+        return self.remember_many(
+            user_id,
+            [
+                {
+                    "content": content,
+                    "importance": importance,
+                    "category": category,
+                    "source": source,
+                    "tags": tuple(tags),
+                    "metadata": dict(metadata) if metadata is not None else None,
+                    "timestamp": timestamp,
+                    "session_id": session_id,
+                    "provenance": tuple(provenance),
+                }
+            ],
+            progress=False,
+        )[0]
+
+    def remember_many(
+        self,
+        user_id: str,
+        items: Iterable[str | Mapping[str, Any]],
+        *,
+        progress: bool | None = None,
+        batch_size: int = 256,
+    ) -> list[WriteOutcome]:
+        """Write many memories with batched embedding (a progress bar on long runs).
+
+        Every item is validated before anything is written, so a bad item loses nothing.
+
+        Args:
+            user_id: Whose memories.
+            items: Texts, or mappings with the keyword arguments of :meth:`remember`
+                (``content`` required; also ``id``).
+            progress: Show a progress bar (default: when there are over 1,000 items and
+                stderr is a terminal).
+            batch_size: Memories embedded and stored per batch.
+
+        Returns:
+            One outcome per item, in order.
+
+        Raises:
+            InvalidInputError: an item is invalid (the message says which); nothing is written.
+        """
+        self._ensure_open()
+        check_id(user_id)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInputError("batch_size must be a positive int")
+        if isinstance(items, (str, bytes, Mapping)):
+            raise InvalidInputError("items must be an iterable of memories, not a single memory")
+        materialized = list(items)
+        drafts: list[MemoryRecord] = []
+        for n, item in enumerate(materialized):
+            try:
+                drafts.append(self._draft(user_id, item, {}))
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"item {n}: {exc}") from exc
+        drafts = self._score_missing(materialized, drafts)
+        if not drafts:
+            return []
+        self._ensure_bound()
+        show = progress if progress is not None else (len(drafts) > 1000 and sys.stderr.isatty())
+        bar: Any = None
+        if show:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(drafts), unit="mem", desc="remember")
+        outcomes: list[WriteOutcome] = []
+        try:
+            for i in range(0, len(drafts), batch_size):
+                chunk = drafts[i : i + batch_size]
+                outcomes.extend(self.writer.write(chunk))
+                if bar is not None:
+                    bar.update(len(chunk))
+        finally:
+            if bar is not None:
+                bar.close()
+        return outcomes
+
+    # ------------------------------------------------------------------ read path
+    def _search(
+        self,
+        query: str,
+        user_id: str,
+        *,
+        limit: int,
+        alpha: float,
+        filt: MemoryFilter,
+        fusion: str,
+        vector: Vector | None,
+    ) -> list[StoreHit]:
+        return self.store.search(
+            SearchRequest(
+                user_id=user_id,
+                query=query,
+                vector=vector,
+                alpha=alpha,
+                limit=limit,
+                fusion=fusion,  # type: ignore[arg-type]
+                max_vector_distance=self.config.retrieval.max_vector_distance,
+                filter=filt,
+            )
+        )
+
+    def _recall(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        k: int,
+        alpha: float | None,
+        include_archived: bool,
+        now: datetime | None,
+        filter: MemoryFilter | None,
+        fusion: str | None,
+    ) -> list[RecallHit]:
+        self._ensure_open()
+        check_text(query, name="query")
+        check_id(user_id)
+        k = _check_k(k)
+        a = self.config.retrieval.alpha if alpha is None else _check_alpha(alpha)
+        fz = self.config.retrieval.fusion if fusion is None else fusion
+        if fz not in ("relative", "ranked"):
+            raise InvalidInputError(f"fusion must be 'relative' or 'ranked', got {fz!r}")
+        if filter is not None and not isinstance(filter, MemoryFilter):
+            raise InvalidInputError("filter must be a MemoryFilter")
+        when = self._now(now)
+        base = filter if filter is not None else MemoryFilter()
+        if include_archived and "archived" not in base.statuses:
+            base = MemoryFilter(
+                categories=base.categories,
+                tags=base.tags,
+                since=base.since,
+                until=base.until,
+                session_id=base.session_id,
+                statuses=(*base.statuses, "archived"),
+            )
+        if self.store.count(user_id) == 0:
+            return []
+        self._ensure_bound()
+        vector = self.embedder.embed_query(query) if a > 0 or self.config.retrieval.archive_fallback else None
+        limit = max(k, self.config.retrieval.candidates)
+        hits = self._search(query, user_id, limit=limit, alpha=a, filt=base, fusion=fz, vector=vector)
+        if (
+            not include_archived
+            and self.config.retrieval.archive_fallback
+            and "archived" not in base.statuses
+            and not any(self._hit_relevant(h) for h in hits)
+        ):
+            archived = MemoryFilter(
+                categories=base.categories,
+                tags=base.tags,
+                since=base.since,
+                until=base.until,
+                session_id=base.session_id,
+                statuses=("archived",),
+            )
+            extra = [
+                h
+                for h in self._search(query, user_id, limit=limit, alpha=a, filt=archived, fusion=fz, vector=vector)
+                if self._hit_relevant(h)
+            ]
+            hits = hits + extra
+        ranked = rerank(hits, now=when, config=self.config.rerank, fusion=fz)  # type: ignore[arg-type]
+        return ranked[:k]
+
+    def _hit_relevant(self, h: StoreHit) -> bool:
+        return h.vector_similarity is not None and h.vector_similarity >= self._min_similarity()
+
+    def recall(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        k: int = 5,
+        alpha: float | None = None,
+        include_archived: bool = False,
+        now: datetime | None = None,
+        filter: MemoryFilter | None = None,
+        fusion: str | None = None,
+    ) -> list[RecallHit]:
+        """Recall the ``k`` best memories of ``user_id`` for ``query``.
+
+        Candidates come from the store's hybrid search (``alpha``: 1.0 = pure vector, 0.0 = pure
+        keyword/BM25; default from the config), then are re-ranked by relevance, importance,
+        recency and heat. Recalled memories get ``access_count += 1``.
+
+        Args:
+            query: What to look for.
+            user_id: Whose memories; never anyone else's.
+            k: How many to return (1..1000).
+            alpha: Vector weight in hybrid search; ``None`` uses the configured default.
+            include_archived: Also search archived memories.
+            now: Reference time for recency (aware; default now).
+            filter: Category / tags / time range / session restrictions.
+            fusion: ``"relative"`` (default) or ``"ranked"``.
+
+        Returns:
+            Hits, best first, each with every score component.
+
+        Raises:
+            InvalidInputError: bad query, ids, k, alpha or filter.
+            StoreUnavailableError: the store cannot be reached.
+        """
+        hits = self._recall(
+            query,
+            user_id=user_id,
+            k=k,
+            alpha=alpha,
+            include_archived=include_archived,
+            now=now,
+            filter=filter,
+            fusion=fusion,
+        )
+        if hits and self.config.rerank.touch_on_recall:
+            self.store.touch(user_id, [h.id for h in hits], self._now(now))
+        return hits
+
+    def build_context(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        max_tokens: int | None = None,
+        now: datetime | None = None,
+        k: int | None = None,
+    ) -> FusedContext:
+        """Recall and fuse long-term memories into a block for the system prompt.
+
+        Memories already present in the session's short-term window are not repeated.
+        Injection is skipped (``skipped=True`` with the reason) when nothing is relevant.
+
+        Args:
+            query: The current user message.
+            user_id: Whose memories.
+            session_id: The current session (for short-term dedup).
+            max_tokens: Token cap for the block (default: 15 % of the context window).
+            now: Reference time (aware; default now).
+            k: Candidates to consider (default: twice the fuser's count cap).
+
+        Raises:
+            InvalidInputError: bad arguments.
+            StoreUnavailableError: the store is down (unless ``fuser.degrade_on_store_error``).
+        """
+        self._ensure_open()
+        if session_id is not None:
+            check_id(session_id, name="session_id")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0
+        ):
+            raise InvalidInputError("max_tokens must be a non-negative int")
+        kk = k if k is not None else max(1, 2 * self.config.fuser.max_memories)
+        when = self._now(now)
+        try:
+            hits = self._recall(
+                query, user_id=user_id, k=kk, alpha=None, include_archived=False, now=when, filter=None, fusion=None
+            )
+        except StoreUnavailableError as exc:
+            if not self.config.fuser.degrade_on_store_error:
+                raise
+            return FusedContext(
+                text="",
+                token_count=0,
+                skipped=True,
+                skipped_reason=f"long-term store unavailable: {exc}",
+                degraded=True,
+            )
+        stm_vectors: Vector | None = None
+        hit_vectors: dict[str, Vector] | None = None
+        if session_id is not None and hits:
+            turns = self.short_term(user_id, session_id)
+            if turns:
+                stm_vectors = self._turn_matrix(turns)
+                hit_vectors = self.store.get_vectors(user_id, [h.id for h in hits])
+        ctx = self.fuser.fuse(
+            hits,
+            query=query,
+            now=when,
+            max_tokens=max_tokens,
+            hit_vectors=hit_vectors,
+            stm_vectors=stm_vectors,
+            stm_threshold=self.embedder.stm_threshold,
+        )
+        if ctx.hits and self.config.rerank.touch_on_recall:
+            self.store.touch(user_id, [h.id for h in ctx.hits], when)
+        return ctx
+
+    def _turn_matrix(self, turns: Sequence[Turn]) -> Vector:
+        missing = [t for t in turns if t.id not in self._turn_vectors]
+        if missing:
+            vecs = self.embedder.embed_documents([t.content for t in missing])
+            with self._lock:
+                for t, v in zip(missing, vecs, strict=True):
+                    self._turn_vectors[t.id] = v
+        return np.stack([self._turn_vectors[t.id] for t in turns])
+
+    # ------------------------------------------------------------------ management
+    def get(self, memory_id: str, *, user_id: str) -> MemoryRecord:
+        """One memory of ``user_id`` by id.
+
+        Raises:
+            NotFoundError: no such memory for this user.
+        """
+        self._ensure_open()
+        check_id(user_id)
+        found = self.store.get(user_id, [memory_id])
+        if not found:
+            raise NotFoundError(f"no memory {memory_id!r} for this user")
+        return found[0]
+
+    def list_memories(
+        self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[MemoryRecord]:
+        """Memories of ``user_id`` (active by default), oldest first."""
+        self._ensure_open()
+        check_id(user_id)
+        return self.store.list(user_id, filter=filter, limit=limit, offset=offset)
+
+    def forget(self, memory_id: str, *, user_id: str) -> bool:
+        """Delete one memory of ``user_id``; return whether it existed."""
+        self._ensure_open()
+        check_id(user_id)
+        if not isinstance(memory_id, str) or not memory_id:
+            raise InvalidInputError("memory_id must be a non-empty str")
+        return self.store.delete(user_id, [memory_id]) > 0
+
+    def forget_user(self, user_id: str) -> int:
+        """Right to be forgotten: delete every memory, buffer and cache of ``user_id``.
+
+        Returns:
+            The number of long-term memories deleted.
+        """
+        self._ensure_open()
+        check_id(user_id)
+        with self._lock:
+            for key in [k for k in self._buffers if k[0] == user_id]:
+                for t in self._buffers.pop(key).clear():
+                    self._turn_vectors.pop(t.id, None)
+                    self._written_turns.discard(t.id)
+                self._seq.pop(key, None)
+        return self.store.delete_user(user_id)
+
+    def close(self) -> None:
+        """Close the memory (and the store). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self._buffers.clear()
+            self._turn_vectors.clear()
+        self.store.close()
+
+    def __enter__(self) -> HybridMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> HybridMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ async twins
+    async def aadd_turn(
+        self, user_id: str, session_id: str, role: str, content: str, timestamp: datetime | None = None
+    ) -> Turn:
+        """Async twin of :meth:`add_turn`."""
+        return await asyncio.to_thread(self.add_turn, user_id, session_id, role, content, timestamp)
+
+    async def aremember(self, user_id: str, content: str, **kwargs: Any) -> WriteOutcome:
+        """Async twin of :meth:`remember` (same keyword arguments)."""
+        return await asyncio.to_thread(lambda: self.remember(user_id, content, **kwargs))
+
+    async def aremember_many(
+        self,
+        user_id: str,
+        items: Iterable[str | Mapping[str, Any]],
+        *,
+        progress: bool | None = None,
+        batch_size: int = 256,
+    ) -> list[WriteOutcome]:
+        """Async twin of :meth:`remember_many`."""
+        return await asyncio.to_thread(
+            lambda: self.remember_many(user_id, list(items), progress=progress, batch_size=batch_size)
+        )
+
+    async def arecall(self, query: str, *, user_id: str, **kwargs: Any) -> list[RecallHit]:
+        """Async twin of :meth:`recall` (same keyword arguments)."""
+        return await asyncio.to_thread(lambda: self.recall(query, user_id=user_id, **kwargs))
+
+    async def abuild_context(self, query: str, *, user_id: str, **kwargs: Any) -> FusedContext:
+        """Async twin of :meth:`build_context` (same keyword arguments)."""
+        return await asyncio.to_thread(lambda: self.build_context(query, user_id=user_id, **kwargs))
+
+    async def aend_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
+        """Async twin of :meth:`end_session`."""
+        return await asyncio.to_thread(self.end_session, user_id, session_id)
+
+    async def aget(self, memory_id: str, *, user_id: str) -> MemoryRecord:
+        """Async twin of :meth:`get`."""
+        return await asyncio.to_thread(lambda: self.get(memory_id, user_id=user_id))
+
+    async def aforget(self, memory_id: str, *, user_id: str) -> bool:
+        """Async twin of :meth:`forget`."""
+        return await asyncio.to_thread(lambda: self.forget(memory_id, user_id=user_id))
+
+    async def aforget_user(self, user_id: str) -> int:
+        """Async twin of :meth:`forget_user`."""
+        return await asyncio.to_thread(self.forget_user, user_id)
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        await asyncio.to_thread(self.close)
