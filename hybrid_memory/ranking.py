@@ -1,0 +1,648 @@
+"""Weaviate-exact ranking maths: BM25 (BlockMax path), hybrid fusion and autocut.
+
+Pure functions, no IO. :class:`~hybrid_memory.stores.local.LocalStore` ranks with them so that a
+search means the same thing on the embedded store as on Weaviate v1.39 (``weaviate.md`` §1, §2):
+``alpha`` 1.0 = pure vector, 0.0 = pure keyword (BM25).
+
+**BM25** (``weaviate.md`` §2.2, BlockMax-WAND path, the default for new collections)::
+
+    k1, b     = float64(float32(k1_cfg)), float64(float32(b_cfg))      # 1.2, 0.75 by default
+    idf(t)    = ln(1 + (max(N, n) - n + 0.5) / (n + 0.5)) * dup(t)     # dup = count of t in query
+    score_p   = sum_t idf(t) * tf / (tf + k1 * ((1 - b) + b * dl / avgdl)) * boost_p   (float64)
+    score     = sum_p float32(score_p)                                              (float32)
+
+``N`` counts every live object of the partition (also those without tokens), ``n`` is the
+*unfiltered* document frequency, ``dl`` counts every token (stopwords too) and ``avgdl`` is the
+mean over documents with at least one token. Filters restrict the candidates, never the
+statistics. The operator is OR (a document matching any query term is a hit); results are
+ordered by score descending, then id (UUID string) ascending.
+
+**Hybrid fusion** (``weaviate.md`` §1.9): the vector leg (weight ``alpha``) is fused first, the
+keyword leg (weight ``1 - alpha``) second; each leg holds at most ``max(100, limit)``
+candidates; ``max_vector_distance`` truncates the vector leg and restricts the keyword leg to
+the surviving ids; relativeScoreFusion min-max normalises each leg, rankedFusion adds
+``w / (rank + 60)``. Every Go ``float32`` operation is emulated with :class:`numpy.float32`
+scalars, and ties are broken with Weaviate's epsilon comparator (score, then the secondary sort
+value, then the id).
+
+Example:
+    >>> from hybrid_memory.ranking import KeywordCandidate, VectorCandidate, hybrid_fuse
+    >>> hits = hybrid_fuse(
+    ...     alpha=0.5,
+    ...     vector_leg=[VectorCandidate("a", 0.1), VectorCandidate("b", 0.3)],
+    ...     keyword_leg=[KeywordCandidate("b", 2.0), KeywordCandidate("c", 1.0)],
+    ...     limit=3,
+    ... )
+    >>> [(h.id, h.score) for h in hits]
+    [('b', 0.5), ('a', 0.5), ('c', 0.0)]
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_memory.errors import InvalidInputError
+
+__all__ = [
+    "DEFAULT_B",
+    "DEFAULT_K1",
+    "HYBRID_MAXIMUM_RESULTS",
+    "QUERY_MAXIMUM_RESULTS",
+    "RANKED_FUSION_K",
+    "Bm25Params",
+    "FusedHit",
+    "KeywordCandidate",
+    "LegHit",
+    "PropertyTokens",
+    "VectorCandidate",
+    "autocut",
+    "average_length",
+    "bm25_accumulate",
+    "bm25_idf",
+    "bm25_multi_property",
+    "bm25_scores",
+    "bm25_term_score",
+    "candidate_limit",
+    "cosine_distance",
+    "f32",
+    "fusion_order",
+    "hybrid_fuse",
+    "hybrid_weights",
+    "query_term_counts",
+    "rank_keyword",
+    "ranked_fusion",
+    "relative_score_fusion",
+]
+
+#: Weaviate's ``QUERY_HYBRID_MAXIMUM_RESULTS`` default: candidates fetched per hybrid leg.
+HYBRID_MAXIMUM_RESULTS = 100
+#: Weaviate's ``QUERY_MAXIMUM_RESULTS`` default: results after fusion are capped at this.
+QUERY_MAXIMUM_RESULTS = 10_000
+#: rankedFusion's constant (hard-coded 60 in ``hybrid_fusion.go``).
+RANKED_FUSION_K = 60
+#: BM25 defaults of a Weaviate collection.
+DEFAULT_K1 = 1.2
+DEFAULT_B = 0.75
+#: Weaviate's tie threshold: two float32 scores are equal when ``(a - b)**2 < 1e-14``.
+_TIE_EPSILON_SQ = 1e-14
+
+_F32_ZERO = np.float32(0.0)
+_F32_ONE = np.float32(1.0)
+
+
+def f32(x: float | np.floating[Any]) -> np.float32:
+    """Round ``x`` to the nearest float32, like Go's ``float32(x)``.
+
+    Example:
+        >>> float(f32(0.1))
+        0.10000000149011612
+    """
+    out: np.float32 = np.float32(float(x))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# BM25
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bm25Params:
+    """BM25 parameters as Weaviate holds them: configured as float32, used as float64.
+
+    Example:
+        >>> Bm25Params().k1
+        1.2000000476837158
+    """
+
+    k1_config: float = DEFAULT_K1
+    b_config: float = DEFAULT_B
+
+    def __post_init__(self) -> None:
+        for name in ("k1_config", "b_config"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise InvalidInputError(f"{name} must be a finite non-negative number, got {v!r}")
+
+    @property
+    def k1(self) -> float:
+        """``float64(float32(k1))``."""
+        return float(np.float32(self.k1_config))
+
+    @property
+    def b(self) -> float:
+        """``float64(float32(b))``."""
+        return float(np.float32(self.b_config))
+
+
+_DEFAULT_PARAMS = Bm25Params()
+
+
+def query_term_counts(tokens: Iterable[str]) -> dict[str, int]:
+    """Unique query terms (first-seen order) with their multiplicity in the query.
+
+    Weaviate scores a term once and multiplies its idf by how often it occurs in the query.
+
+    Example:
+        >>> query_term_counts(["a", "b", "a"])
+        {'a': 2, 'b': 1}
+    """
+    counts: dict[str, int] = {}
+    for t in tokens:
+        counts[t] = counts.get(t, 0) + 1
+    return counts
+
+
+def bm25_idf(n_docs: int, df: int, multiplicity: int = 1) -> float:
+    """Inverse document frequency ``ln(1 + (max(N, n) - n + 0.5) / (n + 0.5)) * multiplicity``.
+
+    Args:
+        n_docs: ``N``, live objects in the partition (documents without tokens count too).
+        df: ``n``, documents containing the term (unfiltered).
+        multiplicity: How often the term occurs in the query.
+
+    Example:
+        >>> round(bm25_idf(10, 5), 6)
+        0.693147
+    """
+    n_big = max(n_docs, df)
+    return math.log(1.0 + (n_big - df + 0.5) / (df + 0.5)) * multiplicity
+
+
+def bm25_term_score(
+    tf: float, dl: float, avgdl: float, idf: float, *, params: Bm25Params = _DEFAULT_PARAMS, boost: float = 1.0
+) -> float:
+    """One term's contribution to one property of one document (float64, Weaviate's order of ops).
+
+    Example:
+        >>> round(bm25_term_score(1, 4, 4.0, 1.0), 6)
+        0.454545
+    """
+    k1, b = params.k1, params.b
+    tf_norm = tf / (tf + k1 * ((1 - b) + b * (dl / avgdl)))
+    return tf_norm * idf * boost
+
+
+def average_length(lengths: Iterable[int]) -> float:
+    """``avgdl``: mean token count over the documents that have at least one token (0.0 if none)."""
+    total = 0
+    count = 0
+    for n in lengths:
+        if n > 0:
+            total += n
+            count += 1
+    return total / count if count else 0.0
+
+
+def bm25_scores(
+    query_tokens: Sequence[str],
+    documents: Sequence[Sequence[str] | None],
+    *,
+    n_docs: int | None = None,
+    params: Bm25Params = _DEFAULT_PARAMS,
+    boost: float = 1.0,
+) -> dict[int, float]:
+    """Reference BM25 of one searched property over a whole partition.
+
+    Args:
+        query_tokens: Analysed query terms (duplicates count, see :func:`query_term_counts`).
+        documents: Every document of the partition as its token list (``None`` or ``[]`` for a
+            document without this property). Statistics are computed over all of them.
+        n_docs: ``N``; defaults to ``len(documents)``.
+        params: k1 and b.
+        boost: The property boost (``"content^2"`` → 2).
+
+    Returns:
+        ``{document index: float32 score}`` for every document matching at least one term.
+
+    Example:
+        >>> docs = [["green", "tea"], ["black", "tea", "tea"], ["coffee"]]
+        >>> {i: round(s, 4) for i, s in bm25_scores(["green", "tea"], docs).items()}
+        {0: 0.6595, 1: 0.2575}
+    """
+    return bm25_multi_property(query_tokens, [PropertyTokens(documents, boost)], n_docs=n_docs, params=params)
+
+
+@dataclass(frozen=True)
+class PropertyTokens:
+    """One searched property: the token list of every document, a boost and a tokenisation group.
+
+    Properties with the same ``group`` (tokenization + stopword settings in Weaviate) share their
+    idf: ``n = floor(sum of df / number of properties where df > 0)``.
+    """
+
+    documents: Sequence[Sequence[str] | None]
+    boost: float = 1.0
+    group: str = "word"
+
+
+def bm25_multi_property(
+    query_tokens: Sequence[str],
+    properties: Sequence[PropertyTokens],
+    *,
+    n_docs: int | None = None,
+    params: Bm25Params = _DEFAULT_PARAMS,
+) -> dict[int, float]:
+    """BM25 over several properties, each scored independently and summed (``weaviate.md`` §2.2).
+
+    Each property has its own ``dl``/``avgdl``; the idf of a term is shared inside a tokenisation
+    group; per-property scores are rounded to float32 and summed in float32 (property order).
+
+    Args:
+        query_tokens: Analysed query terms.
+        properties: The searched properties; all must list the same documents.
+        n_docs: ``N``; defaults to the number of documents.
+        params: k1 and b.
+
+    Returns:
+        ``{document index: float32 score}`` for documents matching any term in any property.
+
+    Raises:
+        InvalidInputError: properties of different lengths, or no properties.
+    """
+    if not properties:
+        raise InvalidInputError("at least one property must be searched")
+    n_rows = len(properties[0].documents)
+    if any(len(p.documents) != n_rows for p in properties):
+        raise InvalidInputError("every property must list the same documents")
+    big_n = n_rows if n_docs is None else n_docs
+    q = query_term_counts(query_tokens)
+
+    # Per-property statistics.
+    tfs: list[list[dict[str, int]]] = []
+    lengths: list[list[int]] = []
+    dfs: list[dict[str, int]] = []
+    for prop in properties:
+        per_doc = [query_term_counts(toks or ()) for toks in prop.documents]
+        tfs.append(per_doc)
+        lengths.append([len(toks or ()) for toks in prop.documents])
+        dfs.append({t: sum(1 for c in per_doc if t in c) for t in q})
+
+    # Shared idf per tokenisation group: integer mean of the non-zero document frequencies.
+    idf: list[dict[str, float]] = []
+    for prop in properties:
+        members = [i for i, p in enumerate(properties) if p.group == prop.group]
+        row: dict[str, float] = {}
+        for t, dup in q.items():
+            nonzero = [dfs[i][t] for i in members if dfs[i][t] > 0]
+            if nonzero:
+                row[t] = bm25_idf(big_n, sum(nonzero) // len(nonzero), dup)
+        idf.append(row)
+
+    totals: dict[int, np.float32] = {}
+    for p_idx, prop in enumerate(properties):
+        avgdl = average_length(lengths[p_idx])
+        for d in range(n_rows):
+            counts = tfs[p_idx][d]
+            acc = 0.0
+            hit = False
+            for t in q:
+                tf = counts.get(t, 0)
+                if tf == 0 or t not in idf[p_idx]:
+                    continue
+                hit = True
+                acc += bm25_term_score(tf, lengths[p_idx][d], avgdl, idf[p_idx][t], params=params, boost=prop.boost)
+            if hit:
+                totals[d] = np.float32(totals.get(d, _F32_ZERO) + np.float32(acc))
+    return {d: float(s) for d, s in totals.items()}
+
+
+def bm25_accumulate(
+    query_counts: Mapping[str, int],
+    postings: Mapping[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
+    doc_lengths: npt.NDArray[np.float64],
+    *,
+    n_docs: int,
+    avgdl: float,
+    params: Bm25Params = _DEFAULT_PARAMS,
+    boost: float = 1.0,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+    """Vectorised single-property BM25 from postings (the store's fast path).
+
+    Same float64 operations in the same order as :func:`bm25_term_score`, so the result equals
+    :func:`bm25_scores` on the same partition.
+
+    Args:
+        query_counts: Output of :func:`query_term_counts`.
+        postings: ``term -> (rows, term frequencies)``; ``len(rows)`` is the unfiltered df.
+        doc_lengths: ``dl`` of every row (float64 array of length = number of rows).
+        n_docs: ``N`` (usually the number of rows).
+        avgdl: Mean ``dl`` over rows with at least one token.
+        params: k1 and b.
+        boost: Property boost.
+
+    Returns:
+        ``(float32 scores per row, hit mask per row)``.
+    """
+    k1, b = params.k1, params.b
+    acc = np.zeros(doc_lengths.shape[0], dtype=np.float64)
+    hit = np.zeros(doc_lengths.shape[0], dtype=np.bool_)
+    for term, dup in query_counts.items():
+        entry = postings.get(term)
+        if entry is None or entry[0].size == 0:
+            continue
+        rows, freqs = entry
+        idf = bm25_idf(n_docs, int(rows.size), dup)
+        norm = freqs / (freqs + k1 * ((1 - b) + b * (doc_lengths[rows] / avgdl)))
+        acc[rows] += norm * idf * boost
+        hit[rows] = True
+    return acc.astype(np.float32), hit
+
+
+class KeywordCandidate(NamedTuple):
+    """A keyword-leg result: id and BM25 score."""
+
+    id: str
+    score: float
+
+
+class VectorCandidate(NamedTuple):
+    """A vector-leg result: id and cosine distance (``max(0, 1 - cos)``)."""
+
+    id: str
+    distance: float
+
+
+def rank_keyword(scores: Mapping[str, float]) -> list[KeywordCandidate]:
+    """Order BM25 hits like Weaviate: score descending, then id (UUID string) ascending.
+
+    Example:
+        >>> rank_keyword({"b": 1.0, "a": 1.0, "c": 2.0})
+        [KeywordCandidate(id='c', score=2.0), KeywordCandidate(id='a', score=1.0), KeywordCandidate(id='b', score=1.0)]
+    """
+    return [KeywordCandidate(i, s) for i, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def cosine_distance(similarity: float) -> float:
+    """Weaviate's cosine distance of two unit vectors: ``max(0, 1 - dot)`` in float32."""
+    return float(np.maximum(_F32_ZERO, _F32_ONE - np.float32(similarity)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Fusion
+# ----------------------------------------------------------------------------------------------
+
+
+class LegHit(NamedTuple):
+    """One entry of a result set given to a fusion function: id and secondary sort value."""
+
+    id: str
+    ssv: float
+
+
+@dataclass(frozen=True)
+class FusedHit:
+    """A fused result.
+
+    Attributes:
+        id: The document id.
+        score: The fused score (a float32 value).
+        ssv: The secondary sort value of the object kept in the fusion map (the later leg's,
+            i.e. the BM25 score when both legs found the document).
+        leg: Index of the result set whose object was kept.
+        keyword_score: BM25 score when the keyword leg returned the document (hybrid only).
+        vector_distance: Cosine distance when the vector leg returned it (hybrid only).
+    """
+
+    id: str
+    score: float
+    ssv: float
+    leg: int
+    keyword_score: float | None = None
+    vector_distance: float | None = None
+
+
+def _before(a: FusedHit, b: FusedHit) -> bool:
+    d = float(np.float32(b.score) - np.float32(a.score))
+    if d * d < _TIE_EPSILON_SQ:
+        d2 = float(np.float32(b.ssv) - np.float32(a.ssv))
+        if d2 * d2 < _TIE_EPSILON_SQ:
+            return a.id < b.id
+        return a.ssv > b.ssv
+    return a.score > b.score
+
+
+def _compare(a: FusedHit, b: FusedHit) -> int:
+    if _before(a, b):
+        return -1
+    if _before(b, a):
+        return 1
+    return 0
+
+
+def fusion_order(hits: Iterable[FusedHit]) -> list[FusedHit]:
+    """Sort fused hits with Weaviate's comparator.
+
+    Score descending; scores closer than 1e-7 tie and fall back to the secondary sort value
+    (descending, same epsilon), then to the id ascending.
+    """
+    return sorted(hits, key=functools.cmp_to_key(_compare))
+
+
+def _check_sets(weights: Sequence[float], result_sets: Sequence[Sequence[LegHit]]) -> None:
+    if len(weights) != len(result_sets):
+        raise InvalidInputError(f"{len(weights)} weights for {len(result_sets)} result sets")
+
+
+def relative_score_fusion(weights: Sequence[float], result_sets: Sequence[Sequence[LegHit]]) -> list[FusedHit]:
+    """Weaviate's relativeScoreFusion (``hybrid_fusion.go`` ``FusionRelativeScore``).
+
+    Each set's secondary sort values are min-max normalised and multiplied by the set's weight
+    (all in float32; a set whose values are all equal gives every member the full weight); the
+    per-id sums are sorted with :func:`fusion_order`. The later set's object replaces the
+    earlier one for an id found in both.
+
+    Example:
+        >>> hits = relative_score_fusion([0.5, 0.5], [[LegHit("0", 1), LegHit("1", 2), LegHit("2", 3)],
+        ...                                            [LegHit("0", 0), LegHit("1", 1), LegHit("2", 2)]])
+        >>> [(h.id, h.score) for h in hits]
+        [('2', 1.0), ('1', 0.5), ('0', 0.0)]
+    """
+    _check_sets(weights, result_sets)
+    if not result_sets or (len(result_sets[0]) == 0 and (len(result_sets) == 1 or len(result_sets[1]) == 0)):
+        return []
+    fused: dict[str, FusedHit] = {}
+    for i, results in enumerate(result_sets):
+        ssvs = [np.float32(r.ssv) for r in results]
+        hi = max(ssvs) if ssvs else _F32_ZERO
+        lo = min(ssvs) if ssvs else _F32_ZERO
+        weight = np.float32(weights[i])
+        for r, ssv in zip(results, ssvs, strict=True):
+            score = weight if hi == lo else np.float32(weight * np.float32(np.float32(ssv - lo) / np.float32(hi - lo)))
+            prev = fused.get(r.id)
+            if prev is not None:
+                score = np.float32(score + np.float32(prev.score))
+            fused[r.id] = FusedHit(r.id, float(score), float(ssv), i)
+    return fusion_order(fused.values())
+
+
+def ranked_fusion(weights: Sequence[float], result_sets: Sequence[Sequence[LegHit]]) -> list[FusedHit]:
+    """Weaviate's rankedFusion (reciprocal rank fusion, ``hybrid_fusion.go`` ``FusionRanked``).
+
+    The document at 0-based rank ``j`` of set ``i`` gets ``float32(w_i / (j + 60))``; sums are
+    float32 and sorted with :func:`fusion_order`.
+
+    Example:
+        >>> hits = ranked_fusion([1.0], [[LegHit("a", 0.9), LegHit("b", 0.8)]])
+        >>> [(h.id, round(h.score, 6)) for h in hits]
+        [('a', 0.016667), ('b', 0.016393)]
+    """
+    _check_sets(weights, result_sets)
+    fused: dict[str, FusedHit] = {}
+    for i, results in enumerate(result_sets):
+        for j, r in enumerate(results):
+            score = np.float32(float(weights[i]) / float(j + RANKED_FUSION_K))
+            prev = fused.get(r.id)
+            if prev is not None:
+                score = np.float32(score + np.float32(prev.score))
+            fused[r.id] = FusedHit(r.id, float(score), float(np.float32(r.ssv)), i)
+    return fusion_order(fused.values())
+
+
+def autocut(scores: Sequence[float], cutoff: int) -> int:
+    """Weaviate's autocut (``entities/autocut/autocut.go``): how many results to keep.
+
+    The scores are normalised to [0, 1] and compared with a straight line; the result is cut
+    before the ``cutoff``-th local maximum of the difference (float32 throughout).
+
+    Example:
+        >>> autocut([2, 1.95, 1.9, 0.2, 0.1, 0.1, -1], 1)
+        3
+    """
+    n = len(scores)
+    if n <= 1:
+        return n
+    y = [np.float32(v) for v in scores]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        step = np.float32(_F32_ONE / np.float32(np.float32(n) - _F32_ONE))
+        span = np.float32(y[-1] - y[0])
+        diff = [
+            np.float32(
+                np.float32(np.float32(y[i] - y[0]) / span) - np.float32(_F32_ZERO + np.float32(np.float32(i) * step))
+            )
+            for i in range(n)
+        ]
+    extrema = 0
+    for i in range(1, n):
+        if i == n - 1:  # the last point has no successor: compare with the two before it
+            is_max = bool(diff[i] > diff[i - 1]) and i >= 2 and bool(diff[i] > diff[i - 2])
+        else:
+            is_max = bool(diff[i] > diff[i - 1]) and bool(diff[i] > diff[i + 1])
+        if is_max:
+            extrema += 1
+            if extrema >= cutoff:
+                return i
+    return n
+
+
+# ----------------------------------------------------------------------------------------------
+# Hybrid search (weaviate.md §1.9)
+# ----------------------------------------------------------------------------------------------
+
+
+def candidate_limit(limit: int) -> int:
+    """Candidates fetched per leg: ``max(QUERY_HYBRID_MAXIMUM_RESULTS, limit)`` (offset not added)."""
+    return max(HYBRID_MAXIMUM_RESULTS, limit)
+
+
+def hybrid_weights(alpha: float) -> tuple[float | None, float | None]:
+    """Leg weights for ``alpha`` (1.0 = pure vector, 0.0 = pure keyword/BM25).
+
+    Alpha travels as a float32 on Weaviate's gRPC API: ``a = float64(float32(alpha))``. The
+    vector leg runs when ``a > 0`` with weight ``a``; the keyword leg when ``1 - a > 0`` with
+    weight ``1 - a``.
+
+    Returns:
+        ``(vector weight or None, keyword weight or None)``.
+
+    Example:
+        >>> hybrid_weights(0.0), hybrid_weights(1.0)
+        ((None, 1.0), (1.0, None))
+    """
+    a64 = float(np.float32(alpha))
+    return (a64 if a64 > 0 else None, (1 - a64) if 1 - a64 > 0 else None)
+
+
+def hybrid_fuse(
+    *,
+    alpha: float,
+    vector_leg: Sequence[VectorCandidate] | None,
+    keyword_leg: Sequence[KeywordCandidate] | None,
+    fusion: Literal["relative", "ranked"] = "relative",
+    limit: int = 10,
+    offset: int = 0,
+    max_vector_distance: float | None = None,
+    auto_limit: int = 0,
+) -> list[FusedHit]:
+    """Fuse the two legs of a hybrid search exactly like Weaviate's ``Explorer.Hybrid``.
+
+    Args:
+        alpha: 1.0 = pure vector, 0.0 = pure keyword (BM25). Taken as given (0.0 stays 0.0).
+        vector_leg: Candidates by cosine distance ascending (required when alpha > 0); only
+            the first ``max(100, limit)`` are used.
+        keyword_leg: Candidates by BM25 score descending, id ascending (``None`` = no hits);
+            only the first ``max(100, limit)`` are used.
+        fusion: ``"relative"`` (relativeScoreFusion) or ``"ranked"`` (rankedFusion).
+        limit: Results to return.
+        offset: Results to skip (applied after fusion; candidates are not widened by it).
+        max_vector_distance: Keep the vector leg up to the first distance above this value and
+            drop keyword hits that are not among the surviving vector candidates.
+        auto_limit: Autocut: cut after this many score jumps (0 = off).
+
+    Returns:
+        The page of fused hits, best first.
+
+    Raises:
+        InvalidInputError: alpha outside [0, 1], bad limit/offset, or no vector leg with alpha > 0.
+    """
+    if not (0.0 <= alpha <= 1.0):
+        raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha}")
+    if limit < 1 or offset < 0 or auto_limit < 0:
+        raise InvalidInputError("limit must be >= 1, offset and auto_limit >= 0")
+    k = candidate_limit(limit)
+    w_vec, w_kw = hybrid_weights(alpha)
+    weights: list[float] = []
+    sets: list[list[LegHit]] = []
+    distances: dict[str, float] = {}
+    bm25: dict[str, float] = {}
+    if w_vec is not None:
+        if vector_leg is None:
+            raise InvalidInputError("a query vector is required when alpha > 0")
+        vec = list(vector_leg[:k])
+        if max_vector_distance is not None:
+            cut = np.float32(max_vector_distance)
+            keep = 0
+            while keep < len(vec) and not (np.float32(vec[keep].distance) > cut):
+                keep += 1
+            vec = vec[:keep]
+        hits: list[LegHit] = []
+        for c in vec:
+            dist = np.float32(c.distance)
+            distances[c.id] = float(dist)
+            hits.append(LegHit(c.id, float(np.float32(_F32_ONE - dist))))
+        weights.append(w_vec)
+        sets.append(hits)
+    if w_kw is not None:
+        kw = list((keyword_leg or [])[:k])
+        if max_vector_distance is not None and w_vec is not None:
+            kw = [c for c in kw if c.id in distances]
+        for kc in kw:
+            bm25[kc.id] = float(np.float32(kc.score))
+        weights.append(w_kw)
+        sets.append([LegHit(kc.id, bm25[kc.id]) for kc in kw])
+
+    fused = relative_score_fusion(weights, sets) if fusion == "relative" else ranked_fusion(weights, sets)
+    fused = fused[: min(offset + limit, QUERY_MAXIMUM_RESULTS)]
+    if auto_limit > 0:
+        fused = fused[: autocut([h.score for h in fused], auto_limit)]
+    return [
+        FusedHit(h.id, h.score, h.ssv, h.leg, keyword_score=bm25.get(h.id), vector_distance=distances.get(h.id))
+        for h in fused[offset : offset + limit]
+    ]
