@@ -270,11 +270,13 @@ class ContextFuser:
         return "\n".join(parts)
 
     def inject(self, system_prompt: str | None, context: FusedContext) -> str:
-        r"""Place the block in a system prompt (end by default, per ``placement``).
+        """Place the block in a system prompt (end by default, per ``placement``).
 
         Example:
-            >>> ContextFuser().inject("You are helpful.", FusedContext(text="<memory-context>x</memory-context>", token_count=3))
-            'You are helpful.\\n\\n<memory-context>x</memory-context>'
+            >>> print(ContextFuser().inject("You are helpful.", FusedContext(text="<memory-context>x</memory-context>", token_count=3)))
+            You are helpful.
+            <BLANKLINE>
+            <memory-context>x</memory-context>
         """
         base = system_prompt or ""
         if not context.text:

@@ -1,0 +1,68 @@
+"""The ``hybrid-memory`` command line.
+
+Sub-commands: ``demo`` (the whole memory loop, offline) and ``bench`` (quality benchmarks on
+LoCoMo, LongMemEval and MemoryBank-CN files). Run ``hybrid-memory --help`` for the list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command registered."""
+    parser = argparse.ArgumentParser(
+        prog="hybrid-memory",
+        description="Memory for LLM agents: key-frame short-term buffer + Weaviate-exact hybrid long-term recall.",
+    )
+    from hybrid_memory import __version__  # noqa: PLC0415
+
+    parser.add_argument("--version", action="version", version=f"hybrid-memory {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    demo = sub.add_parser("demo", help="run the bilingual multi-session demo of the whole memory loop (offline)")
+    demo.add_argument("--store", default=":memory:", help="LocalStore file (default: in memory)")
+    demo.add_argument(
+        "--embedder",
+        choices=["default", "hashing"],
+        default="default",
+        help="'default' = local multilingual USE model; 'hashing' = tiny lexical embedder (no model)",
+    )
+    demo.set_defaults(func=_run_demo)
+
+    try:
+        from hybrid_memory.bench.cli import register  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - the bench package ships with the library
+        pass
+    else:
+        register(sub)
+    return parser
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from hybrid_memory.cli.demo import run_demo  # noqa: PLC0415
+
+    return run_demo(store_path=args.store, embedder=args.embedder)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hybrid-memory`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from hybrid_memory.errors import HybridMemoryError  # noqa: PLC0415
+
+    try:
+        code = args.func(args)
+    except HybridMemoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return int(code or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

