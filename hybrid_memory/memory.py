@@ -613,6 +613,7 @@ class HybridMemory:
         max_tokens: int | None = None,
         now: datetime | None = None,
         k: int | None = None,
+        filter: MemoryFilter | None = None,
     ) -> FusedContext:
         """Recall and fuse long-term memories into a block for the system prompt.
 
@@ -626,6 +627,7 @@ class HybridMemory:
             max_tokens: Token cap for the block (default: 15 % of the context window).
             now: Reference time (aware; default now).
             k: Candidates to consider (default: twice the fuser's count cap).
+            filter: Category / tags / time range / session restrictions on the recalled memories.
 
         Raises:
             InvalidInputError: bad arguments.
@@ -642,7 +644,7 @@ class HybridMemory:
         when = self._now(now)
         try:
             hits = self._recall(
-                query, user_id=user_id, k=kk, alpha=None, include_archived=False, now=when, filter=None, fusion=None
+                query, user_id=user_id, k=kk, alpha=None, include_archived=False, now=when, filter=filter, fusion=None
             )
         except StoreUnavailableError as exc:
             if not self.config.fuser.degrade_on_store_error:
