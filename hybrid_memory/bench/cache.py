@@ -29,6 +29,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -101,6 +102,10 @@ class CachedEmbedder:
         out: Vector = self._embed([text], "query")[0]
         return out
 
+    def embed_queries(self, texts: Sequence[str]) -> Vector:
+        """Embed several queries at once (fills the query cache in one pass)."""
+        return self._embed(list(texts), "query")
+
     async def aembed_documents(self, texts: Sequence[str]) -> Vector:
         """Async twin of :meth:`embed_documents`."""
         return await asyncio.to_thread(self.embed_documents, texts)
@@ -115,6 +120,12 @@ class CachedEmbedder:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    def __getattr__(self, name: str) -> Any:
+        # Model-specific extras (e.g. ``min_similarity``) come from the wrapped embedder.
+        if name.startswith("_") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, cache_dir={str(self._dir)!r})"

@@ -1,0 +1,154 @@
+"""``hybrid-memory bench {locomo,longmemeval,memorybank}``: score a dataset file.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="hybrid-memory")
+    >>> register(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["bench", "memorybank", "--data", "bank.json", "--labels", "l.json", "--json"])
+    >>> args.dataset, args.json, args.alpha
+    ('memorybank', True, None)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["format_table", "register", "run"]
+
+_HELP = {
+    "locomo": "LoCoMo (locomo10*.json): turn-level retrieval, categories 1-4 (5 reported apart)",
+    "longmemeval": "LongMemEval (.json or .json.gz): official turn/session retrieval metrics",
+    "memorybank": "MemoryBank-CN (memory_bank_cn*.json + --labels): Chinese probing questions",
+}
+
+
+def _alpha(text: str) -> float:
+    try:
+        a = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"alpha must be a number, got {text!r}") from exc
+    if not 0.0 <= a <= 1.0:
+        raise argparse.ArgumentTypeError("alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25)")
+    return a
+
+
+def _alphas(text: str) -> tuple[float, ...]:
+    return tuple(_alpha(t) for t in text.split(",") if t.strip())
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from exc
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
+    return n
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``bench`` sub-command (with one sub-command per dataset) to ``subparsers``."""
+    bench = subparsers.add_parser(
+        "bench",
+        help="score recall quality on LoCoMo, LongMemEval or MemoryBank-CN files (original formats)",
+        description="Store a dataset through the public HybridMemory API and score recall by the dataset's "
+        "protocol; compare with BM25-only, vector-only and hybrid store searches in the same run.",
+    )
+    sub = bench.add_subparsers(dest="dataset", metavar="DATASET")
+    sub.required = True
+    for name, help_text in _HELP.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--data", required=True, help="the dataset file in its original format")
+        if name == "memorybank":
+            p.add_argument("--labels", required=True, help="labels JSON: [{user, qid, question, evidence, answer}]")
+        p.add_argument("--json", action="store_true", help="print one JSON object (the full report)")
+        p.add_argument("--limit", type=_positive, default=None, help="score only the first N questions")
+        p.add_argument(
+            "--alpha",
+            type=_alpha,
+            default=None,
+            help="alpha of the default pipeline (1.0 = pure vector, 0.0 = pure BM25; default: the library's)",
+        )
+        p.add_argument(
+            "--alphas",
+            type=_alphas,
+            default=None,
+            help="store-level alphas to compare, comma-separated (default 0,0.25,0.5,0.75,1)",
+        )
+        p.add_argument("--no-baselines", action="store_true", help="score the default pipeline only")
+        p.add_argument("--k", type=_positive, default=None, help="hits per recall (default 10; LongMemEval 50)")
+        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+        p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the dataset, run the benchmark and print the result."""
+    from hybrid_memory.bench.datasets import (
+        limit_questions,
+        load_locomo,
+        load_longmemeval,
+        load_memorybank,
+    )
+    from hybrid_memory.bench.runner import DEFAULT_ALPHAS, BenchOptions, run_benchmark
+
+    if args.dataset == "locomo":
+        ds = load_locomo(args.data)
+    elif args.dataset == "longmemeval":
+        ds = load_longmemeval(args.data)
+    else:
+        ds = load_memorybank(args.data, args.labels)
+    ds = limit_questions(ds, args.limit)
+    opts = BenchOptions(
+        alpha=args.alpha,
+        alphas=args.alphas if args.alphas is not None else DEFAULT_ALPHAS,
+        baselines=not args.no_baselines,
+        k=args.k,
+        progress=not args.quiet,
+    )
+    report = run_benchmark(ds, options=opts)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        print(format_table(report))
+    return 0
+
+
+_LME_COLS = (
+    "session_recall_all@5",
+    "session_recall_all@10",
+    "session_ndcg_any@10",
+    "turn_recall_any@5",
+    "turn_recall_any@10",
+    "recall@10",
+)
+_GEN_COLS = ("recall@1", "recall@5", "recall@10", "all@10", "ndcg@10", "session_recall@10")
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """A plain-text table of the default pipeline and the baselines."""
+    cols = _LME_COLS if report.get("dataset") == "longmemeval" else _GEN_COLS
+    rows: list[tuple[str, dict[str, Any]]] = [("default", report)]
+    rows += list((report.get("baselines") or {}).items())
+    width = max(len(n) for n, _ in rows) + 2
+    lines = [
+        f"{report.get('dataset')}: {report.get('questions')} questions, {report.get('documents')} documents "
+        f"({report.get('data')})",
+        "method".ljust(width) + "".join(c.rjust(22) for c in cols),
+    ]
+    for name, r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            cells.append(("-" if v is None else f"{v:.4f}").rjust(22))
+        lines.append(name.ljust(width) + "".join(cells))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(prog="hybrid-memory")
+    register(parser.add_subparsers(dest="command"))
+    ns = parser.parse_args()
+    sys.exit(ns.func(ns))

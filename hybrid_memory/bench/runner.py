@@ -1,0 +1,402 @@
+"""Score the default memory pipeline and the comparison methods on a loaded dataset.
+
+For every group (a LoCoMo conversation, a LongMemEval haystack, a MemoryBank user) the runner
+
+1. stores the documents through the public API, ``HybridMemory.remember_many``, each with its
+   timestamp, ``metadata={"bench_id": <dataset id>, "bench_session": <session>}`` and
+   ``provenance=(<dataset id>,)`` (the embedding of each text is computed once and cached on
+   disk, see :mod:`hybrid_memory.bench.cache`);
+2. runs the comparison methods on the same store with store-level hybrid search
+   (``alpha`` 1.0 = pure vector, 0.0 = pure keyword/BM25): BM25 only, vector only and hybrid
+   at the other alphas, plus the API with a relevance-only profile and the default profile
+   without access bumps;
+3. runs the **default configuration** last: ``HybridMemory.recall(question, user_id=..., k=K,
+   now=<time of the question>)`` with default settings, question after question, so access
+   bumps of earlier recalls count as they would for a real user.
+
+A hit stands for the dataset ids in its metadata and provenance, and for every document the
+writer folded into it (an exact duplicate of an earlier turn is stored once). The headline
+numbers are those of step 3.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from hybrid_memory.bench.datasets import LOCOMO_CATEGORIES, Dataset, Group, Question
+from hybrid_memory.bench.metrics import (
+    LME_KS,
+    Ranking,
+    all_at_k,
+    flatten,
+    lme_evaluate,
+    lme_session,
+    lme_turn2session,
+    mean,
+    ndcg_at_k,
+    recall_at_k,
+    session_recall_at_k,
+)
+from hybrid_memory.embeddings import Embedder
+from hybrid_memory.records import MemoryRecord
+
+__all__ = [
+    "DEFAULT_ALPHAS",
+    "GENERIC_KS",
+    "BenchOptions",
+    "aggregate",
+    "question_metrics",
+    "run_benchmark",
+]
+
+#: Cut-offs of Recall@k / all@k / nDCG@k for LoCoMo and MemoryBank.
+GENERIC_KS = (1, 3, 5, 10, 20, 50)
+#: Store-level alphas compared in one run (1.0 = pure vector, 0.0 = pure keyword/BM25).
+DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What to run.
+
+    Attributes:
+        alpha: Alpha for the default pipeline (``None`` = the library default; 1.0 = pure
+            vector, 0.0 = pure keyword/BM25).
+        alphas: Store-level alphas to compare (0 is reported as ``bm25``, 1 as ``vector``).
+        baselines: Run the comparison methods.
+        k: Hits requested from ``recall`` (default: 50 for LongMemEval, 10 otherwise).
+        depth: Hits requested from store-level searches (default: the whole corpus for
+            LongMemEval, 50 otherwise).
+        progress: Print progress to stderr.
+    """
+
+    alpha: float | None = None
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    baselines: bool = True
+    k: int | None = None
+    depth: int | None = None
+    progress: bool = False
+
+
+@dataclass
+class _Method:
+    name: str
+    depth: int
+    rankings: dict[str, Ranking] = field(default_factory=dict)
+    alpha: float | None = None
+    latencies: list[float] = field(default_factory=list)
+
+
+def _method_key(alpha: float) -> str:
+    if alpha == 0.0:
+        return "bm25"
+    if alpha == 1.0:
+        return "vector"
+    return f"hybrid_alpha_{alpha:g}"
+
+
+def _ids_of(record: MemoryRecord, alias: Mapping[str, set[str]]) -> frozenset[str]:
+    ids: set[str] = set(record.provenance)
+    bid = record.metadata.get("bench_id")
+    if isinstance(bid, str):
+        ids.add(bid)
+    ids |= alias.get(record.id, set())
+    return frozenset(ids)
+
+
+def _log(opts: BenchOptions, msg: str) -> None:
+    if opts.progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------
+# metrics per question and aggregation
+# ------------------------------------------------------------------------------------------
+
+
+def question_metrics(dataset: str, group: Group, q: Question, ranking: Ranking, depth: int) -> dict[str, float]:
+    """Every metric of one question for one method (cut-offs above ``depth`` are left out).
+
+    All datasets get ``recall@k``, ``all@k``, ``ndcg@k`` and ``session_recall@k``; LongMemEval
+    also gets the official ``turn_*``, ``session_*`` (gold = ``answer_session_ids``) and
+    ``session_official_*`` (the official script's turn-to-session mapping) metrics.
+    """
+    out: dict[str, float] = {}
+    session_of = group.session_of()
+    ks = [k for k in GENERIC_KS if k <= depth]
+    for k in ks:
+        out[f"recall@{k}"] = recall_at_k(ranking, q.gold, k)
+        out[f"all@{k}"] = all_at_k(ranking, q.gold, k)
+        out[f"ndcg@{k}"] = ndcg_at_k(ranking, q.gold, k)
+        if q.gold_sessions:
+            out[f"session_recall@{k}"] = session_recall_at_k(ranking, q.gold_sessions, session_of, k)
+    if dataset == "longmemeval":
+        corpus = [d.id for d in group.docs]
+        ranked = flatten(ranking)
+
+        def official(doc_id: str) -> str:
+            s = session_of.get(doc_id, doc_id)
+            return s if doc_id in q.gold or s not in q.gold_sessions else f"noans:{s}"
+
+        for k in (k for k in LME_KS if k <= depth):
+            for prefix, vals in (
+                ("turn", lme_evaluate(ranked, q.gold, corpus, k)),
+                ("session", lme_session(ranked, q.gold_sessions, corpus, k, session_of)),
+                ("session_official", lme_turn2session(ranked, q.gold, corpus, k, official)),
+            ):
+                out[f"{prefix}_recall_any@{k}"] = vals[0]
+                out[f"{prefix}_recall_all@{k}"] = vals[1]
+                out[f"{prefix}_ndcg_any@{k}"] = vals[2]
+    return out
+
+
+def _sort_key(name: str) -> tuple[int, str]:
+    return (int(name), "") if name.isdigit() else (10_000, name)
+
+
+def aggregate(rows: Sequence[tuple[Question, Mapping[str, float]]], *, dataset: str = "") -> dict[str, Any]:
+    """Macro-average per-question metrics: overall and per category.
+
+    Returns:
+        ``{"questions": n, <metric>: mean, ..., "per_category": {cat: {"questions": n, ...}}}``.
+    """
+
+    def avg(sub: Sequence[tuple[Question, Mapping[str, float]]]) -> dict[str, Any]:
+        keys: list[str] = []
+        for _, m in sub:
+            keys.extend(k for k in m if k not in keys)
+        res: dict[str, Any] = {"questions": len(sub)}
+        for key in keys:
+            res[key] = round(mean(m[key] for _, m in sub if key in m), 6)
+        return res
+
+    out = avg(rows)
+    cats: dict[str, list[tuple[Question, Mapping[str, float]]]] = {}
+    for q, m in rows:
+        cats.setdefault(q.category, []).append((q, m))
+    per: dict[str, Any] = {}
+    for cat in sorted(cats, key=_sort_key):
+        entry = avg(cats[cat])
+        if dataset == "locomo" and cat in LOCOMO_CATEGORIES:
+            entry = {"name": LOCOMO_CATEGORIES[cat], **entry}
+        per[cat] = entry
+    out["per_category"] = per
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# the run
+# ------------------------------------------------------------------------------------------
+
+
+def _percentile(values: Sequence[float], p: float) -> float | None:
+    if not values:
+        return None
+    return round(float(np.percentile(np.asarray(values), p)) * 1000.0, 3)
+
+
+def run_benchmark(
+    dataset: Dataset,
+    *,
+    embedder: Embedder | None = None,
+    options: BenchOptions | None = None,
+    store_factory: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Run the default pipeline and (optionally) the comparison methods; return the report dict.
+
+    Args:
+        dataset: A loaded dataset.
+        embedder: The embedder (default: the library's default model behind the disk cache).
+        options: What to run.
+        store_factory: Builds an empty store per group (default ``LocalStore(":memory:")``).
+
+    Returns:
+        A JSON-ready dict: ``questions``, the default pipeline's metrics (``recall@1`` ...),
+        ``per_category``, ``baselines`` and run information.
+    """
+    from hybrid_memory.bench.cache import CachedEmbedder
+    from hybrid_memory.config import HybridMemoryConfig
+    from hybrid_memory.embeddings import default_embedder
+    from hybrid_memory.memory import HybridMemory
+    from hybrid_memory.stores.base import SearchRequest
+
+    opts = options if options is not None else BenchOptions()
+    emb: Embedder = embedder if embedder is not None else CachedEmbedder(default_embedder())
+    if store_factory is None:
+        from hybrid_memory.stores.local import LocalStore
+
+        def store_factory() -> Any:
+            return LocalStore(":memory:")
+
+    lme = dataset.name == "longmemeval"
+    k = opts.k if opts.k is not None else (50 if lme else 10)
+    base_cfg = HybridMemoryConfig()
+    default_alpha = base_cfg.retrieval.alpha if opts.alpha is None else opts.alpha
+    relevance_cfg = base_cfg.model_copy(
+        update={
+            "rerank": base_cfg.rerank.model_copy(
+                update={
+                    "w_relevance": 1.0,
+                    "w_importance": 0.0,
+                    "w_recency": 0.0,
+                    "w_heat": 0.0,
+                    "touch_on_recall": False,
+                }
+            )
+        }
+    )
+    no_touch_cfg = base_cfg.model_copy(update={"rerank": base_cfg.rerank.model_copy(update={"touch_on_recall": False})})
+
+    default = _Method("default", depth=k, alpha=opts.alpha)
+    methods: list[_Method] = []
+    if opts.baselines:
+        for a in opts.alphas:
+            methods.append(_Method(_method_key(a), depth=0, alpha=a))
+        methods.append(_Method("relevance_only", depth=k, alpha=opts.alpha))
+        methods.append(_Method("default_no_touch", depth=k, alpha=opts.alpha))
+
+    # Warm the embedding cache in a few big batches (one pass over the corpus).
+    t0 = time.perf_counter()
+    if isinstance(emb, CachedEmbedder):
+        emb.embed_documents([d.text for g in dataset.groups for d in g.docs])
+        emb.embed_queries([q.text for g in dataset.groups for q in (*g.questions, *g.apart)])
+    embed_s = time.perf_counter() - t0
+
+    outcomes: Counter[str] = Counter()
+    ingest_s = 0.0
+    rows: dict[str, list[tuple[Question, dict[str, float]]]] = {m.name: [] for m in [default, *methods]}
+    apart_rows: list[tuple[Question, dict[str, float]]] = []
+    for gi, group in enumerate(dataset.groups):
+        _log(opts, f"[{dataset.name}] group {gi + 1}/{len(dataset.groups)} {group.id}: {len(group.docs)} docs")
+        now = group.now
+
+        def clock(now: datetime | None = now) -> datetime:
+            from hybrid_memory.records import utcnow
+
+            return now if now is not None else utcnow()
+
+        store = store_factory()
+        mem = HybridMemory(store=store, embedder=emb, config=base_cfg, clock=clock)
+        try:
+            t1 = time.perf_counter()
+            items = [
+                {
+                    "content": d.text,
+                    "timestamp": d.timestamp,
+                    "metadata": {"bench_id": d.id, "bench_session": d.session_id},
+                    "provenance": (d.id,),
+                }
+                for d in group.docs
+            ]
+            res = mem.remember_many(group.id, items, progress=False)
+            ingest_s += time.perf_counter() - t1
+            alias: dict[str, set[str]] = {}
+            for d, o in zip(group.docs, res, strict=True):
+                outcomes[o.action] += 1
+                if o.record is not None and o.action != "rejected":
+                    alias.setdefault(o.record.id, set()).add(d.id)
+            questions = list(group.questions)
+            asked = questions + list(group.apart)
+            qvecs = emb.embed_queries([q.text for q in asked]) if isinstance(emb, CachedEmbedder) else None
+            depth = opts.depth if opts.depth is not None else (max(len(group.docs), 1) if lme else 50)
+            depth = min(depth, 10_000)
+            for m in methods:
+                if m.name in ("relevance_only", "default_no_touch"):
+                    cfg = relevance_cfg if m.name == "relevance_only" else no_touch_cfg
+                    side = HybridMemory(store=store, embedder=emb, config=cfg, clock=clock)
+                    for q in questions:
+                        t2 = time.perf_counter()
+                        hits = side.recall(q.text, user_id=group.id, k=k, alpha=opts.alpha, now=q.date or now)
+                        m.latencies.append(time.perf_counter() - t2)
+                        m.rankings[q.id] = [_ids_of(h.record, alias) for h in hits]
+                    continue
+                assert m.alpha is not None
+                m.depth = max(m.depth, depth)
+                for qi, q in enumerate(questions):
+                    vec = qvecs[qi] if qvecs is not None else emb.embed_query(q.text)
+                    t2 = time.perf_counter()
+                    shits = store.search(
+                        SearchRequest(user_id=group.id, query=q.text, vector=vec, alpha=m.alpha, limit=depth)
+                    )
+                    m.latencies.append(time.perf_counter() - t2)
+                    m.rankings[q.id] = [_ids_of(h.record, alias) for h in shits]
+            # The default configuration, last: its access bumps must not leak into the baselines.
+            for q in asked:
+                t2 = time.perf_counter()
+                hits = mem.recall(q.text, user_id=group.id, k=k, alpha=opts.alpha, now=q.date or now)
+                if q in group.questions:
+                    default.latencies.append(time.perf_counter() - t2)
+                default.rankings[q.id] = [_ids_of(h.record, alias) for h in hits]
+        finally:
+            mem.close()
+            close = getattr(store, "close", None)
+            if callable(close):
+                close()
+        for m in [default, *methods]:
+            for q in group.questions:
+                rows[m.name].append((q, question_metrics(dataset.name, group, q, m.rankings[q.id], m.depth)))
+        for q in group.apart:
+            apart_rows.append((q, question_metrics(dataset.name, group, q, default.rankings[q.id], default.depth)))
+
+    report: dict[str, Any] = {
+        "dataset": dataset.name,
+        "data": dataset.path,
+        "groups": len(dataset.groups),
+        "documents": dataset.n_docs,
+    }
+    report.update(aggregate(rows["default"], dataset=dataset.name))
+    report["config"] = {
+        "api": "HybridMemory.remember_many + HybridMemory.recall (default settings)",
+        "embedder": emb.name,
+        "alpha": default_alpha,
+        "alpha_note": "1.0 = pure vector, 0.0 = pure keyword (BM25)",
+        "recall_k": k,
+        "candidates": max(k, base_cfg.retrieval.candidates),
+        "rerank": base_cfg.rerank.model_dump(),
+        "fusion": base_cfg.retrieval.fusion,
+    }
+    if apart_rows:
+        report["apart"] = {"category_5_adversarial": aggregate(apart_rows, dataset=dataset.name)}
+    if methods:
+        baselines: dict[str, Any] = {}
+        for m in methods:
+            entry = aggregate(rows[m.name], dataset=dataset.name)
+            entry["alpha"] = default_alpha if m.alpha is None else m.alpha
+            entry["level"] = "api" if m.name in ("relevance_only", "default_no_touch") else "store"
+            entry["depth"] = m.depth
+            entry["search_ms_p50"] = _percentile(m.latencies, 50)
+            baselines[m.name] = entry
+        report["baselines"] = baselines
+    report["write_outcomes"] = dict(outcomes)
+    report["skipped"] = dataset.skipped
+    report["notes"] = list(dataset.notes)
+    report["timing"] = {
+        "embed_s": round(embed_s, 3),
+        "ingest_s": round(ingest_s, 3),
+        "recall_ms_p50": _percentile(default.latencies, 50),
+        "recall_ms_p95": _percentile(default.latencies, 95),
+    }
+    if isinstance(emb, CachedEmbedder):
+        report["timing"]["embedding_cache"] = {"hits": emb.hits, "misses": emb.misses}
+    cleaned: dict[str, Any] = _clean(report)
+    return cleaned
+
+
+def _clean(obj: Any) -> Any:
+    """Replace NaN by None so the report is strict JSON."""
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    return obj
