@@ -1,0 +1,1020 @@
+"""The embedded default store: one SQLite file, Weaviate-exact hybrid ranking in process.
+
+:class:`LocalStore` keeps every memory in one SQLite file (or in memory for ``":memory:"``) and
+answers hybrid searches from an in-process index per user, built lazily from SQLite and kept up
+to date on every write:
+
+* a float32 matrix of unit vectors, so the vector leg is one matrix-vector product and an exact
+  top-K (:func:`numpy.argpartition`);
+* BM25 postings (``term -> {row: tf}``), document lengths and ``avgdl``, so the keyword leg is
+  Weaviate's BlockMax BM25 (:mod:`hybrid_memory.ranking`) with **per-user statistics**, like a
+  Weaviate tenant holding the same objects. Every stored memory of the user counts in ``N``,
+  ``df`` and ``avgdl`` whatever its status; filters restrict the candidates, never the
+  statistics;
+* filter columns (status, category, creation time, session, tags) as numpy arrays.
+
+Both legs are fused with :func:`hybrid_memory.ranking.hybrid_fuse`, so ``alpha`` means the same
+as on Weaviate: 1.0 = pure vector, 0.0 = pure keyword (BM25).
+
+Durability: WAL journal with ``synchronous=FULL``; a write that returned has been committed and
+fsynced, so it survives ``kill -9`` of the process and a power cut. Right to be forgotten: the
+connection runs with ``PRAGMA secure_delete=ON`` (SQLite overwrites deleted content with zeros)
+and :meth:`LocalStore.delete` / :meth:`LocalStore.delete_user` then checkpoint and truncate the
+WAL, so no copy of the deleted text stays in the database file or its WAL. ``VACUUM`` was not
+chosen because it rewrites the whole file on every forget.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.errors import (
+    EmbeddingDimensionError,
+    InvalidInputError,
+    NotFoundError,
+    SchemaError,
+    StoreError,
+    StoreUnavailableError,
+)
+from hybrid_memory.ranking import (
+    KeywordCandidate,
+    VectorCandidate,
+    bm25_accumulate,
+    candidate_limit,
+    cosine_distance,
+    hybrid_fuse,
+    hybrid_weights,
+    query_term_counts,
+)
+from hybrid_memory.records import Category, MemoryRecord, Status, check_id, check_text, ensure_utc
+from hybrid_memory.stores.base import AsyncFromSyncStore, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
+
+__all__ = ["LocalStore"]
+
+SCHEMA_VERSION = "1"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+_STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(get_args(Status))}
+_CATEGORY_CODES: dict[str, int] = {c: i for i, c in enumerate(get_args(Category))}
+_CHUNK = 500  # ids per "IN (...)" query
+_REEMBED_HINT = "run `hybrid-memory reembed` to re-embed the store with the new embedder, or use another store"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memories (
+    user_id          TEXT NOT NULL,
+    id               TEXT NOT NULL,
+    session_id       TEXT,
+    content          TEXT NOT NULL,
+    analyzed         TEXT NOT NULL,
+    category         TEXT NOT NULL,
+    importance       REAL NOT NULL,
+    source           TEXT NOT NULL,
+    created_at       TEXT NOT NULL,
+    created_us       INTEGER NOT NULL,
+    updated_at       TEXT NOT NULL,
+    last_accessed_at TEXT,
+    access_count     INTEGER NOT NULL,
+    tags             TEXT NOT NULL,
+    metadata         TEXT NOT NULL,
+    status           TEXT NOT NULL,
+    version          INTEGER NOT NULL,
+    supersedes       TEXT,
+    superseded_by    TEXT,
+    provenance       TEXT NOT NULL,
+    vector           BLOB NOT NULL,
+    PRIMARY KEY (user_id, id)
+);
+CREATE INDEX IF NOT EXISTS memories_by_time ON memories (user_id, created_us, id);
+"""
+
+_RECORD_COLUMNS = (
+    "id, user_id, session_id, content, category, importance, source, created_at, updated_at, "
+    "last_accessed_at, access_count, tags, metadata, status, version, supersedes, superseded_by, provenance"
+)
+
+
+def _micros(dt: datetime) -> int:
+    return (dt - _EPOCH) // _US
+
+
+def _iso(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{what} must be JSON-serialisable with finite numbers: {exc}") from exc
+
+
+def _unit_rows(m: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    norms = np.linalg.norm(m, axis=1, keepdims=True).astype(np.float32)
+    if np.any(norms == 0) or not np.all(np.isfinite(norms)):
+        raise InvalidInputError("vectors must have a non-zero, finite norm (cosine distance needs a direction)")
+    out: npt.NDArray[np.float32] = (m / norms).astype(np.float32)
+    return out
+
+
+def _select_smallest(key: npt.NDArray[Any], k: int) -> npt.NDArray[np.intp]:
+    """Indices of the ``k`` smallest keys plus every index tied with the k-th (unordered)."""
+    if key.size <= k:
+        return np.arange(key.size)
+    kth = np.partition(key, k - 1)[k - 1]
+    return np.flatnonzero(key <= kth)
+
+
+class _Partition:
+    """In-process index of one user's memories; rows are dense and swap-removed."""
+
+    matrix: npt.NDArray[np.float32]
+    dl: npt.NDArray[np.float64]
+    status: npt.NDArray[np.int8]
+    category: npt.NDArray[np.int8]
+    created: npt.NDArray[np.int64]
+    session: npt.NDArray[np.int32]
+
+    def __init__(self, dim: int | None) -> None:
+        self.dim = dim
+        self.n = 0
+        self.ids: list[str] = []
+        self.row_of: dict[str, int] = {}
+        self.term_counts: list[dict[str, int]] = []
+        self.tags: list[tuple[str, ...]] = []
+        self.postings: dict[str, dict[int, int]] = {}
+        self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self.tag_rows: dict[str, set[int]] = {}
+        self.session_codes: dict[str | None, int] = {None: -1}
+        self.total_tokens = 0
+        self.docs_with_tokens = 0
+        self._alloc(16)
+
+    # -- storage ---------------------------------------------------------------------------
+    def _alloc(self, capacity: int) -> None:
+        dim = self.dim or 0
+        matrix = np.zeros((capacity, dim), dtype=np.float32)
+        dl = np.zeros(capacity, dtype=np.float64)
+        status = np.zeros(capacity, dtype=np.int8)
+        category = np.zeros(capacity, dtype=np.int8)
+        created = np.zeros(capacity, dtype=np.int64)
+        session = np.zeros(capacity, dtype=np.int32)
+        if self.n:
+            matrix[: self.n] = self.matrix[: self.n]
+            dl[: self.n] = self.dl[: self.n]
+            status[: self.n] = self.status[: self.n]
+            category[: self.n] = self.category[: self.n]
+            created[: self.n] = self.created[: self.n]
+            session[: self.n] = self.session[: self.n]
+        self.matrix, self.dl, self.status, self.category = matrix, dl, status, category
+        self.created, self.session = created, session
+
+    def _ensure_row(self) -> int:
+        if self.n >= self.matrix.shape[0]:
+            self._alloc(max(16, 2 * self.matrix.shape[0]))
+        return self.n
+
+    def _index_terms(self, row: int, tokens: Sequence[str]) -> None:
+        counts: dict[str, int] = {}
+        for t in tokens:
+            counts[t] = counts.get(t, 0) + 1
+        for t, c in counts.items():
+            self.postings.setdefault(t, {})[row] = c
+            self._arrays.pop(t, None)
+        self.term_counts[row] = counts
+        self.dl[row] = len(tokens)
+        self.total_tokens += len(tokens)
+        self.docs_with_tokens += 1 if tokens else 0
+
+    def _unindex_terms(self, row: int) -> None:
+        for t in self.term_counts[row]:
+            p = self.postings[t]
+            del p[row]
+            if not p:
+                del self.postings[t]
+            self._arrays.pop(t, None)
+        length = int(self.dl[row])
+        self.total_tokens -= length
+        self.docs_with_tokens -= 1 if length else 0
+        self.term_counts[row] = {}
+        self.dl[row] = 0
+
+    def _set_tags(self, row: int, tags: tuple[str, ...]) -> None:
+        for tag in self.tags[row]:
+            rows = self.tag_rows[tag]
+            rows.discard(row)
+            if not rows:
+                del self.tag_rows[tag]
+        self.tags[row] = tags
+        for tag in tags:
+            self.tag_rows.setdefault(tag, set()).add(row)
+
+    def _set_filters(self, row: int, rec: _FilterFields) -> None:
+        self.status[row] = _STATUS_CODES[rec.status]
+        self.category[row] = _CATEGORY_CODES.get(rec.category, -1)
+        self.created[row] = rec.created_us
+        code = self.session_codes.get(rec.session_id)
+        if code is None:
+            code = len(self.session_codes) - 1
+            self.session_codes[rec.session_id] = code
+        self.session[row] = code
+        self._set_tags(row, rec.tags)
+
+    # -- mutations -------------------------------------------------------------------------
+    def put(self, rec: _FilterFields, tokens: Sequence[str], vector: npt.NDArray[np.float32]) -> None:
+        """Insert or replace one memory."""
+        if self.dim is None:
+            self.dim = int(vector.shape[0])
+            self._alloc(self.matrix.shape[0])
+        row = self.row_of.get(rec.id)
+        if row is None:
+            row = self._ensure_row()
+            self.n += 1
+            self.ids.append(rec.id)
+            self.row_of[rec.id] = row
+            self.term_counts.append({})
+            self.tags.append(())
+        else:
+            self._unindex_terms(row)
+        self.matrix[row] = vector
+        self._index_terms(row, tokens)
+        self._set_filters(row, rec)
+
+    def update(self, rec: _FilterFields, tokens: Sequence[str] | None) -> None:
+        """Change the filter fields (and the tokens when the content changed) of one memory."""
+        row = self.row_of.get(rec.id)
+        if row is None:
+            return
+        if tokens is not None:
+            self._unindex_terms(row)
+            self._index_terms(row, tokens)
+        self._set_filters(row, rec)
+
+    def remove(self, memory_id: str) -> None:
+        """Remove one memory, moving the last row into its place."""
+        row = self.row_of.pop(memory_id, None)
+        if row is None:
+            return
+        self._unindex_terms(row)
+        self._set_tags(row, ())
+        last = self.n - 1
+        if row != last:
+            moved = self.ids[last]
+            self.ids[row] = moved
+            self.row_of[moved] = row
+            self.matrix[row] = self.matrix[last]
+            for arr in (self.dl, self.status, self.category, self.created, self.session):
+                arr[row] = arr[last]
+            counts = self.term_counts[last]
+            for t, c in counts.items():
+                p = self.postings[t]
+                del p[last]
+                p[row] = c
+                self._arrays.pop(t, None)
+            self.term_counts[row] = counts
+            tags = self.tags[last]
+            self._set_tags(last, ())
+            self.tags[row] = ()
+            self._set_tags(row, tags)
+        self.ids.pop()
+        self.term_counts.pop()
+        self.tags.pop()
+        self.n -= 1
+
+    # -- queries ---------------------------------------------------------------------------
+    def mask(self, flt: MemoryFilter) -> npt.NDArray[np.bool_]:
+        n = self.n
+        codes = [_STATUS_CODES[s] for s in flt.statuses if s in _STATUS_CODES]
+        m: npt.NDArray[np.bool_] = np.isin(self.status[:n], np.array(codes, dtype=np.int8))
+        if flt.categories is not None:
+            cats = [_CATEGORY_CODES[c] for c in flt.categories if c in _CATEGORY_CODES]
+            m &= np.isin(self.category[:n], np.array(cats, dtype=np.int8))
+        if flt.tags is not None:
+            tagged = np.zeros(n, dtype=np.bool_)
+            for tag in flt.tags:
+                rows = self.tag_rows.get(tag)
+                if rows:
+                    tagged[np.fromiter(rows, dtype=np.intp, count=len(rows))] = True
+            m &= tagged
+        if flt.since is not None:
+            m &= self.created[:n] >= _micros(flt.since)
+        if flt.until is not None:
+            m &= self.created[:n] < _micros(flt.until)
+        if flt.session_id is not None:
+            code = self.session_codes.get(flt.session_id)
+            if code is None:
+                m[:] = False
+            else:
+                m &= self.session[:n] == code
+        return m
+
+    def similarities(self, unit_query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        sims: npt.NDArray[np.float32] = self.matrix[: self.n] @ unit_query
+        return sims
+
+    def vector_leg(
+        self, sims: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+    ) -> builtins.list[VectorCandidate]:
+        """Exact top-``k`` allowed rows by cosine distance ascending, then id ascending."""
+        allowed = np.flatnonzero(mask)
+        if allowed.size == 0:
+            return []
+        dist = np.maximum(np.float32(0), np.float32(1) - sims[allowed])
+        sel = _select_smallest(dist, k)
+        ids = self.ids
+        order = sorted(sel.tolist(), key=lambda i: (dist[i], ids[allowed[i]]))[:k]
+        return [VectorCandidate(ids[allowed[i]], float(dist[i])) for i in order]
+
+    def keyword_leg(
+        self, query_counts: Mapping[str, int], mask: npt.NDArray[np.bool_], k: int
+    ) -> list[KeywordCandidate]:
+        """Top-``k`` allowed rows by BM25 descending, then id ascending (statistics unfiltered)."""
+        if not query_counts or self.docs_with_tokens == 0:
+            return []
+        arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        for term in query_counts:
+            if term in self.postings:
+                arrays[term] = self._posting_arrays(term)
+        if not arrays:
+            return []
+        scores, hit = bm25_accumulate(
+            query_counts,
+            arrays,
+            self.dl[: self.n],
+            n_docs=self.n,
+            avgdl=self.total_tokens / self.docs_with_tokens,
+        )
+        cand = np.flatnonzero(hit & mask)
+        if cand.size == 0:
+            return []
+        key = -scores[cand]
+        sel = _select_smallest(key, k)
+        ids = self.ids
+        order = sorted(sel.tolist(), key=lambda i: (key[i], ids[cand[i]]))[:k]
+        return [KeywordCandidate(ids[cand[i]], float(scores[cand[i]])) for i in order]
+
+    def _posting_arrays(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        cached = self._arrays.get(term)
+        if cached is None:
+            p = self.postings[term]
+            cached = (
+                np.fromiter(p.keys(), dtype=np.int64, count=len(p)),
+                np.fromiter(p.values(), dtype=np.float64, count=len(p)),
+            )
+            self._arrays[term] = cached
+        return cached
+
+
+class _FilterFields:
+    """The fields of a memory that searches filter on."""
+
+    __slots__ = ("category", "created_us", "id", "session_id", "status", "tags")
+
+    def __init__(
+        self, id: str, status: str, category: str, created_us: int, session_id: str | None, tags: tuple[str, ...]
+    ) -> None:
+        self.id = id
+        self.status = status
+        self.category = category
+        self.created_us = created_us
+        self.session_id = session_id
+        self.tags = tags
+
+    @classmethod
+    def of(cls, rec: MemoryRecord) -> _FilterFields:
+        return cls(rec.id, rec.status, rec.category, _micros(rec.created_at), rec.session_id, tuple(rec.tags))
+
+
+class LocalStore(AsyncFromSyncStore):
+    """Embedded memory store: one SQLite file, Weaviate-exact hybrid search, per-user partitions.
+
+    Search semantics are Weaviate's hybrid search (``weaviate.md`` §1.9) with per-user BM25
+    statistics, as with one Weaviate tenant per user: ``alpha`` 1.0 = pure vector, 0.0 = pure
+    keyword (BM25); each leg fetches ``max(100, limit)`` candidates; relativeScoreFusion by
+    default. A search never returns another user's memory.
+
+    Vectors are stored unit-normalised (float32). The embedder's name and dimension are recorded
+    on first use (:meth:`bind_embedder` or the first :meth:`upsert`); a different dimension is
+    refused with :class:`~hybrid_memory.errors.EmbeddingDimensionError`.
+
+    All methods are thread-safe (one lock); ``a``-prefixed async twins run them in a worker thread.
+    After :meth:`close` every method raises :class:`~hybrid_memory.errors.StoreUnavailableError`.
+
+    Args:
+        path: SQLite file (created with its parent folders if missing), or ``":memory:"`` for
+            an ephemeral store.
+        analyzer: Tokeniser for BM25 (default :class:`~hybrid_memory.analyzer.Analyzer`). If the
+            file was indexed with another analyzer, it is re-analysed on open.
+
+    Raises:
+        StoreUnavailableError: the file cannot be opened.
+        SchemaError: the file holds an incompatible hybrid-memory schema.
+
+    Example:
+        >>> import numpy as np
+        >>> from hybrid_memory.records import MemoryRecord
+        >>> from hybrid_memory.stores.base import SearchRequest
+        >>> store = LocalStore(":memory:")
+        >>> store.bind_embedder("toy", 3)
+        >>> tea = MemoryRecord.create(user_id="alice", content="Alice drinks green tea every morning")
+        >>> car = MemoryRecord.create(user_id="alice", content="Alice drives a red car")
+        >>> store.upsert([tea, car], np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32))
+        >>> query = np.array([0.9, 0.1, 0.0], dtype=np.float32)
+        >>> hits = store.search(SearchRequest(user_id="alice", query="green tea", vector=query, alpha=0.5))
+        >>> [(h.record.content, round(h.score, 3)) for h in hits]
+        [('Alice drinks green tea every morning', 1.0), ('Alice drives a red car', 0.0)]
+        >>> [h.record.content for h in store.search(
+        ...     SearchRequest(user_id="alice", query="red car", vector=None, alpha=0.0))]
+        ['Alice drives a red car']
+        >>> store.search(SearchRequest(user_id="bob", query="green tea", vector=query, alpha=0.5))
+        []
+        >>> store.count("alice"), store.delete_user("alice"), store.count("alice")
+        (2, 2, 0)
+        >>> store.close()
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, analyzer: Analyzer | None = None) -> None:
+        self.analyzer: Analyzer = analyzer if analyzer is not None else Analyzer()
+        raw = os.fspath(path)
+        if not isinstance(raw, str):
+            raise InvalidInputError("path must be a str or os.PathLike[str]")
+        self._memory = raw == ":memory:"
+        self._path = raw
+        self._lock = threading.RLock()
+        self._partitions: dict[str, _Partition] = {}
+        self._closed = False
+        try:
+            if not self._memory:
+                Path(raw).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                self._path = str(Path(raw).expanduser())
+            self._conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreUnavailableError(f"cannot open the memory store at {raw!r}: {exc}") from exc
+        try:
+            self._setup()
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise StoreUnavailableError(f"cannot open the memory store at {raw!r}: {exc}") from exc
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _setup(self) -> None:
+        c = self._conn
+        c.execute("PRAGMA secure_delete=ON")
+        c.execute("PRAGMA busy_timeout=5000")
+        if not self._memory:
+            mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreUnavailableError(f"cannot enable WAL on {self._path!r} (journal mode {mode})")
+            c.execute("PRAGMA synchronous=FULL")
+        with self._tx():
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    c.execute(stmt)
+            version = self._meta("schema_version")
+            if version is None:
+                self._set_meta("schema_version", SCHEMA_VERSION)
+            elif version != SCHEMA_VERSION:
+                raise SchemaError(f"{self._path!r} has schema version {version}; this library reads {SCHEMA_VERSION}")
+            stored = self._meta("analyzer")
+            if stored != self.analyzer.name:
+                if stored is not None:
+                    self._reanalyze()
+                self._set_meta("analyzer", self.analyzer.name)
+        dim = self._meta("embedder_dimension")
+        self._dim: int | None = int(dim) if dim is not None else None
+
+    def _reanalyze(self) -> None:
+        rows = self._conn.execute("SELECT user_id, id, content FROM memories").fetchall()
+        self._conn.executemany(
+            "UPDATE memories SET analyzed = ? WHERE user_id = ? AND id = ?",
+            [(self.analyzer.analyze(content), user_id, mid) for user_id, mid, content in rows],
+        )
+
+    def close(self) -> None:
+        """Close the database. Idempotent; later calls raise StoreUnavailableError."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._partitions.clear()
+            try:
+                if not self._memory:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:  # pragma: no cover - best effort on close
+                pass
+            finally:
+                self._conn.close()
+
+    def __enter__(self) -> LocalStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"LocalStore({self._path!r}, {state})"
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailableError("the LocalStore is closed")
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        c = self._conn
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"cannot start a transaction: {exc}") from exc
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        try:
+            c.execute("COMMIT")
+        except sqlite3.Error as exc:
+            c.execute("ROLLBACK")
+            raise StoreError(f"commit failed: {exc}") from exc
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        with self._lock:
+            self._check_open()
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite error: {exc}") from exc
+
+    def _meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def _forget_traces(self) -> None:
+        """Move the WAL into the file and truncate it, so zeroed pages replace deleted text."""
+        if not self._memory:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # -- embedder ----------------------------------------------------------------------------
+    @property
+    def dimension(self) -> int | None:
+        """Vector dimension of the store (``None`` until an embedder is bound or a vector stored)."""
+        with self._lock:
+            self._check_open()
+            return self._dim
+
+    @property
+    def embedder_name(self) -> str | None:
+        """Name of the embedder recorded first (``None`` if none was bound)."""
+        with self._guard():
+            return self._meta("embedder_name")
+
+    def bind_embedder(self, name: str, dimension: int) -> None:
+        """Record the embedder on first use, or check that its dimension matches.
+
+        The first name is kept; only the dimension is enforced.
+
+        Raises:
+            EmbeddingDimensionError: the store holds vectors of another dimension (the message
+                names both dimensions and the ``hybrid-memory reembed`` command).
+            InvalidInputError: empty name or non-positive dimension.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInputError("embedder name must be a non-empty str")
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise InvalidInputError(f"dimension must be a positive int, got {dimension!r}")
+        with self._guard():
+            if self._dim is not None and self._dim != dimension:
+                stored = self._meta("embedder_name") or "unknown"
+                raise EmbeddingDimensionError(
+                    self._dim,
+                    dimension,
+                    hint=f"the store was built with embedder {stored!r} ({self._dim}-d) and cannot take "
+                    f"{name!r} ({dimension}-d); {_REEMBED_HINT}",
+                )
+            with self._tx():
+                if self._meta("embedder_name") is None:
+                    self._set_meta("embedder_name", name)
+                self._set_meta("embedder_dimension", str(dimension))
+            self._dim = dimension
+
+    # -- writes ------------------------------------------------------------------------------
+    @staticmethod
+    def _check_records(records: Sequence[MemoryRecord]) -> builtins.list[MemoryRecord]:
+        if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
+            raise InvalidInputError("records must be a sequence of MemoryRecord")
+        out = builtins.list(records)
+        for r in out:
+            if not isinstance(r, MemoryRecord):
+                raise InvalidInputError(f"expected MemoryRecord, got {type(r).__name__}")
+            check_id(r.user_id)
+            check_id(r.id, name="id")
+            check_text(r.content)
+            if r.session_id is not None:
+                check_id(r.session_id, name="session_id")
+        return out
+
+    def _row(self, r: MemoryRecord, analyzed: str) -> tuple[Any, ...]:
+        return (
+            r.user_id,
+            r.id,
+            r.session_id,
+            r.content,
+            analyzed,
+            r.category,
+            float(r.importance),
+            r.source,
+            _iso(r.created_at),
+            _micros(r.created_at),
+            _iso(r.updated_at),
+            None if r.last_accessed_at is None else _iso(r.last_accessed_at),
+            r.access_count,
+            _json(builtins.list(r.tags), "tags"),
+            _json(r.metadata, "metadata"),
+            r.status,
+            r.version,
+            r.supersedes,
+            r.superseded_by,
+            _json(builtins.list(r.provenance), "provenance"),
+        )
+
+    def upsert(self, records: Sequence[MemoryRecord], vectors: Vector | Sequence[Sequence[float]]) -> None:
+        """Insert or replace ``records`` (of one or several users) with their vectors.
+
+        Upserting the same id again replaces the record and its vector (idempotent).
+
+        Raises:
+            InvalidInputError: bad records, vectors of the wrong shape, zero or non-finite vectors,
+                metadata that is not JSON.
+            EmbeddingDimensionError: vectors of another dimension than the store's.
+        """
+        recs = self._check_records(records)
+        if not recs:
+            return
+        m = as_matrix(vectors, len(recs), None)
+        unit = _unit_rows(m)
+        analyzed = [self.analyzer.analyze(r.content) for r in recs]
+        rows = [
+            (*self._row(r, a), unit[i].astype("<f4").tobytes())
+            for i, (r, a) in enumerate(zip(recs, analyzed, strict=True))
+        ]
+        with self._guard():
+            if self._dim is not None and m.shape[1] != self._dim:
+                raise EmbeddingDimensionError(self._dim, int(m.shape[1]), hint=_REEMBED_HINT)
+            with self._tx() as c:
+                if self._dim is None:
+                    self._set_meta("embedder_dimension", str(m.shape[1]))
+                c.executemany(
+                    "INSERT OR REPLACE INTO memories (user_id, id, session_id, content, analyzed, category, "
+                    "importance, source, created_at, created_us, updated_at, last_accessed_at, access_count, "
+                    "tags, metadata, status, version, supersedes, superseded_by, provenance, vector) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            self._dim = int(m.shape[1])
+            for i, r in enumerate(recs):
+                part = self._partitions.get(r.user_id)
+                if part is not None:
+                    part.put(_FilterFields.of(r), analyzed[i].split(), unit[i])
+
+    def update(self, records: Sequence[MemoryRecord]) -> None:
+        """Replace the stored fields of existing records, keeping their vectors.
+
+        Raises:
+            NotFoundError: an id does not exist for its user (nothing is written then).
+            InvalidInputError: bad records.
+        """
+        recs = self._check_records(records)
+        if not recs:
+            return
+        analyzed = [self.analyzer.analyze(r.content) for r in recs]
+        with self._guard():
+            old_content: dict[tuple[str, str], str] = {}
+            for r in recs:
+                row = self._conn.execute(
+                    "SELECT content FROM memories WHERE user_id = ? AND id = ?", (r.user_id, r.id)
+                ).fetchone()
+                if row is None:
+                    raise NotFoundError(f"memory {r.id!r} does not exist for user {r.user_id!r}")
+                old_content.setdefault((r.user_id, r.id), str(row[0]))
+            with self._tx() as c:
+                c.executemany(
+                    "UPDATE memories SET session_id = ?, content = ?, analyzed = ?, category = ?, importance = ?, "
+                    "source = ?, created_at = ?, created_us = ?, updated_at = ?, last_accessed_at = ?, "
+                    "access_count = ?, tags = ?, metadata = ?, status = ?, version = ?, supersedes = ?, "
+                    "superseded_by = ?, provenance = ? WHERE user_id = ? AND id = ?",
+                    [(*self._row(r, a)[2:], r.user_id, r.id) for r, a in zip(recs, analyzed, strict=True)],
+                )
+            for r, a in zip(recs, analyzed, strict=True):
+                part = self._partitions.get(r.user_id)
+                if part is not None:
+                    changed = old_content[(r.user_id, r.id)] != r.content
+                    old_content[(r.user_id, r.id)] = r.content
+                    part.update(_FilterFields.of(r), a.split() if changed else None)
+
+    def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
+        """``access_count += 1`` and ``last_accessed_at = when`` for these memories (missing ids skipped).
+
+        Raises:
+            InvalidInputError: bad user id or a naive ``when``.
+        """
+        check_id(user_id)
+        ids = self._check_ids(ids)
+        stamp = _iso(ensure_utc(when, name="when"))
+        with self._guard(), self._tx() as c:
+            for chunk in _chunks(ids):
+                c.execute(
+                    f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
+                    f"WHERE user_id = ? AND id IN ({_marks(chunk)})",
+                    (stamp, user_id, *chunk),
+                )
+
+    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        """Delete these memories of ``user_id``; return how many existed (missing ids are fine).
+
+        The deleted text is overwritten in the file (``secure_delete``) and the WAL truncated.
+        """
+        check_id(user_id)
+        ids = self._check_ids(ids)
+        if not ids:
+            return 0
+        with self._guard():
+            removed: builtins.list[str] = []
+            with self._tx() as c:
+                for chunk in _chunks(ids):
+                    found = c.execute(
+                        f"SELECT id FROM memories WHERE user_id = ? AND id IN ({_marks(chunk)})", (user_id, *chunk)
+                    ).fetchall()
+                    removed.extend(str(r[0]) for r in found)
+                    c.execute(f"DELETE FROM memories WHERE user_id = ? AND id IN ({_marks(chunk)})", (user_id, *chunk))
+            part = self._partitions.get(user_id)
+            if part is not None:
+                for mid in removed:
+                    part.remove(mid)
+            if removed:
+                self._forget_traces()
+            return len(removed)
+
+    def delete_user(self, user_id: str) -> int:
+        """Delete every memory of ``user_id`` and leave no copy of its text in the file.
+
+        Returns:
+            How many memories were deleted.
+        """
+        check_id(user_id)
+        with self._guard():
+            with self._tx() as c:
+                n = c.execute("DELETE FROM memories WHERE user_id = ?", (user_id,)).rowcount
+            self._partitions.pop(user_id, None)
+            self._forget_traces()
+            return int(n)
+
+    # -- reads -------------------------------------------------------------------------------
+    @staticmethod
+    def _check_ids(ids: Sequence[str]) -> builtins.list[str]:
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise InvalidInputError("ids must be a sequence of str (not a single str)")
+        out: builtins.list[str] = []
+        seen: set[str] = set()
+        for i in ids:
+            if not isinstance(i, str):
+                raise InvalidInputError(f"memory ids must be str, got {type(i).__name__}")
+            if i not in seen:
+                seen.add(i)
+                out.append(i)
+        return out
+
+    def _fetch(self, user_id: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        out: dict[str, MemoryRecord] = {}
+        for chunk in _chunks(ids):
+            for row in self._conn.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM memories WHERE user_id = ? AND id IN ({_marks(chunk)})",
+                (user_id, *chunk),
+            ):
+                rec = _record(row)
+                out[rec.id] = rec
+        return out
+
+    def get(self, user_id: str, ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        """The records with these ids that exist for ``user_id``, in the order asked (missing skipped)."""
+        check_id(user_id)
+        ids = self._check_ids(ids)
+        with self._guard():
+            found = self._fetch(user_id, ids)
+        return [found[i] for i in ids if i in found]
+
+    def get_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
+        """Stored unit-normalised float32 vectors by id (missing ids skipped)."""
+        check_id(user_id)
+        ids = self._check_ids(ids)
+        out: dict[str, Vector] = {}
+        with self._guard():
+            for chunk in _chunks(ids):
+                for mid, blob in self._conn.execute(
+                    f"SELECT id, vector FROM memories WHERE user_id = ? AND id IN ({_marks(chunk)})", (user_id, *chunk)
+                ):
+                    out[str(mid)] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        return out
+
+    def list(
+        self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
+    ) -> builtins.list[MemoryRecord]:
+        """Records of ``user_id`` passing ``filter``, oldest first (``filter=None``: every status)."""
+        check_id(user_id)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInputError(f"limit must be a non-negative int or None, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError(f"offset must be a non-negative int, got {offset!r}")
+        where, params = _where(user_id, filter)
+        with self._guard():
+            rows = self._conn.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM memories WHERE {where} ORDER BY created_us, id LIMIT ? OFFSET ?",
+                (*params, -1 if limit is None else limit, offset),
+            ).fetchall()
+        return [_record(r) for r in rows]
+
+    def count(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int:
+        """Number of memories of one user (or of all users), optionally passing ``filter``."""
+        if user_id is not None:
+            check_id(user_id)
+        where, params = _where(user_id, filter)
+        with self._guard():
+            return int(self._conn.execute(f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()[0])
+
+    def users(self) -> builtins.list[str]:
+        """Ids of the users that have memories, sorted."""
+        with self._guard():
+            return [str(r[0]) for r in self._conn.execute("SELECT DISTINCT user_id FROM memories ORDER BY user_id")]
+
+    # -- search ------------------------------------------------------------------------------
+    def _partition(self, user_id: str) -> _Partition:
+        part = self._partitions.get(user_id)
+        if part is not None:
+            return part
+        part = _Partition(self._dim)
+        rows = self._conn.execute(
+            "SELECT id, analyzed, status, category, created_us, session_id, tags, vector "
+            "FROM memories WHERE user_id = ? ORDER BY created_us, id",
+            (user_id,),
+        ).fetchall()
+        if rows:
+            part._alloc(len(rows))
+        for mid, analyzed, status, category, created_us, session_id, tags, blob in rows:
+            fields = _FilterFields(
+                str(mid), str(status), str(category), int(created_us), session_id, tuple(json.loads(tags))
+            )
+            part.put(fields, str(analyzed).split(), np.frombuffer(blob, dtype="<f4"))
+        self._partitions[user_id] = part
+        return part
+
+    def search(self, request: SearchRequest) -> builtins.list[StoreHit]:
+        """Hybrid search within ``request.user_id``'s memories (Weaviate semantics).
+
+        ``alpha`` 1.0 = pure vector, 0.0 = pure keyword (BM25); ``query=None`` forces alpha 1.
+
+        Raises:
+            InvalidInputError: not a SearchRequest, or no vector with alpha > 0, or a zero vector.
+            EmbeddingDimensionError: the query vector has another dimension than the store's.
+        """
+        if not isinstance(request, SearchRequest):
+            raise InvalidInputError(f"expected SearchRequest, got {type(request).__name__}")
+        alpha = request.effective_alpha
+        w_vec, w_kw = hybrid_weights(alpha)
+        q = request.vector
+        if w_vec is not None and q is None:
+            raise InvalidInputError(
+                "a query vector is required when alpha > 0 (alpha 1.0 = pure vector, 0.0 = pure keyword/BM25)"
+            )
+        unit_q = None if q is None else _unit_rows(np.asarray(q, dtype=np.float32)[None, :])[0]
+        counts = query_term_counts(self.analyzer.query_tokens(request.query)) if request.query is not None else {}
+        with self._guard():
+            if unit_q is not None and self._dim is not None and unit_q.shape[0] != self._dim:
+                raise EmbeddingDimensionError(self._dim, int(unit_q.shape[0]), hint=_REEMBED_HINT)
+            part = self._partition(request.user_id)
+            if part.n == 0:
+                return []
+            mask = part.mask(request.filter)
+            k = candidate_limit(request.limit)
+            sims = None if unit_q is None else part.similarities(unit_q)
+            vector_leg = part.vector_leg(sims, mask, k) if (w_vec is not None and sims is not None) else None
+            keyword_leg = part.keyword_leg(counts, mask, k) if w_kw is not None else None
+            fused = hybrid_fuse(
+                alpha=alpha,
+                vector_leg=vector_leg,
+                keyword_leg=keyword_leg,
+                fusion=request.fusion,
+                limit=request.limit,
+                offset=request.offset,
+                max_vector_distance=request.max_vector_distance,
+                auto_limit=request.auto_limit,
+            )
+            if not fused:
+                return []
+            records = self._fetch(request.user_id, [h.id for h in fused])
+            hits: builtins.list[StoreHit] = []
+            for h in fused:
+                similarity: float | None = None
+                if h.vector_distance is not None:
+                    similarity = float(np.float32(1) - np.float32(h.vector_distance))
+                elif sims is not None:
+                    dist = cosine_distance(float(sims[part.row_of[h.id]]))
+                    similarity = float(np.float32(1) - np.float32(dist))
+                hits.append(
+                    StoreHit(
+                        record=records[h.id], score=h.score, keyword_score=h.keyword_score, vector_similarity=similarity
+                    )
+                )
+            return hits
+
+
+def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(ids), _CHUNK):
+        yield ids[start : start + _CHUNK]
+
+
+def _marks(chunk: Sequence[str]) -> str:
+    return ", ".join("?" * len(chunk))
+
+
+def _where(user_id: str | None, flt: MemoryFilter | None) -> tuple[str, tuple[Any, ...]]:
+    clauses: builtins.list[str] = []
+    params: builtins.list[Any] = []
+    if user_id is not None:
+        clauses.append("user_id = ?")
+        params.append(user_id)
+    if flt is not None:
+        clauses.append(f"status IN ({_marks(flt.statuses)})" if flt.statuses else "0")
+        params.extend(flt.statuses)
+        if flt.categories is not None:
+            clauses.append(f"category IN ({_marks(flt.categories)})" if flt.categories else "0")
+            params.extend(flt.categories)
+        if flt.tags is not None:
+            clauses.append(
+                f"EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE json_each.value IN ({_marks(flt.tags)}))"
+                if flt.tags
+                else "0"
+            )
+            params.extend(flt.tags)
+        if flt.since is not None:
+            clauses.append("created_us >= ?")
+            params.append(_micros(flt.since))
+        if flt.until is not None:
+            clauses.append("created_us < ?")
+            params.append(_micros(flt.until))
+        if flt.session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(flt.session_id)
+    return (" AND ".join(clauses) if clauses else "1"), tuple(params)
+
+
+def _record(row: Sequence[Any]) -> MemoryRecord:
+    (mid, user_id, session_id, content, category, importance, source, created_at, updated_at, last_accessed_at,
+     access_count, tags, metadata, status, version, supersedes, superseded_by, provenance) = row  # fmt: skip
+    return MemoryRecord.model_validate(
+        {
+            "id": mid,
+            "user_id": user_id,
+            "session_id": session_id,
+            "content": content,
+            "category": category,
+            "importance": importance,
+            "source": source,
+            "created_at": datetime.fromisoformat(created_at),
+            "updated_at": datetime.fromisoformat(updated_at),
+            "last_accessed_at": None if last_accessed_at is None else datetime.fromisoformat(last_accessed_at),
+            "access_count": access_count,
+            "tags": tuple(json.loads(tags)),
+            "metadata": json.loads(metadata),
+            "status": status,
+            "version": version,
+            "supersedes": supersedes,
+            "superseded_by": superseded_by,
+            "provenance": tuple(json.loads(provenance)),
+        }
+    )
