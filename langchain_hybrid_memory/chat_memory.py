@@ -1,0 +1,191 @@
+"""``HybridChatMemory``: hybrid-memory as the ``memory=`` of legacy LangChain chains."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_classic.memory.chat_memory import BaseChatMemory
+from langchain_classic.memory.utils import get_prompt_input_key
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage, get_buffer_string
+from pydantic import ConfigDict, Field
+
+from hybrid_memory.memory import HybridMemory
+from hybrid_memory.records import FusedContext, Turn, check_id
+from langchain_hybrid_memory._utils import message_text
+
+__all__ = ["HybridChatMemory"]
+
+_ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def _turn_to_message(turn: Turn) -> BaseMessage:
+    if turn.role == "user":
+        return HumanMessage(content=turn.content, id=turn.id)
+    if turn.role == "assistant":
+        return AIMessage(content=turn.content, id=turn.id)
+    if turn.role == "system":
+        return SystemMessage(content=turn.content, id=turn.id)
+    return ChatMessage(role=turn.role, content=turn.content, id=turn.id)
+
+
+def _role_of(message: BaseMessage) -> str:
+    if isinstance(message, ChatMessage) and message.role in ("user", "assistant", "system", "tool"):
+        return message.role
+    return _ROLE_OF_TYPE.get(message.type, "user")
+
+
+class _SessionHistory(BaseChatMessageHistory):
+    """The short-term window of one user's session in the core, seen as a message history.
+
+    Reading returns fresh message objects built from the core's key-frame buffer; adding feeds
+    :meth:`~hybrid_memory.HybridMemory.add_turn` (importance scoring, key frames, long-term
+    writes); clearing drops the short-term window only.
+    """
+
+    def __init__(self, memory: HybridMemory, user_id: str, session_id: str) -> None:
+        super().__init__()
+        self.memory = memory
+        self.user_id = user_id
+        self.session_id = session_id
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The session's short-term window, oldest first (a new list each time)."""
+        return [_turn_to_message(t) for t in self.memory.short_term(self.user_id, self.session_id)]
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        turns = await asyncio.to_thread(self.memory.short_term, self.user_id, self.session_id)
+        return [_turn_to_message(t) for t in turns]
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        for m in messages:
+            text = message_text(m)
+            if text.strip():  # an AI message that only calls tools carries no text to remember
+                self.memory.add_turn(self.user_id, self.session_id, _role_of(m), text)
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        for m in messages:
+            text = message_text(m)
+            if text.strip():
+                await self.memory.aadd_turn(self.user_id, self.session_id, _role_of(m), text)
+
+    def clear(self) -> None:
+        self.memory.clear_session(self.user_id, self.session_id)
+
+    async def aclear(self) -> None:
+        await asyncio.to_thread(self.memory.clear_session, self.user_id, self.session_id)
+
+
+class HybridChatMemory(BaseChatMemory):
+    """Short-term window plus fused long-term memories for ``ConversationChain`` / ``LLMChain``.
+
+    Memory variables:
+
+    * ``memory_key`` (default ``"history"``): the session's short-term window from the core's
+      key-frame buffer, as messages (``return_messages=True``) or a ``Human: ... / AI: ...``
+      string. Always a fresh copy.
+    * ``long_term_key`` (default ``None``): the fused long-term context for the current input
+      (:meth:`~hybrid_memory.HybridMemory.build_context`; ``""`` when nothing relevant). Set it,
+      e.g. to ``"long_term"``, and put ``{long_term}`` in your prompt (ideally the system
+      message). With ``None`` the block is put in front of the history instead (a system
+      message, or the first lines of the string), so the chains' default prompts work unchanged.
+
+    ``save_context`` feeds both turns to :meth:`~hybrid_memory.HybridMemory.add_turn`, so they are
+    scored, key frames are pinned and written to long-term memory at once, and evicted turns
+    flow to long-term memory. ``clear()`` drops this session's short-term window only;
+    long-term memories stay (use ``memory.forget_user`` to erase a user).
+
+    Setup:
+        ``pip install 'hybrid-memory[langchain]'``
+
+    Instantiate and use:
+        >>> from hybrid_memory import HybridMemory, LocalStore
+        >>> from hybrid_memory.testing import HashingEmbedder
+        >>> mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
+        >>> chat_memory = HybridChatMemory(memory=mem, user_id="alice", session_id="s1", long_term_key="long_term")
+        >>> chat_memory.memory_variables
+        ['history', 'long_term']
+        >>> chat_memory.save_context({"input": "Remember: I am allergic to peanuts"}, {"output": "Noted."})
+        >>> later = HybridChatMemory(memory=mem, user_id="alice", session_id="s2", long_term_key="long_term")
+        >>> out = later.load_memory_variables({"input": "Can I eat peanuts?"})
+        >>> out["history"], "allergic to peanuts" in out["long_term"]
+        ('', True)
+        >>> mem.close()
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: HybridMemory = Field(description="The hybrid-memory core (one core serves many users and adapters).")
+    user_id: str = Field(description="Whose conversation this is.")
+    session_id: str = Field(description="The conversation; one short-term window per user and session.")
+    memory_key: str = Field(default="history", description="Variable holding the short-term window.")
+    long_term_key: str | None = Field(
+        default=None, description="Variable holding the fused long-term context; None = prepend it to the history."
+    )
+    human_prefix: str = "Human"
+    ai_prefix: str = "AI"
+    max_tokens: int | None = Field(default=None, ge=0, description="Token cap for the long-term block.")
+
+    def __init__(self, *, memory: HybridMemory, user_id: str, session_id: str, **data: Any) -> None:
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        super().__init__(  # type: ignore[call-arg]
+            memory=memory,
+            user_id=user_id,
+            session_id=session_id,
+            chat_memory=_SessionHistory(memory, user_id, session_id),
+            **data,
+        )
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """``[memory_key]``, plus ``long_term_key`` when set."""
+        return [self.memory_key] if self.long_term_key is None else [self.memory_key, self.long_term_key]
+
+    def _query(self, inputs: dict[str, Any]) -> str | None:
+        key = self.input_key if self.input_key is not None else get_prompt_input_key(inputs, self.memory_variables)
+        value = inputs.get(key)
+        return value if isinstance(value, str) and value.strip() else None
+
+    def _render(self, messages: list[BaseMessage], ctx: FusedContext | None) -> dict[str, Any]:
+        block = ctx.text if ctx is not None else ""
+        history: Any
+        if self.return_messages:
+            history = messages
+            if self.long_term_key is None and block:
+                history = [SystemMessage(content=block), *messages]
+        else:
+            history = get_buffer_string(messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
+            if self.long_term_key is None and block:
+                history = f"{block}\n{history}" if history else block
+        out = {self.memory_key: history}
+        if self.long_term_key is not None:
+            out[self.long_term_key] = block
+        return out
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Return the short-term window and the long-term context for ``inputs``' user message."""
+        query = self._query(inputs)
+        ctx = (
+            self.memory.build_context(
+                query, user_id=self.user_id, session_id=self.session_id, max_tokens=self.max_tokens
+            )
+            if query is not None
+            else None
+        )
+        return self._render(self.chat_memory.messages, ctx)
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async twin of :meth:`load_memory_variables`."""
+        query = self._query(inputs)
+        ctx = (
+            await self.memory.abuild_context(
+                query, user_id=self.user_id, session_id=self.session_id, max_tokens=self.max_tokens
+            )
+            if query is not None
+            else None
+        )
+        return self._render(await self.chat_memory.aget_messages(), ctx)

@@ -1,0 +1,273 @@
+"""``HybridMemoryMiddleware``: long-term memory for ``langchain.agents.create_agent``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import OmitFromInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+from typing_extensions import NotRequired
+
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.memory import HybridMemory
+from hybrid_memory.records import FusedContext
+from langchain_hybrid_memory._utils import lookup, message_text
+
+__all__ = ["HybridMemoryMiddleware", "HybridMemoryState"]
+
+STATE_KEY = "memory_context"
+
+
+class HybridMemoryState(AgentState[Any]):
+    """Agent state with what the middleware recalled for the current user message.
+
+    ``memory_context`` holds ``text`` (the injected block, ``""`` when skipped), ``skipped`` and
+    ``skipped_reason``, ``hits`` (memory id, content and every score component of each injected
+    memory), ``user_id``, ``session_id`` and ``recorded`` (the id of the last user message
+    written to memory). It is part of the agent's output, so callers can see what was recalled
+    and why.
+    """
+
+    memory_context: NotRequired[Annotated[dict[str, Any] | None, OmitFromInput]]
+
+
+def _last_human(messages: list[BaseMessage]) -> tuple[int, HumanMessage] | None:
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if isinstance(m, HumanMessage) and message_text(m).strip():
+            return i, m
+    return None
+
+
+def _summary(ctx: FusedContext, user_id: str, session_id: str) -> dict[str, Any]:
+    return {
+        "user_id": user_id,
+        "session_id": session_id,
+        "text": ctx.text,
+        "token_count": ctx.token_count,
+        "skipped": ctx.skipped,
+        "skipped_reason": ctx.skipped_reason,
+        "hits": [{"memory_id": h.id, "content": h.content, **h.components()} for h in ctx.hits],
+    }
+
+
+class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
+    """Inject fused long-term memories into every model call; record each turn afterwards.
+
+    * **Before the agent** runs, the latest user message is the query for
+      :meth:`~hybrid_memory.HybridMemory.build_context` (hybrid recall, re-ranking, fusion under
+      a token budget, skipping what the short-term window already holds). The result is kept in
+      the ``memory_context`` state key (one recall per user message, so heat counts one access
+      per turn).
+    * **Before each model call** the block is appended to the system message (created when the
+      agent has none), as background data between delimiters.
+    * **After the agent** the user message and the final answer go through
+      :meth:`~hybrid_memory.HybridMemory.add_turn` (importance scoring, key frames, long-term
+      writes), once per user message.
+
+    The user is looked up per run: ``user_id_key`` in the run's ``context`` (dataclass, pydantic
+    model or dict), then in ``config["configurable"]``, then the LangGraph server's
+    authenticated user, then the ``user_id`` given here; no user is an error (memories are
+    never shared by accident). The session is the run's ``thread_id`` (``"default"`` without a
+    checkpointer).
+
+    Args:
+        memory: The hybrid-memory core.
+        user_id: Fallback user when the run names none.
+        user_id_key: Where to find the user id in the context / configurable.
+        max_tokens: Token cap of the injected block (default: the core's fuser budget).
+        record_turns: Write each turn through ``add_turn`` after the agent.
+
+    Example:
+        >>> from langchain.agents import create_agent
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> from hybrid_memory import HybridMemory, LocalStore
+        >>> from hybrid_memory.testing import HashingEmbedder
+        >>> mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
+        >>> _ = mem.remember("alice", "Alice is allergic to peanuts", importance=0.9)
+        >>> agent = create_agent(GenericFakeChatModel(messages=iter(["No peanuts for you."])),
+        ...                      middleware=[HybridMemoryMiddleware(mem)])
+        >>> out = agent.invoke({"messages": [("user", "Any peanuts in this?")]}, context={"user_id": "alice"})
+        >>> out["memory_context"]["hits"][0]["content"]
+        'Alice is allergic to peanuts'
+        >>> [t.role for t in mem.short_term("alice", "default")]
+        ['user', 'assistant']
+        >>> mem.close()
+    """
+
+    state_schema = HybridMemoryState
+
+    def __init__(
+        self,
+        memory: HybridMemory,
+        *,
+        user_id: str | None = None,
+        user_id_key: str = "user_id",
+        max_tokens: int | None = None,
+        record_turns: bool = True,
+    ) -> None:
+        super().__init__()
+        self.memory = memory
+        self.user_id = user_id
+        self.user_id_key = user_id_key
+        self.max_tokens = max_tokens
+        self.record_turns = record_turns
+        self.tools = []
+
+    # ------------------------------------------------------------------ run identity
+    def _config(self) -> dict[str, Any]:
+        try:
+            from langgraph.config import get_config
+
+            return dict(get_config())
+        except RuntimeError:  # outside a runnable context
+            return {}
+
+    def resolve_user(self, runtime: Runtime[Any]) -> str:
+        """The user of this run (see the class docstring for the lookup order).
+
+        Raises:
+            InvalidInputError: no user id anywhere.
+        """
+        value = lookup(runtime.context, self.user_id_key)
+        if value is None:
+            value = lookup(self._config().get("configurable"), self.user_id_key)
+        if value is None:
+            server = getattr(runtime, "server_info", None)
+            value = getattr(getattr(server, "user", None), "identity", None)
+        if value is None:
+            value = self.user_id
+        if not isinstance(value, str) or not value:
+            raise InvalidInputError(
+                f"HybridMemoryMiddleware needs a user id: pass context={{'{self.user_id_key}': ...}} "
+                f"(or a context object with that attribute), config={{'configurable': {{'{self.user_id_key}': ...}}}}, "
+                "or HybridMemoryMiddleware(memory, user_id=...)"
+            )
+        return value
+
+    def resolve_session(self, runtime: Runtime[Any]) -> str:
+        """The session of this run: its ``thread_id``, or ``"default"``."""
+        info = getattr(runtime, "execution_info", None)
+        thread = getattr(info, "thread_id", None)
+        if thread is None:
+            thread = lookup(self._config().get("configurable"), "thread_id")
+        return str(thread) if thread is not None and str(thread) else "default"
+
+    # ------------------------------------------------------------------ recall
+    def _no_query(self, user_id: str, session_id: str) -> dict[str, Any]:
+        return {
+            STATE_KEY: {
+                "user_id": user_id,
+                "session_id": session_id,
+                "text": "",
+                "token_count": 0,
+                "skipped": True,
+                "skipped_reason": "no user message to recall for",
+                "hits": [],
+            }
+        }
+
+    def before_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Recall and fuse long-term memories for the latest user message."""
+        user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
+        last = _last_human(list(state["messages"]))
+        if last is None:
+            return self._no_query(user_id, session_id)
+        ctx = self.memory.build_context(
+            message_text(last[1]), user_id=user_id, session_id=session_id, max_tokens=self.max_tokens
+        )
+        return {STATE_KEY: {**_summary(ctx, user_id, session_id), "recorded": _recorded(state)}}
+
+    async def abefore_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_agent`."""
+        user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
+        last = _last_human(list(state["messages"]))
+        if last is None:
+            return self._no_query(user_id, session_id)
+        ctx = await self.memory.abuild_context(
+            message_text(last[1]), user_id=user_id, session_id=session_id, max_tokens=self.max_tokens
+        )
+        return {STATE_KEY: {**_summary(ctx, user_id, session_id), "recorded": _recorded(state)}}
+
+    # ------------------------------------------------------------------ injection
+    def _inject(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        state: Any = request.state
+        info = state.get(STATE_KEY) if isinstance(state, dict) else None
+        if not isinstance(info, dict) or not info.get("text"):
+            return request
+        block = str(info["text"])
+        current = request.system_message
+        if current is None:
+            return request.override(system_message=SystemMessage(content=block))
+        if isinstance(current.content, str):
+            fused = FusedContext(text=block, token_count=int(info.get("token_count") or 0))
+            content: Any = self.memory.fuser.inject(current.content, fused)
+        else:
+            content = [*current.content, {"type": "text", "text": block}]
+        return request.override(system_message=SystemMessage(content=content))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        """Call the model with the recalled memories in the system message."""
+        return handler(self._inject(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        """Async twin of :meth:`wrap_model_call`."""
+        return await handler(self._inject(request))
+
+    # ------------------------------------------------------------------ recording
+    def _turn(self, state: HybridMemoryState) -> tuple[HumanMessage, str | None] | None:
+        messages = list(state["messages"])
+        last = _last_human(messages)
+        if last is None or (last[1].id is not None and last[1].id == _recorded(state)):
+            return None
+        answer = None
+        for m in messages[last[0] + 1 :]:
+            if isinstance(m, AIMessage) and message_text(m).strip():
+                answer = message_text(m)
+        return last[1], answer
+
+    def after_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record the user message and the final answer through ``add_turn``."""
+        turn = self._turn(state) if self.record_turns else None
+        if turn is None:
+            return None
+        user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
+        self.memory.add_turn(user_id, session_id, "user", message_text(turn[0]))
+        if turn[1] is not None:
+            self.memory.add_turn(user_id, session_id, "assistant", turn[1])
+        return _mark_recorded(state, turn[0])
+
+    async def aafter_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_agent`."""
+        turn = self._turn(state) if self.record_turns else None
+        if turn is None:
+            return None
+        user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
+        await self.memory.aadd_turn(user_id, session_id, "user", message_text(turn[0]))
+        if turn[1] is not None:
+            await self.memory.aadd_turn(user_id, session_id, "assistant", turn[1])
+        return _mark_recorded(state, turn[0])
+
+
+def _recorded(state: HybridMemoryState) -> str | None:
+    info = state.get(STATE_KEY)
+    value = info.get("recorded") if isinstance(info, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _mark_recorded(state: HybridMemoryState, message: HumanMessage) -> dict[str, Any] | None:
+    if message.id is None:
+        return None
+    info = state.get(STATE_KEY)
+    return {STATE_KEY: {**(info if isinstance(info, dict) else {}), "recorded": message.id}}
