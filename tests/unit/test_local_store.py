@@ -1,0 +1,293 @@
+"""LocalStore specifics the store-agnostic contract suite does not cover.
+
+Persistence, crash durability, right-to-be-forgotten on disk, the incremental per-user index
+(compared with a freshly built one and with the reference BM25), exactness of the vector leg,
+thread safety, and the analyzer/schema checks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.errors import SchemaError, StoreUnavailableError
+from hybrid_memory.ranking import bm25_scores
+from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.base import MemoryFilter, SearchRequest
+from hybrid_memory.stores.local import LocalStore
+
+T0 = datetime(2025, 5, 1, tzinfo=timezone.utc)
+DIM = 16
+WORDS = ["tea", "coffee", "green", "black", "apple", "pear", "garden", "budget", "meeting", "python", "code", "苹果", "绿茶", "天气", "the", "a", "of"]
+
+
+def make(user: str, i: int, rng: np.random.Generator, **fields: object) -> MemoryRecord:
+    text = " ".join(rng.choice(WORDS, size=int(rng.integers(1, 8))))
+    return MemoryRecord.create(
+        user_id=user,
+        content=f"{text} #{i}",
+        timestamp=T0 + timedelta(minutes=i),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def vectors(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.normal(size=(n, DIM)).astype(np.float32)
+
+
+def snapshot(store: LocalStore, user: str, q: np.ndarray) -> list[tuple[str, float, float | None]]:
+    out = []
+    for query, alpha in (("green tea", 0.5), ("苹果", 0.0), ("garden budget", 0.0), (None, 1.0), ("code", 0.25)):
+        for flt in (MemoryFilter(), MemoryFilter(statuses=("active", "archived"))):
+            hits = store.search(SearchRequest(user_id=user, query=query, vector=q, alpha=alpha, limit=20, filter=flt))
+            out.extend((h.record.id, h.score, h.keyword_score) for h in hits)
+    return out
+
+
+def test_persists_across_reopen(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    path = tmp_path / "mem.db"
+    records = [make("alice", i, rng) for i in range(40)]
+    q = vectors(rng, 1)[0]
+    with LocalStore(path) as store:
+        store.bind_embedder("toy", DIM)
+        store.upsert(records, vectors(rng, 40))
+        before = snapshot(store, "alice", q)
+        listed = store.list("alice")
+    with LocalStore(path) as reopened:
+        assert reopened.dimension == DIM
+        assert reopened.embedder_name == "toy"
+        assert reopened.list("alice") == listed
+        assert snapshot(reopened, "alice", q) == before
+    assert before
+
+
+def test_incremental_index_matches_a_fresh_build(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    path = tmp_path / "mem.db"
+    store = LocalStore(path)
+    store.bind_embedder("toy", DIM)
+    live: dict[str, MemoryRecord] = {}
+    q = vectors(rng, 1)[0]
+    store.search(SearchRequest(user_id="alice", query="tea", vector=q, alpha=0.5))  # build the (empty) index early
+    for step in range(300):
+        op = rng.integers(0, 10)
+        if op < 5 or not live:
+            recs = [make("alice", 1000 * step + j, rng) for j in range(int(rng.integers(1, 4)))]
+            store.upsert(recs, vectors(rng, len(recs)))
+            live.update({r.id: r for r in recs})
+        elif op < 7:
+            victim = str(rng.choice(sorted(live)))
+            assert store.delete("alice", [victim]) == 1
+            del live[victim]
+        elif op < 9:
+            target = live[str(rng.choice(sorted(live)))]
+            changed = target.evolve(
+                status=str(rng.choice(["active", "archived", "superseded"])),
+                content=target.content if rng.integers(0, 2) else f"{target.content} garden",
+                tags=("x",) if rng.integers(0, 2) else (),
+            )
+            store.update([changed])
+            live[changed.id] = changed
+        else:
+            again = live[str(rng.choice(sorted(live)))]
+            store.upsert([again], vectors(rng, 1))  # same id: replace
+    warm = snapshot(store, "alice", q)
+    store.close()
+    with LocalStore(path) as fresh:
+        assert fresh.count("alice") == len(live)
+        assert snapshot(fresh, "alice", q) == warm
+    assert len(warm) > 20
+
+
+def test_keyword_scores_equal_reference_bm25_over_all_statuses() -> None:
+    rng = np.random.default_rng(3)
+    analyzer = Analyzer()
+    records = [make("alice", i, rng, status=["active", "archived", "superseded"][i % 3]) for i in range(60)]
+    with LocalStore(":memory:", analyzer=analyzer) as store:
+        store.upsert(records, vectors(rng, 60))
+        docs = [analyzer.index_tokens(r.content) for r in records]
+        for query in ("green tea", "苹果 天气", "the apple of the garden", "tea tea"):
+            ref = bm25_scores(analyzer.query_tokens(query), docs)
+            hits = store.search(
+                SearchRequest(
+                    user_id="alice",
+                    query=query,
+                    vector=None,
+                    alpha=0.0,
+                    limit=100,
+                    filter=MemoryFilter(statuses=("active", "archived", "superseded")),
+                )
+            )
+            got = {h.record.id: h.keyword_score for h in hits}
+            assert got == {records[i].id: s for i, s in ref.items()}
+            expected_order = sorted(ref, key=lambda i: (-ref[i], records[i].id))
+            assert [h.record.id for h in hits] == [records[i].id for i in expected_order]
+
+
+def test_vector_leg_is_exact_top_k() -> None:
+    rng = np.random.default_rng(4)
+    n = 2000
+    records = [MemoryRecord.create(user_id="u", content=f"memory {i}", timestamp=T0) for i in range(n)]
+    m = vectors(rng, n)
+    q = rng.normal(size=DIM).astype(np.float32)
+    with LocalStore(":memory:") as store:
+        store.upsert(records, m)
+        hits = store.search(SearchRequest(user_id="u", query=None, vector=q, alpha=1.0, limit=50))
+    unit = m / np.linalg.norm(m, axis=1, keepdims=True)
+    qn = q / np.linalg.norm(q)
+    dist = 1 - unit @ qn
+    order = sorted(range(n), key=lambda i: (dist[i], records[i].id))[:50]
+    assert [h.record.id for h in hits] == [records[i].id for i in order]
+    np.testing.assert_allclose([h.vector_similarity for h in hits], 1 - dist[order], atol=1e-5)
+
+
+def test_delete_user_leaves_no_trace_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "rtbf.db"
+    canary = "CANARY-7f3a9c-secret-peanut-allergy"
+    rng = np.random.default_rng(5)
+    with LocalStore(path) as store:
+        victim = [MemoryRecord.create(user_id="victim", content=f"{canary} note {i}", timestamp=T0) for i in range(50)]
+        other = [MemoryRecord.create(user_id="other", content=f"ordinary note {i}", timestamp=T0) for i in range(50)]
+        store.upsert(victim + other, vectors(rng, 100))
+        store.search(SearchRequest(user_id="victim", query="note", vector=None, alpha=0.0))
+        assert canary.encode() in _db_bytes(path)
+        assert store.delete_user("victim") == 50
+        assert canary.encode() not in _db_bytes(path)
+        assert canary.lower().encode() not in _db_bytes(path)  # the analysed copy is gone too
+        assert store.count("other") == 50
+    assert canary.encode() not in _db_bytes(path)
+
+
+def test_delete_overwrites_the_text(tmp_path: Path) -> None:
+    path = tmp_path / "forget.db"
+    canary = "CANARY-single-memory-0042"
+    with LocalStore(path) as store:
+        r = MemoryRecord.create(user_id="u", content=canary, timestamp=T0)
+        keep = MemoryRecord.create(user_id="u", content="keep this one", timestamp=T0)
+        store.upsert([r, keep], np.eye(2, DIM, dtype=np.float32))
+        assert store.delete("u", [r.id]) == 1
+        assert canary.encode() not in _db_bytes(path)
+        assert store.count("u") == 1
+
+
+def _db_bytes(path: Path) -> bytes:
+    data = b""
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-journal")):
+        if p.exists():
+            data += p.read_bytes()
+    return data
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
+    path = tmp_path / "crash.db"
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        import numpy as np
+        from datetime import datetime, timezone
+        from hybrid_memory.records import MemoryRecord
+        from hybrid_memory.stores.local import LocalStore
+        store = LocalStore({str(path)!r})
+        for i in range(25):
+            r = MemoryRecord.create(user_id="u", content=f"durable note {{i}}",
+                                    timestamp=datetime(2025, 1, 1, tzinfo=timezone.utc))
+            store.upsert([r], np.ones((1, 4), dtype=np.float32) + i)
+        print("acknowledged", flush=True)
+        time.sleep(60)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "acknowledged"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    with LocalStore(path) as store:
+        assert store.count("u") == 25
+        hits = store.search(SearchRequest(user_id="u", query="durable", vector=None, alpha=0.0, limit=100))
+        assert len(hits) == 25
+
+
+def test_wal_and_full_sync(tmp_path: Path) -> None:
+    with LocalStore(tmp_path / "p.db") as store:
+        conn = store._conn
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+
+
+def test_concurrent_writers_and_readers(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "threads.db")
+    store.bind_embedder("toy", DIM)
+    errors: list[BaseException] = []
+
+    def writer(t: int) -> None:
+        rng = np.random.default_rng(100 + t)
+        try:
+            for i in range(40):
+                r = MemoryRecord.create(user_id=f"user{t % 2}", content=f"thread {t} note {i} tea", timestamp=T0)
+                store.upsert([r], vectors(rng, 1))
+                store.search(SearchRequest(user_id=f"user{t % 2}", query="tea", vector=vectors(rng, 1)[0], alpha=0.5))
+        except BaseException as exc:  # collected and re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert store.count() == 160
+    assert store.count("user0") == 80
+    hits = store.search(SearchRequest(user_id="user1", query="tea", vector=None, alpha=0.0, limit=200))
+    assert len(hits) == 80
+    assert all(h.record.user_id == "user1" for h in hits)
+    store.close()
+
+
+def test_changed_analyzer_reindexes(tmp_path: Path) -> None:
+    path = tmp_path / "an.db"
+    r = MemoryRecord.create(user_id="li", content="我喜欢吃苹果", timestamp=T0)
+    with LocalStore(path) as store:
+        store.upsert([r], np.ones((1, DIM), dtype=np.float32))
+        assert len(store.search(SearchRequest(user_id="li", query="苹", vector=None, alpha=0.0))) == 1
+    with LocalStore(path, analyzer=Analyzer(cjk="bigram")) as store:
+        # Bigram-only analysis has no single-character tokens any more.
+        assert store.search(SearchRequest(user_id="li", query="苹", vector=None, alpha=0.0)) == []
+        assert len(store.search(SearchRequest(user_id="li", query="苹果", vector=None, alpha=0.0))) == 1
+
+
+def test_schema_version_mismatch(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    LocalStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SchemaError):
+        LocalStore(path)
+
+
+def test_unopenable_path(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailableError):
+        LocalStore(tmp_path)  # a directory, not a file
