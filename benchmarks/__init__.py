@@ -1,0 +1,1 @@
+"""Quality benchmark scripts (not shipped): ``python -m benchmarks``."""

