@@ -1,0 +1,258 @@
+"""``HybridAgentMemory``: hybrid-memory as the ``memory=`` of a LlamaIndex agent."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+
+from hybrid_memory.memory import HybridMemory
+from hybrid_memory.records import FusedContext, Turn, check_id
+from llamaindex_hybrid_memory._messages import core_role, message_text, turn_to_message
+
+try:
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    from llama_index.core.llms.llm import LLM
+    from llama_index.core.memory import BaseMemory
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from hybrid_memory.errors import MissingDependencyError
+
+    raise MissingDependencyError("llama-index-core", "llamaindex") from exc
+
+__all__ = ["DEFAULT_TOKEN_LIMIT", "HybridAgentMemory"]
+
+#: Default ``token_limit`` when neither a limit nor an LLM is given (LlamaIndex's own default).
+DEFAULT_TOKEN_LIMIT = 3000
+
+
+class HybridAgentMemory(BaseMemory):
+    """LlamaIndex ``BaseMemory`` backed by a :class:`~hybrid_memory.HybridMemory`, for one user and session.
+
+    ``get()``/``aget()`` return the session's short-term window (the core's key-frame buffer,
+    oldest first) preceded by **one** system message holding the long-term memories fused for the
+    current input, all within ``token_limit`` tokens (message text, counted by the core's token
+    counter). The window has priority: the oldest turns are cut when it alone exceeds the limit,
+    and the long-term block gets what is left (at most ``context_max_tokens``). No system message
+    is added when nothing relevant is remembered.
+
+    ``put()``/``aput()`` (and ``put_messages``/``aput_messages``) feed ``add_turn``: key frames
+    (preferences, constraints, explicit "remember") reach long-term memory at once, other turns
+    when the window evicts them or at :meth:`end_session`. Only text is kept; tool results come
+    back as assistant messages labelled ``Tool result:``; a tool-call request without text is not
+    stored.
+
+    ``reset()`` drops the session window **without** writing it and leaves long-term memory
+    alone (use ``HybridMemory.forget_user`` to erase a user); :meth:`end_session` writes the window
+    to long-term memory, then clears it. ``set()`` replaces the window. ``get_all()`` is the window
+    without the long-term block (older turns live in long-term memory).
+
+    Agents only call the async methods, which use the core's async twins. LlamaIndex agents keep
+    memory in the workflow ``Context`` without serialising it: pass ``memory=`` on **every**
+    ``agent.run(...)``, or a reused ``Context`` silently falls back to a fresh buffer.
+
+    Setup:
+        ``pip install 'hybrid-memory[llamaindex]'``
+
+    Instantiate:
+        >>> from hybrid_memory import HybridMemory, LocalStore
+        >>> from hybrid_memory.testing import HashingEmbedder
+        >>> from llamaindex_hybrid_memory import HybridAgentMemory
+        >>> core = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
+        >>> memory = HybridAgentMemory.from_defaults(core, user_id="alice", session_id="monday")
+
+    Use (an agent calls the async twins; ``await agent.run("...", memory=memory)``):
+        >>> from llama_index.core.llms import ChatMessage
+        >>> memory.put(ChatMessage(role="user", content="Remember: I am allergic to peanuts"))
+        >>> later = HybridAgentMemory.from_defaults(core, user_id="alice", session_id="friday")
+        >>> later.put(ChatMessage(role="user", content="Can I eat peanuts satay?"))
+        >>> [m.role.value for m in later.get()]
+        ['system', 'user']
+        >>> "allergic to peanuts" in later.get()[0].content
+        True
+        >>> core.close()
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: HybridMemory = Field(exclude=True, description="The hybrid-memory engine (shared, thread-safe).")
+    user_id: str = Field(description="Whose memory this is; recall never crosses users.")
+    session_id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex, description="The conversation whose window this memory holds."
+    )
+    token_limit: int = Field(
+        default=DEFAULT_TOKEN_LIMIT, ge=1, description="Token cap on everything get() returns (message text)."
+    )
+    context_max_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Cap on the long-term block; None uses the core's fuser budget (15 % of the context window).",
+    )
+
+    @field_validator("user_id", "session_id")
+    @classmethod
+    def _check_ids(cls, value: str, info: ValidationInfo) -> str:
+        return check_id(value, name=info.field_name or "id")
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Get the class name, used as a unique id in serialisation."""
+        return "HybridAgentMemory"
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]  # LlamaIndex declares **kwargs only; ours are explicit
+        cls,
+        memory: HybridMemory | None = None,
+        *,
+        user_id: str,
+        session_id: str | None = None,
+        token_limit: int | None = None,
+        context_max_tokens: int | None = None,
+        llm: LLM | None = None,
+        chat_history: Sequence[ChatMessage] | None = None,
+    ) -> HybridAgentMemory:
+        """Build an agent memory.
+
+        Args:
+            memory: The engine; ``None`` builds an ephemeral default ``HybridMemory()`` (in-memory
+                store, default embedder). Pass your own to persist and to share it across sessions.
+            user_id: Whose memory.
+            session_id: The conversation; ``None`` starts a new one (random id).
+            token_limit: Cap on ``get()``; default 75 % of ``llm``'s context window when an LLM is
+                given, else 3000 (as ``ChatMemoryBuffer``).
+            context_max_tokens: Cap on the long-term block (default: the core's fuser budget).
+            llm: Only used to size ``token_limit``.
+            chat_history: Messages to start the window with (``set``).
+        """
+        if token_limit is None:
+            token_limit = int(llm.metadata.context_window * 0.75) if llm is not None else DEFAULT_TOKEN_LIMIT
+        fields: dict[str, Any] = {
+            "memory": memory if memory is not None else HybridMemory(),
+            "user_id": user_id,
+            "token_limit": token_limit,
+            "context_max_tokens": context_max_tokens,
+        }
+        if session_id is not None:
+            fields["session_id"] = session_id
+        instance = cls(**fields)
+        if chat_history:
+            instance.set(list(chat_history))
+        return instance
+
+    # ------------------------------------------------------------------ pure helpers
+    def _window(self, turns: Sequence[Turn], budget: int) -> tuple[list[ChatMessage], int, bool]:
+        """The newest rendered turns that fit ``budget``: (messages, tokens, whether any was cut)."""
+        messages = [turn_to_message(t) for t in turns]
+        start, used = len(messages), 0
+        for i in range(len(messages) - 1, -1, -1):
+            n = self.memory.counter.count(message_text(messages[i]))
+            if used + n > budget:
+                break
+            used += n
+            start = i
+        return messages[start:], used, start > 0
+
+    def _plan(self, input: str | None, initial_token_count: int) -> tuple[list[ChatMessage], str, int, str | None]:
+        """Window, long-term query, long-term token budget and the session for short-term dedup."""
+        turns = self.memory.short_term(self.user_id, self.session_id)
+        budget = max(0, self.token_limit - initial_token_count)
+        window, used, cut = self._window(turns, budget)
+        query = input if input is not None and input.strip() else ""
+        if not query:
+            query = next((t.content for t in reversed(turns) if t.role == "user"), "")
+        remaining = budget - used
+        ctx_budget = remaining if self.context_max_tokens is None else min(remaining, self.context_max_tokens)
+        # Short-term dedup is only safe when the whole window is in the prompt.
+        return window, query, ctx_budget, (None if cut else self.session_id)
+
+    @staticmethod
+    def _compose(window: list[ChatMessage], context: FusedContext | None) -> list[ChatMessage]:
+        if context is None or not context.text:
+            return window
+        return [ChatMessage(role=MessageRole.SYSTEM, content=context.text), *window]
+
+    @staticmethod
+    def _turn_args(message: ChatMessage) -> tuple[str, str] | None:
+        text = message_text(message)
+        return (core_role(message), text) if text else None
+
+    # ------------------------------------------------------------------ read
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """The short-term window plus one system message with the fused long-term context.
+
+        Args:
+            input: The text to recall for; default the latest user turn in the window.
+            **kwargs: ``initial_token_count`` (tokens already used elsewhere in the prompt, as in
+                ``ChatMemoryBuffer``); other keys are ignored.
+        """
+        window, query, ctx_budget, dedup_session = self._plan(input, int(kwargs.get("initial_token_count", 0)))
+        context = None
+        if query and ctx_budget > 0:
+            context = self.memory.build_context(
+                query, user_id=self.user_id, session_id=dedup_session, max_tokens=ctx_budget
+            )
+        return self._compose(window, context)
+
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """Async twin of :meth:`get` (what agents call)."""
+        window, query, ctx_budget, dedup_session = self._plan(input, int(kwargs.get("initial_token_count", 0)))
+        context = None
+        if query and ctx_budget > 0:
+            context = await self.memory.abuild_context(
+                query, user_id=self.user_id, session_id=dedup_session, max_tokens=ctx_budget
+            )
+        return self._compose(window, context)
+
+    def get_all(self) -> list[ChatMessage]:
+        """The whole short-term window, without the long-term block."""
+        return [turn_to_message(t) for t in self.memory.short_term(self.user_id, self.session_id)]
+
+    # ------------------------------------------------------------------ write
+    def put(self, message: ChatMessage) -> None:
+        """Add a message to the session (``add_turn``); messages without text are skipped."""
+        args = self._turn_args(message)
+        if args is not None:
+            self.memory.add_turn(self.user_id, self.session_id, *args)
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async twin of :meth:`put`."""
+        args = self._turn_args(message)
+        if args is not None:
+            await self.memory.aadd_turn(self.user_id, self.session_id, *args)
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Add messages in order."""
+        for message in messages:
+            self.put(message)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Async twin of :meth:`put_messages` (in order)."""
+        for message in messages:
+            await self.aput(message)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the session window with ``messages`` (key frames among them reach long-term memory)."""
+        self.memory.clear_session(self.user_id, self.session_id)
+        self.put_messages(messages)
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Async twin of :meth:`set`."""
+        self.memory.clear_session(self.user_id, self.session_id)  # in-memory, no IO
+        await self.aput_messages(messages)
+
+    def reset(self) -> None:
+        """Drop the session window without writing it; long-term memory is kept."""
+        self.memory.clear_session(self.user_id, self.session_id)
+
+    async def areset(self) -> None:
+        """Async twin of :meth:`reset`."""
+        self.reset()  # in-memory, no IO
+
+    def end_session(self) -> None:
+        """Write the session window to long-term memory, then clear it."""
+        self.memory.end_session(self.user_id, self.session_id)
+
+    async def aend_session(self) -> None:
+        """Async twin of :meth:`end_session`."""
+        await self.memory.aend_session(self.user_id, self.session_id)

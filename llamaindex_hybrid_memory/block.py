@@ -1,0 +1,127 @@
+"""``HybridMemoryBlock``: hybrid-memory as a long-term block of LlamaIndex's ``Memory``."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from hybrid_memory.memory import HybridMemory
+from hybrid_memory.records import check_id
+from hybrid_memory.stores.base import MemoryFilter
+from llamaindex_hybrid_memory._messages import core_role, message_text, query_text
+
+try:
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.memory import BaseMemoryBlock
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from hybrid_memory.errors import MissingDependencyError
+
+    raise MissingDependencyError("llama-index-core", "llamaindex") from exc
+
+__all__ = ["DEFAULT_SESSION_ID", "HybridMemoryBlock"]
+
+#: Session recorded for flushed messages that carry no ``session_id`` (a direct ``block.aput``).
+DEFAULT_SESSION_ID = "default"
+
+
+class HybridMemoryBlock(BaseMemoryBlock[str]):
+    """A ``BaseMemoryBlock[str]`` that stores flushed turns in hybrid-memory and recalls them.
+
+    ``Memory`` flushes its oldest messages to the block when its chat history outgrows
+    ``token_limit × chat_history_token_ratio``; the block writes them through the core's turn
+    write path (importance scoring with the speaker's role, key-frame detection, PII redaction,
+    dedup) with their ``session_id``, role and turn id as provenance. On every ``Memory.aget`` the
+    block returns the long-term memories fused for the latest message (``""`` when nothing
+    relevant is remembered), which ``Memory`` puts into its system message.
+
+    The block holds no per-session or per-user state: the session comes with each call
+    (``session_id`` from ``Memory``), the user is fixed at construction, so one block per user
+    can serve any number of sessions. With ``scope="user"`` (default) every session of the user
+    sees the user's long-term memories: that is cross-session memory. ``scope="session"`` limits
+    recall to memories written in the calling session, like LlamaIndex's ``VectorMemoryBlock``
+    (without its bug of keeping the first session's filter).
+
+    Notes:
+        ``Memory`` only flushes when its history outgrows the limit (about 21,000 tokens with
+        the defaults), so size ``token_limit`` to your model, or also give hybrid-memory the facts
+        directly with ``HybridMemory.remember``. Under token pressure ``Memory`` truncates blocks
+        in *ascending* ``priority`` (1 goes before 2) and never truncates ``priority=0``; this
+        block caps itself with ``max_tokens`` instead of truncating. Do not use this block and
+        :class:`~llamaindex_hybrid_memory.HybridAgentMemory` for the same user and session: the
+        block borrows that session's short-term buffer while it writes.
+
+    Setup:
+        ``pip install 'hybrid-memory[llamaindex]'``
+
+    Instantiate:
+        >>> from hybrid_memory import HybridMemory, LocalStore
+        >>> from hybrid_memory.testing import HashingEmbedder
+        >>> from llama_index.core.memory import Memory
+        >>> from llamaindex_hybrid_memory import HybridMemoryBlock
+        >>> core = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
+        >>> block = HybridMemoryBlock(memory=core, user_id="alice")
+        >>> chat = Memory.from_defaults(session_id="monday", token_limit=40, memory_blocks=[block])
+
+    Use (an agent does this through ``await agent.run("...", memory=chat)``):
+        >>> from llama_index.core.llms import ChatMessage
+        >>> chat.put_messages([
+        ...     ChatMessage(role="user", content="My daughter Mia starts school in Lyon in September."),
+        ...     ChatMessage(role="assistant", content="Noted, congratulations to Mia!"),
+        ...     ChatMessage(role="user", content="Which Lyon school has good art classes?"),
+        ... ])
+        >>> "Mia starts school in Lyon" in chat.get()[0].content
+        True
+        >>> core.close()
+    """
+
+    name: str = Field(default="long_term_memory", description="Block name (the XML tag in Memory's template).")
+    description: str | None = Field(
+        default="Long-term memories of the user recalled by hybrid-memory (hybrid BM25 + vector search)."
+    )
+    memory: HybridMemory = Field(exclude=True, description="The hybrid-memory engine (shared, thread-safe).")
+    user_id: str = Field(description="Whose memories; recall never crosses users.")
+    scope: Literal["user", "session"] = Field(
+        default="user", description="'user': all of the user's sessions; 'session': only the calling session."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=0, description="Cap on the returned block; None uses the core's fuser budget."
+    )
+    query_window: int = Field(
+        default=1, ge=1, description="How many of the latest messages (with text) form the recall query."
+    )
+
+    @field_validator("user_id")
+    @classmethod
+    def _check_user(cls, value: str) -> str:
+        return check_id(value)
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        """The fused long-term context for the latest messages; ``""`` when nothing is relevant."""
+        session_id = block_kwargs.get("session_id")
+        if session_id is not None and not isinstance(session_id, str):
+            session_id = str(session_id)
+        query = query_text(messages, self.query_window)
+        if not query or (self.scope == "session" and session_id is None):
+            return ""
+        # A fresh filter per call: nothing of one call survives into the next.
+        scoped = MemoryFilter(session_id=session_id) if self.scope == "session" else None
+        context = await self.memory.abuild_context(
+            query, user_id=self.user_id, session_id=session_id, max_tokens=self.max_tokens, filter=scoped
+        )
+        return context.text
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Write flushed messages to long-term memory through the core's turn write path."""
+        items = []
+        for m in messages:
+            text = message_text(m)
+            if text:
+                sid = m.additional_kwargs.get("session_id")
+                items.append((sid if isinstance(sid, str) and sid.strip() else DEFAULT_SESSION_ID, core_role(m), text))
+        for session_id, group in groupby(items, key=lambda x: x[0]):
+            for _, role, text in group:
+                await self.memory.aadd_turn(self.user_id, session_id, role, text)
+            # The turns leave the (borrowed) short-term buffer and go to long-term memory now.
+            await self.memory.aend_session(self.user_id, session_id)
