@@ -99,7 +99,15 @@ class BufferConfig(_Section):
 
     max_tokens: int = Field(default=2000, ge=16)
     key_frame_importance: float = Field(default=0.7, ge=0.0, le=1.0)
-    summary_every: int = Field(default=6, ge=0)
+    summary_every: int = Field(default=6, ge=0, description="turns between session summaries (0 = never)")
+    max_key_frame_ratio: float = Field(
+        default=0.6, gt=0.0, le=1.0, description="share of the budget key frames may pin before the oldest go"
+    )
+    idle_flush_minutes: float = Field(
+        default=30.0,
+        ge=0.0,
+        description="a user's other sessions idle this long are flushed to long-term memory (0 = never)",
+    )
 
 
 class WriterConfig(_Section):
@@ -112,6 +120,18 @@ class WriterConfig(_Section):
     turn_min_importance: float = Field(
         default=0.1, ge=0.0, le=1.0, description="turns below this are not kept long-term (pleasantries)"
     )
+    detect_conflicts: bool = Field(default=True, description="look for contradictions with existing memories")
+    conflict_similarity: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="cosine at or above which an existing memory is checked for a conflict (model calibrated when None)",
+    )
+    max_conflict_candidates: int = Field(default=3, ge=1, le=50)
+    supersede_tolerance: float = Field(
+        default=0.1, ge=0.0, le=1.0, description="a newer memory may be this much less important and still supersede"
+    )
+    review_queue_size: int = Field(default=1000, ge=0, description="suspected conflicts kept per user for review")
 
 
 class LifecycleConfig(_Section):

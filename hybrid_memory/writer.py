@@ -1,39 +1,485 @@
-"""The long-term write path: gate, embed, deduplicate and store memories.
+"""The long-term write path: gate, redact, embed, deduplicate, resolve conflicts and store.
 
-Every write returns a :class:`~hybrid_memory.records.WriteOutcome` (added / deduplicated /
-superseded / demoted / rejected, with the reason): nothing is dropped silently.
+:class:`MemoryWriter` applies the write policy to a batch of draft memories:
 
-Example:
+1. **Gate**: drafts below ``min_importance`` are rejected.
+2. **PII redaction** (on by default): phones, e-mails, Chinese ID numbers and bank cards become
+   typed placeholders *before* anything is embedded or stored (see :mod:`hybrid_memory.privacy`).
+3. **Dedup**: a draft whose cosine to an active memory of the same user is at or above the
+   embedder's calibrated ``dedup_threshold`` (0.92 for normalised models) creates no record; the
+   existing memory gets ``updated_at``/``access_count`` bumped. A whole batch is compared with one
+   matrix product against the user's active vectors (cached per user), never one search per item.
+   Near-identical texts whose numbers or negation differ ("我每天跑步5公里" / "…10公里") are
+   *not* duplicates: they go to conflict resolution.
+4. **Conflicts**: related memories (cosine at or above ``conflict_similarity``) are checked by a
+   :class:`ConflictJudge`: :class:`LLMConflictJudge` when a chat model is configured, otherwise
+   :class:`HeuristicConflictJudge` (same subject with a flipped negation, a changed number, or a
+   declared change such as 我喜欢喝茶 → 我现在改喝咖啡了). A newer, not less important memory
+   supersedes the old one (version chain: old ``status="superseded"``/``superseded_by``; new
+   ``supersedes``/``version + 1``); otherwise the new one is demoted to ``temporary``. Conflicts
+   and suspected conflicts are listed in :meth:`MemoryWriter.review_queue`.
+
+Every draft gets a :class:`~hybrid_memory.records.WriteOutcome` (added / deduplicated /
+superseded / demoted / rejected / updated) with the reason: nothing is dropped silently.
+
+Example (``...`` stands for the old memory's id):
+    >>> from datetime import datetime, timezone
     >>> from hybrid_memory.stores.local import LocalStore
     >>> from hybrid_memory.records import MemoryRecord
     >>> from hybrid_memory.testing import HashingEmbedder
     >>> w = MemoryWriter(LocalStore(":memory:"), HashingEmbedder())
-    >>> r = MemoryRecord.create(user_id="u", content="I like tea", importance=0.6)
-    >>> [o.action for o in w.write([r, r])]
+    >>> day1, day5 = datetime(2024, 5, 1, tzinfo=timezone.utc), datetime(2024, 5, 5, tzinfo=timezone.utc)
+    >>> two = MemoryRecord.create(user_id="u", content="I have 2 kids", importance=0.7, timestamp=day1)
+    >>> [o.action for o in w.write([two, two])]
     ['added', 'deduplicated']
+    >>> three = MemoryRecord.create(user_id="u", content="I have 3 kids", importance=0.7, timestamp=day5)
+    >>> out = w.write([three])[0]
+    >>> out.action, out.related_id == two.id, out.record.version, out.reason  # doctest: +ELLIPSIS
+    ('superseded', True, 2, 'supersedes ... (number changed (2 → 3); judge: heuristic)')
+    >>> w.write([MemoryRecord.create(user_id="u", content="call me at 13812345678")])[0].record.content
+    'call me at [PHONE]'
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import re
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
+from pydantic import BaseModel, Field
+
+from hybrid_memory.analyzer import ENGLISH_STOPWORDS, Analyzer
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.records import MemoryRecord, WriteOutcome, utcnow
-from hybrid_memory.stores.base import MemoryStore
+from hybrid_memory.errors import InvalidInputError, ScoringError
+from hybrid_memory.privacy import PiiRedactor
+from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
+from hybrid_memory.scoring import StructuredMethod, _LLMCaller
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
 
-__all__ = ["MemoryWriter"]
+__all__ = [
+    "ConflictJudge",
+    "ConflictReview",
+    "HeuristicConflictJudge",
+    "LLMConflictJudge",
+    "MemoryWriter",
+    "Verdict",
+    "conflict_similarity_for",
+]
+
+Relation = Literal["contradicts", "suspected", "compatible", "unrelated"]
+#: Categories that take part in conflict detection (raw turns and summaries do not).
+_CONFLICT_CATEGORIES = frozenset({"fact", "preference", "project", "temporary"})
+_VERSION_NAMESPACE = uuid.UUID("3b0f6c52-8d7e-5a41-9c2b-6e1d4f7a8b35")
+
+
+def conflict_similarity_for(dedup_threshold: float) -> float:
+    """Cosine above which two memories are related enough to check for a conflict.
+
+    Derived from the embedder's calibrated dedup threshold so it scales with the model's cosine
+    range: 0.40 for a 0.92 model (USE), 0.74 for E5-small's compressed 0.965.
+
+    Example:
+        >>> round(conflict_similarity_for(0.92), 2), round(conflict_similarity_for(0.965), 3)
+        (0.4, 0.737)
+    """
+    return dedup_threshold - 6.5 * (1.0 - dedup_threshold)
+
+
+# --------------------------------------------------------------------------- judges
+@dataclass(frozen=True)
+class Verdict:
+    """How a new memory relates to one existing memory."""
+
+    relation: Relation
+    reason: str = ""
+    judge: str = "heuristic"
+
+
+@runtime_checkable
+class ConflictJudge(Protocol):
+    """Decides whether a new memory contradicts existing ones (one verdict per candidate)."""
+
+    name: str
+
+    def judge(self, new: str, candidates: Sequence[str]) -> list[Verdict]:
+        """Return one :class:`Verdict` per candidate, in order."""
+        ...
+
+    async def ajudge(self, new: str, candidates: Sequence[str]) -> list[Verdict]:
+        """Async twin of :meth:`judge`."""
+        ...
+
+
+_NEGATION = re.compile(
+    r"(不再|不|没有|没|别|未|戒了|戒掉|讨厌|\bnever\b|\bnot\b|\bno longer\b|\bno\b|n't\b|\bstopped\b|\bquit\b|"
+    r"\bhate\b|\bdislike\b|\banymore\b)",
+    re.I,
+)
+_CHANGE = re.compile(
+    r"(改喝|改吃|改用|改成|改为|换成|换了|换到|搬到|搬去|搬家|不再|现在|如今|已经|以后|从今天|从现在|"
+    r"\bnow\b|\bswitched\b|\bchanged\b|\bmoved\b|\bno longer\b|\banymore\b|\binstead\b|\bactually\b|"
+    r"from now on|these days|\bnew\b)",
+    re.I,
+)
+_CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_NUMBER = re.compile(r"\d+(?:\.\d+)?|[零一二两三四五六七八九十百千万]+(?=[个岁年月号日点元块公里小时天次只位千万])")
+_DOMAINS: Mapping[str, re.Pattern[str]] = {
+    name: re.compile(p, re.I)
+    for name, p in {
+        "drink": r"(喝|茶|咖啡|奶茶|牛奶|果汁|酒|饮料|饮品|\bdrinks?\b|\btea\b|coffee|latte|espresso|juice|\bmilk\b|beer|wine|soda|decaf)",
+        "food": r"(吃|菜|饭|辣|肉|素|口味|料理|\beat\b|\beats\b|food|cuisine|meat|vegetarian|vegan|spicy|\bdish|\bmeals?\b)",
+        "home": r"(住在|住|搬|地址|老家|\blive\b|\blives\b|\bliving\b|\bmoved\b|address|apartment|\bflat\b)",
+        "work": r"(工作|上班|公司|职位|入职|\bjob\b|\bwork\b|\bworks\b|employer|company|\bposition\b)",
+        "name": r"(叫我|名字|我叫|call me|my name|name is)",
+        "transport": r"(开车|汽车|地铁|高铁|火车|飞机|航班|骑车|\bdrive\b|\bcar\b|\btrain\b|\bflights?\b|\bbike\b|\bcycle\b|commute)",
+        "language": r"(中文|英文|英语|日语|语言|english|chinese|mandarin|spanish|language)",
+        "tools": r"(电脑|手机|系统|编辑器|windows|linux|\bmac\b|iphone|android|\bvim\b|emacs|vs ?code|\bide\b|python|java|rust)",
+        "schedule": r"(起床|睡觉|几点|会议|开会|\bwake\b|\bsleep\b|meetings?|schedule)",
+        "pet": r"(狗|猫|宠物|\bdogs?\b|\bcats?\b|\bpets?\b)",
+        "seat": r"(座位|靠窗|过道|\bseats?\b|window|aisle)",
+        "exercise": r"(跑步|健身|游泳|瑜伽|\brun\b|\bruns\b|\bgym\b|\bswim|yoga|workout|exercise)",
+    }.items()
+}
+_STOP_CJK = frozenset("我你他她它们的了是在也都很还就吗呢吧啊哦呀和与及现")
+_STOP_EN = frozenset({"i", "im", "my", "me", "we", "our", "am", "have", "has", "do", "does", "m", "s", "ve", "ll", "d"})
+_PREFERENCE = re.compile(
+    r"(喜欢|偏好|爱|讨厌|最爱|习惯|改喝|改吃|改用|prefer|favou?rite|\blove\b|\blike\b|hate|enjoy|rather)", re.I
+)
+
+
+def _numbers(text: str) -> set[float]:
+    out: set[float] = set()
+    for m in _NUMBER.finditer(text):
+        s = m.group(0)
+        if s[0].isdigit():
+            out.add(float(s))
+        else:
+            out.add(float(_cn_number(s)))
+    return out
+
+
+def _cn_number(s: str) -> int:
+    total, section, digit = 0, 0, 0
+    for ch in s:
+        if ch in _CN_DIGITS:
+            digit = _CN_DIGITS[ch]
+        elif ch == "十":
+            section += (digit or 1) * 10
+            digit = 0
+        elif ch == "百":
+            section += (digit or 1) * 100
+            digit = 0
+        elif ch == "千":
+            section += (digit or 1) * 1000
+            digit = 0
+        elif ch == "万":
+            total += (section + digit) * 10_000
+            section, digit = 0, 0
+    return total + section + digit
+
+
+class HeuristicConflictJudge:
+    """Rule-based contradiction check (the offline default).
+
+    A new memory *contradicts* an existing one when they talk about the same subject (token
+    overlap after removing negations, numbers and change words) and
+
+    * the negation flipped ("I eat meat" / "I no longer eat meat", 喜欢 / 不喜欢), or
+    * a number changed ("I have 2 kids" / "I have 3 kids", 五千元 / 八千元), or
+    * the new one declares a change in the same domain (drinks, food, home, work, name, tools,
+      ...): 我喜欢喝茶 → 我现在改喝咖啡了.
+
+    Two preferences in the same domain without a change word ("I like tea" / "I like coffee")
+    are only *suspected* (listed for review, both kept).
+
+    Example:
+        >>> j = HeuristicConflictJudge()
+        >>> [v.relation for v in j.judge("我现在改喝咖啡了", ["我喜欢喝茶", "我住在上海"])]
+        ['contradicts', 'unrelated']
+        >>> j.judge("I have 3 kids", ["I have 2 kids"])[0].reason
+        'number changed (2 → 3)'
+    """
+
+    name = "heuristic"
+
+    def __init__(self, *, analyzer: Analyzer | None = None, min_overlap: float = 0.5) -> None:
+        self.analyzer = analyzer if analyzer is not None else Analyzer()
+        self.min_overlap = min_overlap
+
+    def _subject(self, text: str) -> set[str]:
+        bare = _NUMBER.sub(" ", _CHANGE.sub(" ", _NEGATION.sub(" ", text)))
+        toks = self.analyzer.index_tokens(bare)
+        return {
+            t for t in toks if t not in ENGLISH_STOPWORDS and t not in _STOP_EN and not any(c in _STOP_CJK for c in t)
+        }
+
+    @staticmethod
+    def _jaccard(a: set[str], b: set[str]) -> float:
+        if not a or not b:
+            return 0.0
+        return len(a & b) / len(a | b)
+
+    def hard_conflict(self, new: str, old: str) -> Verdict | None:
+        """Flipped negation or changed number on the same subject, else ``None``."""
+        overlap = self._jaccard(self._subject(new), self._subject(old))
+        if overlap < self.min_overlap:
+            return None
+        n_new, n_old = _numbers(new), _numbers(old)
+        if n_new and n_old and n_new != n_old:
+            a = ", ".join(f"{x:g}" for x in sorted(n_old - n_new) or sorted(n_old))
+            b = ", ".join(f"{x:g}" for x in sorted(n_new - n_old) or sorted(n_new))
+            return Verdict("contradicts", f"number changed ({a} → {b})", self.name)
+        neg_new = len(_NEGATION.findall(new)) % 2 == 1
+        neg_old = len(_NEGATION.findall(old)) % 2 == 1
+        if neg_new != neg_old:
+            return Verdict("contradicts", "negation flipped", self.name)
+        return None
+
+    def _one(self, new: str, old: str) -> Verdict:
+        hard = self.hard_conflict(new, old)
+        if hard is not None:
+            return hard
+        dom_new = {d for d, p in _DOMAINS.items() if p.search(new)}
+        dom_old = {d for d, p in _DOMAINS.items() if p.search(old)}
+        shared = sorted(dom_new & dom_old)
+        if shared and _CHANGE.search(new):
+            return Verdict("contradicts", f"declared change ({shared[0]})", self.name)
+        if shared and _PREFERENCE.search(new) and _PREFERENCE.search(old):
+            return Verdict("suspected", f"two preferences about {shared[0]}", self.name)
+        return Verdict("unrelated", "", self.name)
+
+    def judge(self, new: str, candidates: Sequence[str]) -> list[Verdict]:
+        """One verdict per candidate (pure CPU)."""
+        return [self._one(new, c) for c in candidates]
+
+    async def ajudge(self, new: str, candidates: Sequence[str]) -> list[Verdict]:
+        """Async twin of :meth:`judge` (runs inline)."""
+        await asyncio.sleep(0)
+        return self.judge(new, candidates)
+
+
+class _JudgedPair(BaseModel):
+    index: int = Field(description="the [n] index of the existing memory")
+    relation: Literal["contradicts", "compatible", "unrelated"] = Field(
+        description="contradicts = same subject, cannot both be true now"
+    )
+    reason: str = Field(default="", description="a few words")
+
+
+class ConflictVerdicts(BaseModel):
+    """Whether a new memory contradicts each numbered existing memory."""
+
+    verdicts: list[_JudgedPair] = Field(description="one entry per existing memory")
+
+
+_JUDGE_PROMPT = (
+    "You maintain an assistant's long-term memory about one user. Decide for each EXISTING memory whether the "
+    "NEW memory contradicts it: same subject and both cannot be true now (a changed preference, a changed "
+    "number, a negated fact, a move, a new job). Different subjects, or facts that can both hold, are "
+    '"compatible" or "unrelated". Answer with JSON only: {"verdicts": [{"index": 0, "relation": '
+    '"contradicts", "reason": "..."}]} with one entry per existing memory.'
+)
+
+
+class LLMConflictJudge:
+    """Contradiction check by any LangChain chat model, falling back to the heuristic judge.
+
+    The model answers with structured output (``function_calling`` or ``json_mode``, explicit
+    ``max_tokens``); a timeout, retries with backoff and a failed/garbled answer all fall back to
+    :class:`HeuristicConflictJudge`, and the verdict's ``reason`` says so.
+
+    Args:
+        chat_model: A LangChain chat model.
+        method: ``"function_calling"`` or ``"json_mode"``.
+        max_tokens: Completion budget per call.
+        timeout: Seconds per call.
+        max_retries: Retries after the first attempt.
+        backoff: First retry delay in seconds (doubles).
+        fallback: Judge used when the model fails.
+        model_kwargs: Extra call arguments bound to the model (see ``LLMImportanceScorer``).
+        sleep: Replaces :func:`time.sleep` between retries (tests).
+    """
+
+    name = "llm"
+
+    def __init__(
+        self,
+        chat_model: Any,
+        *,
+        method: StructuredMethod = "function_calling",
+        max_tokens: int = 300,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        fallback: ConflictJudge | None = None,
+        model_kwargs: Mapping[str, Any] | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self._caller = _LLMCaller(
+            chat_model,
+            schema=ConflictVerdicts,
+            method=method,
+            max_tokens=max_tokens,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            sleep=sleep,
+            model_kwargs=model_kwargs,
+        )
+        self.fallback: ConflictJudge = fallback if fallback is not None else HeuristicConflictJudge()
+
+    @staticmethod
+    def messages(new: str, candidates: Sequence[str]) -> list[tuple[str, str]]:
+        """The chat messages sent for one judgement."""
+        lines = "\n".join(f"[{i}] {' '.join(c.split())}" for i, c in enumerate(candidates))
+        return [("system", _JUDGE_PROMPT), ("human", f"NEW: {' '.join(new.split())}\nEXISTING:\n{lines}")]
+
+    def _verdicts(self, parsed: BaseModel, new: str, candidates: Sequence[str]) -> list[Verdict]:
+        assert isinstance(parsed, ConflictVerdicts)
+        got = {v.index: v for v in parsed.verdicts if 0 <= v.index < len(candidates)}
+        if len(got) < len(candidates):
+            fb = self.fallback.judge(new, candidates)
+            return [
+                Verdict(got[i].relation, got[i].reason, self.name)
+                if i in got
+                else Verdict(fb[i].relation, f"{fb[i].reason} (model gave no verdict; heuristic)", fb[i].judge)
+                for i in range(len(candidates))
+            ]
+        return [Verdict(got[i].relation, got[i].reason, self.name) for i in range(len(candidates))]
+
+    def _fallback(self, new: str, candidates: Sequence[str], exc: ScoringError) -> list[Verdict]:
+        return [
+            Verdict(v.relation, f"{v.reason} (LLM judge failed: {exc}; heuristic used)".strip(), v.judge)
+            for v in self.fallback.judge(new, candidates)
+        ]
+
+    def judge(self, new: str, candidates: Sequence[str]) -> list[Verdict]:
+        """One verdict per candidate; model failures fall back to the heuristic (never raise)."""
+        if not candidates:
+            return []
+        try:
+            parsed, _ = self._caller.call(self.messages(new, candidates))
+        except ScoringError as exc:
+            return self._fallback(new, candidates, exc)
+        return self._verdicts(parsed, new, candidates)
+
+    async def ajudge(self, new: str, candidates: Sequence[str]) -> list[Verdict]:
+        """Async twin of :meth:`judge`."""
+        if not candidates:
+            return []
+        try:
+            parsed, _ = await self._caller.acall(self.messages(new, candidates))
+        except ScoringError as exc:
+            return self._fallback(new, candidates, exc)
+        return self._verdicts(parsed, new, candidates)
+
+
+# --------------------------------------------------------------------------- review queue
+@dataclass(frozen=True)
+class ConflictReview:
+    """A detected or suspected conflict, kept for a human (or a later LLM pass) to review.
+
+    ``action`` is what the writer did: ``superseded`` (the old memory was replaced),
+    ``demoted`` (the new memory was stored as ``temporary``) or ``suspected`` (both kept).
+    """
+
+    user_id: str
+    new_id: str
+    old_id: str
+    new_content: str
+    old_content: str
+    action: Literal["superseded", "demoted", "suspected"]
+    reason: str
+    judge: str
+    detected_at: datetime
+
+
+# --------------------------------------------------------------------------- user vector cache
+class _UserIndex:
+    """Ids and unit vectors of one user's active memories, grown in place (capacity doubling)."""
+
+    def __init__(self, ids: list[str], matrix: Vector, dim: int) -> None:
+        self.dim = dim
+        n = len(ids)
+        cap = max(64, n * 2)
+        self.m = np.zeros((cap, dim), dtype=np.float32)
+        if n:
+            self.m[:n] = matrix
+        self.alive = np.zeros(cap, dtype=bool)
+        self.alive[:n] = True
+        self.ids: list[str] = list(ids)
+        self.pos = {mid: i for i, mid in enumerate(ids)}
+        self.n = n
+
+    @property
+    def count(self) -> int:
+        return int(self.alive[: self.n].sum())
+
+    def add(self, ids: Sequence[str], vectors: Vector) -> None:
+        for mid, v in zip(ids, vectors, strict=True):
+            if mid in self.pos:
+                i = self.pos[mid]
+                self.m[i] = v
+                self.alive[i] = True
+                continue
+            if self.n == len(self.m):
+                grow = len(self.m) * 2
+                m = np.zeros((grow, self.dim), dtype=np.float32)
+                m[: self.n] = self.m[: self.n]
+                a = np.zeros(grow, dtype=bool)
+                a[: self.n] = self.alive[: self.n]
+                self.m, self.alive = m, a
+            self.m[self.n] = v
+            self.alive[self.n] = True
+            self.ids.append(mid)
+            self.pos[mid] = self.n
+            self.n += 1
+
+    def remove(self, ids: Sequence[str]) -> None:
+        for mid in ids:
+            i = self.pos.get(mid)
+            if i is not None:
+                self.alive[i] = False
+
+    def sims(self, vectors: Vector) -> Vector:
+        """Cosines ``(len(vectors), n)``; dead rows are -inf."""
+        s: Vector = vectors @ self.m[: self.n].T
+        s[:, ~self.alive[: self.n]] = -np.inf
+        return s
+
+
+# --------------------------------------------------------------------------- the writer
+@dataclass
+class _Pending:
+    """A draft on its way into the store."""
+
+    index: int
+    record: MemoryRecord
+    vector: Vector
+    note: list[str] = field(default_factory=list)
 
 
 class MemoryWriter:
     """Applies the write policy and stores memories with their embeddings.
 
+    Thread-safe: concurrent :meth:`write` calls (e.g. the background extractor and
+    ``add_turn``) are serialised.
+
     Args:
         store: Where memories go.
-        embedder: Embeds memory text.
+        embedder: Embeds memory text; its ``dedup_threshold`` calibrates dedup.
         config: Write policy settings.
         clock: Returns "now" (UTC); injectable for tests and replays.
+        judge: Conflict judge; default :class:`HeuristicConflictJudge`.
+        redactor: PII redactor used when ``config.redact_pii`` (default :class:`PiiRedactor`).
     """
 
     def __init__(
@@ -43,15 +489,119 @@ class MemoryWriter:
         config: WriterConfig | None = None,
         *,
         clock: Callable[[], datetime] = utcnow,
+        judge: ConflictJudge | None = None,
+        redactor: PiiRedactor | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.config = config if config is not None else WriterConfig()
         self.clock = clock
+        self.judge: ConflictJudge = judge if judge is not None else HeuristicConflictJudge()
+        self._hard = HeuristicConflictJudge()
+        self.redactor = redactor if redactor is not None else PiiRedactor()
+        self._lock = threading.RLock()
+        self._index: dict[str, _UserIndex] = {}
+        self._reviews: dict[str, deque[ConflictReview]] = {}
 
-    def write(self, drafts: Sequence[MemoryRecord]) -> list[WriteOutcome]:
-        """Write ``drafts`` (any users) and return one outcome per draft, in order."""
-        outcomes: list[WriteOutcome | None] = [None] * len(drafts)
+    # ---------------------------------------------------------------- thresholds
+    @property
+    def dedup_threshold(self) -> float:
+        """Cosine at or above which a draft duplicates an existing memory."""
+        t = self.config.dedup_threshold
+        return float(self.embedder.dedup_threshold) if t is None else float(t)
+
+    @property
+    def conflict_threshold(self) -> float:
+        """Cosine at or above which an existing memory is checked for a conflict."""
+        t = self.config.conflict_similarity
+        return conflict_similarity_for(self.dedup_threshold) if t is None else float(t)
+
+    # ---------------------------------------------------------------- review queue & caches
+    def review_queue(self, user_id: str) -> list[ConflictReview]:
+        """Detected and suspected conflicts of ``user_id``, oldest first."""
+        with self._lock:
+            return list(self._reviews.get(user_id, ()))
+
+    def clear_review(self, user_id: str) -> int:
+        """Empty ``user_id``'s review queue; return how many entries it held."""
+        with self._lock:
+            q = self._reviews.pop(user_id, None)
+            return len(q) if q is not None else 0
+
+    def invalidate(self, user_id: str | None = None) -> None:
+        """Drop the cached vectors of ``user_id`` (all users when ``None``); rebuilt on demand."""
+        with self._lock:
+            if user_id is None:
+                self._index.clear()
+            else:
+                self._index.pop(user_id, None)
+
+    def forget_user(self, user_id: str) -> None:
+        """Drop every trace of ``user_id`` held by the writer (vector cache, review queue)."""
+        with self._lock:
+            self._index.pop(user_id, None)
+            self._reviews.pop(user_id, None)
+
+    def _queue(self, review: ConflictReview) -> None:
+        size = self.config.review_queue_size
+        if size == 0:
+            return
+        q = self._reviews.get(review.user_id)
+        if q is None or q.maxlen != size:
+            q = self._reviews[review.user_id] = deque(q or (), maxlen=size)
+        q.append(review)
+
+    def _user_index(self, user_id: str, dim: int) -> _UserIndex:
+        active = MemoryFilter()
+        idx = self._index.get(user_id)
+        n_store = self.store.count(user_id, filter=active)
+        if idx is not None and idx.dim == dim and idx.count == n_store:
+            return idx
+        recs = self.store.list(user_id, filter=active) if n_store else []
+        ids = [r.id for r in recs]
+        vecs = self.store.get_vectors(user_id, ids) if ids else {}
+        ids = [i for i in ids if i in vecs]
+        m = np.stack([vecs[i] for i in ids]).astype(np.float32) if ids else np.zeros((0, dim), dtype=np.float32)
+        idx = self._index[user_id] = _UserIndex(ids, m, dim)
+        return idx
+
+    # ---------------------------------------------------------------- writing
+    def write(self, drafts: Sequence[MemoryRecord], *, vectors: Vector | None = None) -> list[WriteOutcome]:
+        """Write ``drafts`` (any users) and return one outcome per draft, in order.
+
+        Args:
+            drafts: Validated draft records.
+            vectors: Optional precomputed embeddings, one row per draft (unit-normalised here).
+                Drafts whose text is changed by PII redaction are re-embedded.
+
+        Raises:
+            InvalidInputError: ``vectors`` does not have one row per draft.
+        """
+        if vectors is not None:
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != len(drafts):
+                raise InvalidInputError(f"vectors must have one row per draft; got shape {vectors.shape}")
+        with self._lock:
+            return self._write(list(drafts), vectors)
+
+    async def awrite(self, drafts: Sequence[MemoryRecord], *, vectors: Vector | None = None) -> list[WriteOutcome]:
+        """Async twin of :meth:`write` (runs in a worker thread)."""
+        return await asyncio.to_thread(lambda: self.write(drafts, vectors=vectors))
+
+    def _redact(self, d: MemoryRecord) -> tuple[MemoryRecord, str | None]:
+        if not self.config.redact_pii:
+            return d, None
+        red = self.redactor.redact(d.content)
+        if not red.changed:
+            return d, None
+        new_id = memory_id(d.user_id, red.text) if d.id == memory_id(d.user_id, d.content) else d.id
+        return d.evolve(content=red.text, id=new_id), f"PII redacted ({red.summary()})"
+
+    def _write(self, drafts: list[MemoryRecord], vectors: Vector | None) -> list[WriteOutcome]:
+        n = len(drafts)
+        outcomes: list[WriteOutcome | None] = [None] * n
+        notes: list[str | None] = [None] * n
+        reembed: set[int] = set()
         todo: list[int] = []
         for i, d in enumerate(drafts):
             if d.importance < self.config.min_importance:
@@ -60,10 +610,14 @@ class MemoryWriter:
                     record=d,
                     reason=f"importance {d.importance:.2f} below min_importance {self.config.min_importance:.2f}",
                 )
-            else:
-                todo.append(i)
+                continue
+            red, note = self._redact(d)
+            if note is not None:
+                drafts[i], notes[i] = red, note
+                reembed.add(i)
+            todo.append(i)
 
-        # Exact duplicates (same deterministic id) inside the batch or already stored.
+        # Exact duplicates (same deterministic id) inside the batch.
         first_of: dict[tuple[str, str], int] = {}
         fresh: list[int] = []
         for i in todo:
@@ -72,40 +626,234 @@ class MemoryWriter:
                 outcomes[i] = WriteOutcome(
                     action="deduplicated",
                     record=drafts[first_of[key]],
-                    reason="same content in this batch",
-                    related_id=drafts[i].id,
+                    reason="same content earlier in this batch",
+                    related_id=drafts[first_of[key]].id,
                 )
                 continue
             first_of[key] = i
             fresh.append(i)
+        if not fresh:
+            return [o for o in outcomes if o is not None]
 
+        now = self.clock()
         by_user: dict[str, list[int]] = {}
         for i in fresh:
             by_user.setdefault(drafts[i].user_id, []).append(i)
-        now = self.clock()
-        bumps: list[MemoryRecord] = []
-        new: list[int] = []
+
+        # Vectors for every fresh draft: one embedding call for those without a usable vector.
+        need = [i for i in fresh if vectors is None or i in reembed]
+        vec: dict[int, Vector] = {}
+        if need:
+            emb = self.embedder.embed_documents([drafts[i].content for i in need])
+            vec.update(zip(need, emb, strict=True))
+        if vectors is not None:
+            for i in fresh:
+                if i not in vec:
+                    v = vectors[i]
+                    norm = float(np.linalg.norm(v))
+                    if not np.isfinite(norm) or norm == 0:
+                        raise InvalidInputError(f"vector {i} is zero or not finite")
+                    vec[i] = (v / norm).astype(np.float32)
+
+        to_upsert: list[_Pending] = []
+        to_update: dict[tuple[str, str], MemoryRecord] = {}
+        removed: dict[str, list[str]] = {}
         for user, idxs in by_user.items():
-            existing = {r.id: r for r in self.store.get(user, [drafts[i].id for i in idxs])}
-            for i in idxs:
-                old = existing.get(drafts[i].id)
-                if old is not None and old.status == "active":
-                    bumped = old.evolve(
-                        updated_at=max(now, old.updated_at),
-                        access_count=old.access_count + 1,
-                        importance=max(old.importance, drafts[i].importance),
-                    )
-                    bumps.append(bumped)
-                    outcomes[i] = WriteOutcome(
-                        action="deduplicated", record=bumped, reason="already stored", related_id=old.id
-                    )
+            self._write_user(user, idxs, drafts, vec, notes, outcomes, now, to_upsert, to_update, removed)
+
+        if to_upsert:
+            self.store.upsert([p.record for p in to_upsert], np.stack([p.vector for p in to_upsert]))
+        if to_update:
+            self.store.update(list(to_update.values()))
+        for user in by_user:
+            idx = self._index.get(user)
+            if idx is None:
+                continue
+            idx.remove(removed.get(user, []))
+            mine = [p for p in to_upsert if p.record.user_id == user and p.record.status == "active"]
+            if mine:
+                idx.add([p.record.id for p in mine], np.stack([p.vector for p in mine]))
+        # Outcomes of added/superseded/demoted drafts carry the final stored record.
+        final = {p.record.id: p.record for p in to_upsert}
+        out: list[WriteOutcome] = []
+        for o in outcomes:
+            assert o is not None
+            if o.record is not None and o.action in ("added", "superseded", "demoted") and o.record.id in final:
+                o = o.model_copy(update={"record": final[o.record.id]})
+            out.append(o)
+        return out
+
+    def _write_user(
+        self,
+        user: str,
+        idxs: list[int],
+        drafts: list[MemoryRecord],
+        vec: dict[int, Vector],
+        notes: list[str | None],
+        outcomes: list[WriteOutcome | None],
+        now: datetime,
+        to_upsert: list[_Pending],
+        to_update: dict[tuple[str, str], MemoryRecord],
+        removed: dict[str, list[str]],
+    ) -> None:
+        dim = int(vec[idxs[0]].shape[0])
+        # Same deterministic id already stored: bump an active one; re-version a superseded one.
+        stored = {r.id: r for r in self.store.get(user, [drafts[i].id for i in idxs])}
+        rest: list[int] = []
+        for i in idxs:
+            old = stored.get(drafts[i].id)
+            if old is None or old.status == "deleted":
+                rest.append(i)
+            elif old.status == "active":
+                bumped = self._bump(to_update.get((user, old.id), old), drafts[i], now)
+                to_update[(user, old.id)] = bumped
+                outcomes[i] = WriteOutcome(
+                    action="deduplicated", record=bumped, reason=_join("already stored", notes[i]), related_id=old.id
+                )
+            elif old.status == "archived":
+                revived = self._bump(old, drafts[i], now).evolve(status="active")
+                to_update[(user, old.id)] = revived
+                outcomes[i] = WriteOutcome(
+                    action="updated",
+                    record=revived,
+                    reason=_join("re-activated an archived memory stated again", notes[i]),
+                    related_id=old.id,
+                )
+                removed.setdefault(user, [])  # the index is refreshed by count on next use
+                self._index.pop(user, None)
+            else:  # superseded: the user states an old value again -> a new version with a fresh id
+                fresh_id = str(uuid.uuid5(_VERSION_NAMESPACE, f"{old.id}\x1f{drafts[i].created_at.isoformat()}"))
+                drafts[i] = drafts[i].evolve(id=fresh_id)
+                rest.append(i)
+        if not rest:
+            return
+        index = self._user_index(user, dim)
+        mat = np.stack([vec[i] for i in rest])
+        sim_ex = index.sims(mat) if index.n else np.zeros((len(rest), 0), dtype=np.float32)
+        sim_in = mat @ mat.T
+        dup_t, rel_t = self.dedup_threshold, self.conflict_threshold
+        accepted: list[tuple[int, _Pending]] = []  # (row in rest, pending)
+        fetched: dict[str, MemoryRecord] = {}
+
+        def existing(ids: list[str]) -> list[MemoryRecord]:
+            missing = [x for x in ids if x not in fetched and (user, x) not in to_update]
+            if missing:
+                for got in self.store.get(user, missing):
+                    fetched[got.id] = got
+            out = []
+            for x in ids:
+                rec = to_update.get((user, x)) or fetched.get(x)
+                if rec is not None and rec.status == "active":
+                    out.append(rec)
+            return out
+
+        for a, i in enumerate(rest):
+            d = drafts[i]
+            row = sim_ex[a] if sim_ex.shape[1] else np.zeros(0, dtype=np.float32)
+            top = max(8, self.config.max_conflict_candidates * 2)
+            order = [int(j) for j in np.argsort(-row)[:top]] if row.size else []
+            cands: list[tuple[float, MemoryRecord, _Pending | None]] = []
+            for r in existing([index.ids[j] for j in order if row[j] >= rel_t]):
+                cands.append((float(row[index.pos[r.id]]), r, None))
+            for b, p in accepted:
+                if p.record.status == "active" and sim_in[a, b] >= rel_t:
+                    cands.append((float(sim_in[a, b]), p.record, p))
+            cands.sort(key=lambda c: -c[0])
+
+            # 1. duplicate (unless the numbers or the negation differ)
+            dup = next(
+                (c for c in cands if c[0] >= dup_t and self._hard.hard_conflict(d.content, c[1].content) is None),
+                None,
+            )
+            if dup is not None:
+                sim, old, pend = dup
+                if pend is not None:
+                    pend.record = self._bump(pend.record, d, now, count=False)
+                    rec = pend.record
                 else:
-                    new.append(i)
-        if bumps:
-            self.store.update(bumps)
-        if new:
-            vectors = self.embedder.embed_documents([drafts[i].content for i in new])
-            self.store.upsert([drafts[i] for i in new], vectors)
-            for i in new:
-                outcomes[i] = WriteOutcome(action="added", record=drafts[i])
-        return [o for o in outcomes if o is not None]
+                    rec = self._bump(to_update.get((user, old.id), old), d, now)
+                    to_update[(user, old.id)] = rec
+                outcomes[i] = WriteOutcome(
+                    action="deduplicated",
+                    record=rec,
+                    reason=_join(f"cosine {sim:.3f} ≥ {dup_t:.2f} to an active memory", notes[i]),
+                    related_id=old.id,
+                )
+                continue
+
+            # 2. conflicts with related memories
+            pending = _Pending(i, d, vec[i])
+            checkable = [
+                c for c in cands if c[1].category in _CONFLICT_CATEGORIES and d.category in _CONFLICT_CATEGORIES
+            ][: self.config.max_conflict_candidates]
+            verdicts = (
+                self.judge.judge(d.content, [c[1].content for c in checkable])
+                if self.config.detect_conflicts and checkable
+                else []
+            )
+            conflict = next(
+                ((c, v) for c, v in zip(checkable, verdicts, strict=True) if v.relation == "contradicts"), None
+            )
+            for c, v in zip(checkable, verdicts, strict=True):
+                if v.relation == "suspected":
+                    self._queue(
+                        ConflictReview(
+                            user, d.id, c[1].id, d.content, c[1].content, "suspected", v.reason, v.judge, now
+                        )
+                    )
+            if conflict is None:
+                to_upsert.append(pending)
+                accepted.append((a, pending))
+                outcomes[i] = WriteOutcome(action="added", record=d, reason=notes[i])
+                continue
+            (sim, old, pend), verdict = conflict
+            newer = d.created_at >= old.created_at
+            not_less = d.importance >= old.importance - self.config.supersede_tolerance
+            if newer and not_less:
+                pending.record = d.evolve(supersedes=old.id, version=old.version + 1)
+                gone = old.evolve(status="superseded", superseded_by=d.id, updated_at=max(now, old.updated_at))
+                if pend is not None:
+                    pend.record = gone
+                else:
+                    to_update[(user, old.id)] = gone
+                    removed.setdefault(user, []).append(old.id)
+                to_upsert.append(pending)
+                accepted.append((a, pending))
+                reason = f"supersedes {old.id} ({verdict.reason}; judge: {verdict.judge})"
+                outcomes[i] = WriteOutcome(
+                    action="superseded", record=pending.record, reason=_join(reason, notes[i]), related_id=old.id
+                )
+                self._queue(
+                    ConflictReview(
+                        user, d.id, old.id, d.content, old.content, "superseded", verdict.reason, verdict.judge, now
+                    )
+                )
+            else:
+                why = "older than" if not newer else "less important than"
+                pending.record = d.evolve(category="temporary")
+                to_upsert.append(pending)
+                accepted.append((a, pending))
+                reason = f"conflicts with {old.id} ({verdict.reason}) but is {why} it; kept as temporary"
+                outcomes[i] = WriteOutcome(
+                    action="demoted", record=pending.record, reason=_join(reason, notes[i]), related_id=old.id
+                )
+                self._queue(
+                    ConflictReview(
+                        user, d.id, old.id, d.content, old.content, "demoted", verdict.reason, verdict.judge, now
+                    )
+                )
+
+    @staticmethod
+    def _bump(old: MemoryRecord, new: MemoryRecord, now: datetime, *, count: bool = True) -> MemoryRecord:
+        prov = tuple(dict.fromkeys((*old.provenance, *new.provenance)))
+        return old.evolve(
+            updated_at=max(now, old.updated_at, new.created_at),
+            access_count=old.access_count + (1 if count else 0),
+            importance=max(old.importance, new.importance),
+            provenance=prov,
+        )
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    parts = [p for p in (a, b) if p]
+    return "; ".join(parts) if parts else None
