@@ -52,3 +52,9 @@ class ToolCallingFake(GenericFakeChatModel):
     ) -> ChatResult:
         self.seen.append(list(messages))
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+@pytest.fixture
+def tool_model() -> type[ToolCallingFake]:
+    """The class of the fake tool-calling chat model: ``tool_model(messages=iter([...]))``."""
+    return ToolCallingFake
