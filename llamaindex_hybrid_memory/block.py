@@ -55,14 +55,17 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     Setup:
         ``pip install 'hybrid-memory[llamaindex]'``
 
-    Instantiate:
+    Instantiate (``Memory`` keeps its short-term queue in SQL; we pass the engine to close it):
         >>> from hybrid_memory import HybridMemory, LocalStore
         >>> from hybrid_memory.testing import HashingEmbedder
         >>> from llama_index.core.memory import Memory
+        >>> from sqlalchemy.ext.asyncio import create_async_engine
         >>> from llamaindex_hybrid_memory import HybridMemoryBlock
         >>> core = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
         >>> block = HybridMemoryBlock(memory=core, user_id="alice")
-        >>> chat = Memory.from_defaults(session_id="monday", token_limit=40, memory_blocks=[block])
+        >>> engine = create_async_engine("sqlite+aiosqlite:///:memory:")
+        >>> chat = Memory.from_defaults(session_id="monday", token_limit=40, memory_blocks=[block],
+        ...                             async_engine=engine)
 
     Use (an agent does this through ``await agent.run("...", memory=chat)``):
         >>> from llama_index.core.llms import ChatMessage
@@ -73,6 +76,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         ... ])
         >>> "Mia starts school in Lyon" in chat.get()[0].content
         True
+        >>> import asyncio
+        >>> asyncio.run(engine.dispose())
         >>> core.close()
     """
 
