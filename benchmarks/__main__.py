@@ -30,7 +30,7 @@ from hybrid_memory.bench.datasets import Dataset, load_locomo, load_longmemeval,
 from hybrid_memory.bench.runner import BenchOptions, run_benchmark  # noqa: E402
 from hybrid_memory.embeddings import default_embedder  # noqa: E402
 
-STEPS = ("main", "alpha", "analyzer", "embedders", "report")
+STEPS = ("main", "alpha", "analyzer", "embedders", "speed", "report")
 
 
 def load_all(data_dir: Path) -> dict[str, Dataset]:
@@ -83,7 +83,14 @@ def main(argv: list[str] | None = None) -> int:
             data["memorybank"], data["locomo"], data["longmemeval"], lme_per_type=args.lme_per_type
         )
         studies.dump(res, out / "embedders.json")
-        (out / "embedders.md").write_text(rep.embedders_markdown(res), encoding="utf-8")
+    if "speed" in steps:
+        studies.log("== embedder speed (run it on an otherwise idle machine)")
+        studies.dump(studies.speed_study(data["memorybank"], data["locomo"]), out / "embedder_speed.json")
+    if {"embedders", "speed"} & steps and (out / "embedders.json").exists():
+        quality = json.loads((out / "embedders.json").read_text(encoding="utf-8"))
+        speed_path = out / "embedder_speed.json"
+        speed = json.loads(speed_path.read_text(encoding="utf-8")) if speed_path.exists() else None
+        (out / "embedders.md").write_text(rep.embedders_markdown(quality, speed), encoding="utf-8")
     if "report" in steps:
         results: dict[str, Any] = {}
         for name in ("memorybank", "locomo", "longmemeval"):

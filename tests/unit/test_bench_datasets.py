@@ -123,8 +123,13 @@ LME = [
         "question_date": "2023/12/06 (Wed) 11:18",
         "answer": 7,
         "answer_session_ids": ["answer_s1", "answer_s2"],
-        "haystack_dates": ["2023/07/23 (Sun) 05:30", "2023/08/04 (Fri) 15:56", "2023/08/05 (Sat) 09:00"],
-        "haystack_session_ids": ["noise_1", "answer_s1", "answer_s2"],
+        "haystack_dates": [
+            "2023/07/23 (Sun) 05:30",
+            "2023/08/04 (Fri) 15:56",
+            "2023/08/05 (Sat) 09:00",
+            "2023/07/24 (Mon) 05:30",
+        ],
+        "haystack_session_ids": ["noise_1", "answer_s1", "answer_s2", "noise_1"],
         "haystack_sessions": [
             [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
             [
@@ -137,6 +142,7 @@ LME = [
                 {"role": "user", "content": "More fishing talk", "has_answer": False},
                 {"role": "assistant", "content": "You caught 4 more", "has_answer": True},
             ],
+            [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
         ],
     },
     {
@@ -184,7 +190,12 @@ def test_load_longmemeval(tmp_path: Path, gz: bool) -> None:
     assert q.category == "multi-session"
     assert q.answer == "7"
     assert g.now == datetime(2023, 12, 6, 11, 18, tzinfo=UTC)
-    assert ds.skipped == {"abstention": 1, "no_user_side_gold": 1, "empty_user_turns": 1}
+    assert ds.skipped == {
+        "abstention": 1,
+        "no_user_side_gold": 1,
+        "empty_user_turns": 1,
+        "repeated_haystack_sessions": 1,
+    }
 
 
 def test_parse_longmemeval_datetime() -> None:
