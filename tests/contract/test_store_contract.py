@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
-from store_contract_helpers import DIM, T0, mat, rec, vec
+from tests.contract.store_contract_helpers import DIM, T0, mat, rec, vec
 
 from hybrid_memory.errors import (
     EmbeddingDimensionError,
