@@ -419,22 +419,119 @@ class FusedHit:
     vector_distance: float | None = None
 
 
-def _before(a: FusedHit, b: FusedHit) -> bool:
-    d = float(np.float32(b.score) - np.float32(a.score))
+@dataclass(frozen=True)
+class _Fused:
+    """Fusion output in map-insertion order: ids, float32 scores and ssv, winning leg."""
+
+    ids: list[str]
+    score: npt.NDArray[np.float32]
+    ssv: npt.NDArray[np.float32]
+    leg: npt.NDArray[np.intp]
+
+
+def _before(a: tuple[float, float, str], b: tuple[float, float, str]) -> bool:
+    """Weaviate's ``sort.Slice`` less function on ``(score, ssv, id)`` (descending, epsilon ties)."""
+    d = float(np.float32(b[0]) - np.float32(a[0]))
     if d * d < _TIE_EPSILON_SQ:
-        d2 = float(np.float32(b.ssv) - np.float32(a.ssv))
+        d2 = float(np.float32(b[1]) - np.float32(a[1]))
         if d2 * d2 < _TIE_EPSILON_SQ:
-            return a.id < b.id
-        return a.ssv > b.ssv
-    return a.score > b.score
+            return a[2] < b[2]
+        return a[1] > b[1]
+    return a[0] > b[0]
 
 
-def _compare(a: FusedHit, b: FusedHit) -> int:
+def _compare(a: tuple[float, float, str], b: tuple[float, float, str]) -> int:
     if _before(a, b):
         return -1
     if _before(b, a):
         return 1
     return 0
+
+
+def _has_near_ties(score: npt.NDArray[np.float32], ssv: npt.NDArray[np.float32]) -> bool:
+    """Whether two different scores (or, at equal scores, two different ssv) are within 1e-7.
+
+    Without such pairs Weaviate's epsilon comparator is the plain lexicographic order
+    (score desc, ssv desc, id asc). Checking neighbours in sorted order is enough because
+    rounding is monotone.
+    """
+    if score.size < 2:
+        return False
+    o = np.lexsort((ssv, score))
+    s, v = score[o], ssv[o]
+    ds = (s[1:] - s[:-1]).astype(np.float64)
+    if bool(np.any((ds != 0) & (ds * ds < _TIE_EPSILON_SQ))):
+        return True
+    dv = (v[1:] - v[:-1]).astype(np.float64)
+    return bool(np.any((ds == 0) & (dv != 0) & (dv * dv < _TIE_EPSILON_SQ)))
+
+
+def _order(ids: Sequence[str], score: npt.NDArray[np.float32], ssv: npt.NDArray[np.float32]) -> list[int]:
+    """Positions sorted with Weaviate's comparator (fast path unless there are near ties)."""
+    sc = score.tolist()
+    sv = ssv.tolist()
+    if _has_near_ties(score, ssv):
+        items = [(sc[i], sv[i], ids[i]) for i in range(len(sc))]
+
+        def cmp(i: int, j: int) -> int:
+            return _compare(items[i], items[j])
+
+        return sorted(range(len(items)), key=functools.cmp_to_key(cmp))
+    return sorted(range(len(sc)), key=lambda i: (-sc[i], -sv[i], ids[i]))
+
+
+def _fuse(
+    kind: Literal["relative", "ranked"],
+    weights: Sequence[float],
+    sets: Sequence[tuple[Sequence[str], npt.NDArray[np.float32]]],
+) -> _Fused:
+    """Sum the legs' float32 contributions per id; the later leg's object (ssv, leg) wins."""
+    if len(weights) != len(sets):
+        raise InvalidInputError(f"{len(weights)} weights for {len(sets)} result sets")
+    pos: dict[str, int] = {}
+    ids: list[str] = []
+    positions: list[npt.NDArray[np.intp]] = []
+    for leg_ids, _ in sets:
+        p = np.empty(len(leg_ids), dtype=np.intp)
+        for j, mid in enumerate(leg_ids):
+            k = pos.get(mid)
+            if k is None:
+                k = pos[mid] = len(ids)
+                ids.append(mid)
+            p[j] = k
+        positions.append(p)
+    score = np.zeros(len(ids), dtype=np.float32)
+    ssv = np.zeros(len(ids), dtype=np.float32)
+    leg = np.full(len(ids), -1, dtype=np.intp)
+    for i, ((_, values), p) in enumerate(zip(sets, positions, strict=True)):
+        if values.size == 0:
+            continue
+        if kind == "relative":
+            weight = np.float32(weights[i])
+            hi, lo = values.max(), values.min()
+            if hi == lo:
+                contrib = np.full(values.size, weight, dtype=np.float32)
+            else:
+                contrib = weight * ((values - lo) / np.float32(hi - lo))
+        else:
+            ranks = np.arange(values.size, dtype=np.float64) + RANKED_FUSION_K
+            contrib = (float(weights[i]) / ranks).astype(np.float32)
+        np.add.at(score, p, contrib.astype(np.float32))  # float32 sums, in leg order
+        ssv[p] = values
+        leg[p] = i
+    return _Fused(ids, score, ssv, leg)
+
+
+def _leg_arrays(results: Sequence[LegHit]) -> tuple[list[str], npt.NDArray[np.float32]]:
+    return [r.id for r in results], np.array([r.ssv for r in results], dtype=np.float32)
+
+
+def _hits(fused: _Fused, order: Sequence[int]) -> list[FusedHit]:
+    return [FusedHit(fused.ids[i], float(fused.score[i]), float(fused.ssv[i]), int(fused.leg[i])) for i in order]
+
+
+def _relative_is_empty(sizes: Sequence[int]) -> bool:
+    return not sizes or (sizes[0] == 0 and (len(sizes) == 1 or sizes[1] == 0))
 
 
 def fusion_order(hits: Iterable[FusedHit]) -> list[FusedHit]:
@@ -443,12 +540,10 @@ def fusion_order(hits: Iterable[FusedHit]) -> list[FusedHit]:
     Score descending; scores closer than 1e-7 tie and fall back to the secondary sort value
     (descending, same epsilon), then to the id ascending.
     """
-    return sorted(hits, key=functools.cmp_to_key(_compare))
-
-
-def _check_sets(weights: Sequence[float], result_sets: Sequence[Sequence[LegHit]]) -> None:
-    if len(weights) != len(result_sets):
-        raise InvalidInputError(f"{len(weights)} weights for {len(result_sets)} result sets")
+    items = list(hits)
+    score = np.array([h.score for h in items], dtype=np.float32)
+    ssv = np.array([h.ssv for h in items], dtype=np.float32)
+    return [items[i] for i in _order([h.id for h in items], score, ssv)]
 
 
 def relative_score_fusion(weights: Sequence[float], result_sets: Sequence[Sequence[LegHit]]) -> list[FusedHit]:
@@ -465,22 +560,12 @@ def relative_score_fusion(weights: Sequence[float], result_sets: Sequence[Sequen
         >>> [(h.id, h.score) for h in hits]
         [('2', 1.0), ('1', 0.5), ('0', 0.0)]
     """
-    _check_sets(weights, result_sets)
-    if not result_sets or (len(result_sets[0]) == 0 and (len(result_sets) == 1 or len(result_sets[1]) == 0)):
+    if len(weights) != len(result_sets):
+        raise InvalidInputError(f"{len(weights)} weights for {len(result_sets)} result sets")
+    if _relative_is_empty([len(r) for r in result_sets]):
         return []
-    fused: dict[str, FusedHit] = {}
-    for i, results in enumerate(result_sets):
-        ssvs = [np.float32(r.ssv) for r in results]
-        hi = max(ssvs) if ssvs else _F32_ZERO
-        lo = min(ssvs) if ssvs else _F32_ZERO
-        weight = np.float32(weights[i])
-        for r, ssv in zip(results, ssvs, strict=True):
-            score = weight if hi == lo else np.float32(weight * np.float32(np.float32(ssv - lo) / np.float32(hi - lo)))
-            prev = fused.get(r.id)
-            if prev is not None:
-                score = np.float32(score + np.float32(prev.score))
-            fused[r.id] = FusedHit(r.id, float(score), float(ssv), i)
-    return fusion_order(fused.values())
+    fused = _fuse("relative", weights, [_leg_arrays(r) for r in result_sets])
+    return _hits(fused, _order(fused.ids, fused.score, fused.ssv))
 
 
 def ranked_fusion(weights: Sequence[float], result_sets: Sequence[Sequence[LegHit]]) -> list[FusedHit]:
@@ -494,16 +579,8 @@ def ranked_fusion(weights: Sequence[float], result_sets: Sequence[Sequence[LegHi
         >>> [(h.id, round(h.score, 6)) for h in hits]
         [('a', 0.016667), ('b', 0.016393)]
     """
-    _check_sets(weights, result_sets)
-    fused: dict[str, FusedHit] = {}
-    for i, results in enumerate(result_sets):
-        for j, r in enumerate(results):
-            score = np.float32(float(weights[i]) / float(j + RANKED_FUSION_K))
-            prev = fused.get(r.id)
-            if prev is not None:
-                score = np.float32(score + np.float32(prev.score))
-            fused[r.id] = FusedHit(r.id, float(score), float(np.float32(r.ssv)), i)
-    return fusion_order(fused.values())
+    fused = _fuse("ranked", weights, [_leg_arrays(r) for r in result_sets])
+    return _hits(fused, _order(fused.ids, fused.score, fused.ssv))
 
 
 def autocut(scores: Sequence[float], cutoff: int) -> int:
@@ -609,40 +686,49 @@ def hybrid_fuse(
     k = candidate_limit(limit)
     w_vec, w_kw = hybrid_weights(alpha)
     weights: list[float] = []
-    sets: list[list[LegHit]] = []
-    distances: dict[str, float] = {}
-    bm25: dict[str, float] = {}
+    sets: list[tuple[Sequence[str], npt.NDArray[np.float32]]] = []
+    vec_ids: list[str] = []
+    dist = np.zeros(0, dtype=np.float32)
+    kw_ids: list[str] = []
+    kw_scores = np.zeros(0, dtype=np.float32)
     if w_vec is not None:
         if vector_leg is None:
             raise InvalidInputError("a query vector is required when alpha > 0")
-        vec = list(vector_leg[:k])
+        vec = vector_leg[:k]
+        vec_ids = [c.id for c in vec]
+        dist = np.array([c.distance for c in vec], dtype=np.float32)
         if max_vector_distance is not None:
-            cut = np.float32(max_vector_distance)
-            keep = 0
-            while keep < len(vec) and not (np.float32(vec[keep].distance) > cut):
-                keep += 1
-            vec = vec[:keep]
-        hits: list[LegHit] = []
-        for c in vec:
-            dist = np.float32(c.distance)
-            distances[c.id] = float(dist)
-            hits.append(LegHit(c.id, float(np.float32(_F32_ONE - dist))))
+            over = np.flatnonzero(dist > np.float32(max_vector_distance))
+            if over.size:  # keep the prefix up to the first distance above the cut
+                vec_ids, dist = vec_ids[: over[0]], dist[: over[0]]
         weights.append(w_vec)
-        sets.append(hits)
+        sets.append((vec_ids, _F32_ONE - dist))  # ssv = 1 - distance, float32
     if w_kw is not None:
         kw = list((keyword_leg or [])[:k])
         if max_vector_distance is not None and w_vec is not None:
-            kw = [c for c in kw if c.id in distances]
-        for kc in kw:
-            bm25[kc.id] = float(np.float32(kc.score))
+            allowed = set(vec_ids)
+            kw = [c for c in kw if c.id in allowed]
+        kw_ids = [c.id for c in kw]
+        kw_scores = np.array([c.score for c in kw], dtype=np.float32)
         weights.append(w_kw)
-        sets.append([LegHit(kc.id, bm25[kc.id]) for kc in kw])
+        sets.append((kw_ids, kw_scores))
 
-    fused = relative_score_fusion(weights, sets) if fusion == "relative" else ranked_fusion(weights, sets)
-    fused = fused[: min(offset + limit, QUERY_MAXIMUM_RESULTS)]
+    if fusion == "relative" and _relative_is_empty([len(ids) for ids, _ in sets]):
+        return []
+    fused = _fuse(fusion, weights, sets)
+    order = _order(fused.ids, fused.score, fused.ssv)[: min(offset + limit, QUERY_MAXIMUM_RESULTS)]
     if auto_limit > 0:
-        fused = fused[: autocut([h.score for h in fused], auto_limit)]
+        order = order[: autocut(fused.score[order].tolist(), auto_limit)]
+    distances = dict(zip(vec_ids, dist.tolist(), strict=True))
+    bm25 = dict(zip(kw_ids, kw_scores.tolist(), strict=True))
     return [
-        FusedHit(h.id, h.score, h.ssv, h.leg, keyword_score=bm25.get(h.id), vector_distance=distances.get(h.id))
-        for h in fused[offset : offset + limit]
+        FusedHit(
+            fused.ids[i],
+            float(fused.score[i]),
+            float(fused.ssv[i]),
+            int(fused.leg[i]),
+            keyword_score=bm25.get(fused.ids[i]),
+            vector_distance=distances.get(fused.ids[i]),
+        )
+        for i in order[offset : offset + limit]
     ]

@@ -15,6 +15,7 @@ stored, so these are the stored versions, which weaviate.md §1.9/§2.2 cross-ch
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 import uuid
 
@@ -508,3 +509,62 @@ def test_autocut_in_hybrid() -> None:
     hits = hybrid_fuse(alpha=1.0, vector_leg=vec, keyword_leg=None, limit=10, auto_limit=1)
     assert [h.id for h in hits] == ["d0", "d1", "d2"]
     assert len(hybrid_fuse(alpha=1.0, vector_leg=vec, keyword_leg=None, limit=10)) == 6
+
+
+# ---------------------------------------------------------------------------------------------
+# The vectorised fusion equals a literal scalar transcription of hybrid_fusion.go
+# ---------------------------------------------------------------------------------------------
+
+
+def _scalar_less(a: tuple[np.float32, np.float32, str], b: tuple[np.float32, np.float32, str]) -> bool:
+    d = float(np.float32(b[0] - a[0]))
+    if d * d < 1e-14:
+        d2 = float(np.float32(b[1] - a[1]))
+        if d2 * d2 < 1e-14:
+            return a[2] < b[2]
+        return bool(a[1] > b[1])
+    return bool(a[0] > b[0])
+
+
+def _scalar_fusion(kind: str, weights: list[float], sets: list[list[LegHit]]) -> list[tuple[str, float, float]]:
+    fused: dict[str, tuple[np.float32, np.float32, str]] = {}
+    for i, results in enumerate(sets):
+        ssvs = [np.float32(r.ssv) for r in results]
+        hi = max(ssvs) if ssvs else np.float32(0)
+        lo = min(ssvs) if ssvs else np.float32(0)
+        w = np.float32(weights[i])
+        for j, (r, v) in enumerate(zip(results, ssvs, strict=True)):
+            if kind == "relative":
+                s = w if hi == lo else np.float32(w * np.float32(np.float32(v - lo) / np.float32(hi - lo)))
+            else:
+                s = np.float32(weights[i] / float(j + 60))
+            if r.id in fused:
+                s = np.float32(s + fused[r.id][0])
+            fused[r.id] = (s, v, r.id)
+    items = list(fused.values())
+
+    def cmp(a: tuple[np.float32, np.float32, str], b: tuple[np.float32, np.float32, str]) -> int:
+        return -1 if _scalar_less(a, b) else (1 if _scalar_less(b, a) else 0)
+
+    return [(i, float(s), float(v)) for s, v, i in sorted(items, key=functools.cmp_to_key(cmp))]
+
+
+@pytest.mark.parametrize("kind", ["relative", "ranked"])
+def test_vectorised_fusion_equals_scalar_transcription(kind: str) -> None:
+    rng = np.random.default_rng(11)
+    base = np.float32(0.4)
+    palette = [0.1, 0.25, 0.5, 0.75, 1.0, float(base), float(np.nextafter(base, np.float32(1))), 3.0, 7.5]
+    for _ in range(400):
+        n_sets = int(rng.integers(1, 4))
+        weights = [float(w) for w in rng.uniform(0.05, 1.0, size=n_sets)]
+        pool = [f"id{j:02d}" for j in range(int(rng.integers(1, 25)))]
+        sets = []
+        for _s in range(n_sets):
+            chosen = rng.choice(pool, size=int(rng.integers(0, len(pool) + 1)), replace=False)
+            sets.append([LegHit(str(c), float(rng.choice(palette))) for c in chosen])
+        fusion = relative_score_fusion if kind == "relative" else ranked_fusion
+        got = [(h.id, h.score, h.ssv) for h in fusion(weights, sets)]
+        if kind == "relative" and (not sets[0] and (len(sets) == 1 or not sets[1])):
+            assert got == []
+            continue
+        assert got == _scalar_fusion(kind, weights, sets)
