@@ -78,8 +78,16 @@ class FuserConfig(_Section):
     max_tokens: int | None = Field(default=None, ge=0, description="default: budget_ratio × context_window")
     context_window: int = Field(default=8192, ge=1)
     budget_ratio: float = Field(default=0.15, gt=0.0, le=1.0)
-    min_relevance: float = Field(
-        default=0.05, ge=0.0, le=1.0, description="skip injection when the best relevance is below this"
+    min_similarity: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="cosine floor for a relevant memory; None = the embedder's calibrated value",
+    )
+    min_keyword_score: float = Field(
+        default=0.5,
+        ge=0.0,
+        description="raw BM25 floor: a match on a term that is rare for this user counts as relevant",
     )
     stm_dedup_threshold: float | None = Field(
         default=None,

@@ -45,7 +45,7 @@ from hybrid_memory.records import FusedContext, RecallHit, utcnow
 from hybrid_memory.stores.base import Vector
 from hybrid_memory.tokens import TokenCounter
 
-__all__ = ["ContextFuser", "detect_language", "time_label"]
+__all__ = ["ContextFuser", "detect_language", "passes_floor", "time_label"]
 
 OPEN = "<memory-context>"
 CLOSE = "</memory-context>"
@@ -62,7 +62,6 @@ _SECTIONS = {
 _IMPORTANT = {"en": "important", "zh": "重要"}
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 _TAGLIKE = re.compile(r"</?\s*memory-context\s*>", re.I)
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def detect_language(text: str) -> str:
@@ -99,6 +98,20 @@ def time_label(when: datetime, now: datetime, lang: str) -> str:
     return f"{y}年前" if zh else (f"{y} years ago" if y > 1 else "1 year ago")
 
 
+def passes_floor(
+    vector_similarity: float | None, keyword_score: float | None, min_similarity: float, min_keyword_score: float
+) -> bool:
+    """The relevance floor shared by the fuser and the archive fall-back.
+
+    Example:
+        >>> passes_floor(0.25, None, 0.2, 0.5), passes_floor(0.1, 0.7, 0.2, 0.5), passes_floor(0.1, 0.2, 0.2, 0.5)
+        (True, True, False)
+    """
+    if vector_similarity is not None and vector_similarity >= min_similarity:
+        return True
+    return keyword_score is not None and keyword_score >= min_keyword_score
+
+
 def _section_of(category: str) -> str:
     if category == "preference":
         return "preference"
@@ -127,8 +140,8 @@ class ContextFuser:
     Args:
         config: Fuser settings (caps, budget, relevance floor, language).
         counter: Token counter (tiktoken offline).
-        min_similarity: Vector-similarity floor below which a hit is not relevant (calibrated per
-            embedder; the facade passes the embedder's value).
+        min_similarity: Cosine floor below which a hit is not relevant (calibrated per embedder;
+            the facade passes the embedder's value unless ``config.min_similarity`` is set).
     """
 
     def __init__(
@@ -140,7 +153,9 @@ class ContextFuser:
     ) -> None:
         self.config = config if config is not None else FuserConfig()
         self.counter = counter if counter is not None else TokenCounter()
-        self.min_similarity = min_similarity
+        self.min_similarity = (
+            config.min_similarity if config is not None and config.min_similarity is not None else min_similarity
+        )
 
     def token_budget(self, max_tokens: int | None = None) -> int:
         """Tokens the block may use: the smallest of the call's, the config's and the ratio cap."""
@@ -152,18 +167,15 @@ class ContextFuser:
             budget = min(budget, max_tokens)
         return max(0, budget)
 
-    def is_relevant(self, hit: RecallHit, query: str) -> bool:
-        """Whether a hit clears the relevance floor (vector similarity or word coverage)."""
-        if hit.vector_similarity is not None and hit.vector_similarity >= self.min_similarity:
-            return True
-        if hit.relevance < self.config.min_relevance:
-            return False
-        q = {w.lower() for w in _WORD.findall(query) if len(w) > 2 or _CJK.search(w)}
-        if not q or hit.keyword_score is None:
-            return False
-        d = hit.content.lower()
-        covered = sum(1 for w in q if w in d)
-        return covered / len(q) >= 0.5
+    def is_relevant(self, hit: RecallHit) -> bool:
+        """Whether a hit clears the relevance floor.
+
+        Relevant means: cosine similarity at or above the floor, or a raw BM25 score at or above
+        ``min_keyword_score`` (a match on a term that is rare among this user's memories).
+        """
+        return passes_floor(
+            hit.vector_similarity, hit.keyword_score, self.min_similarity, self.config.min_keyword_score
+        )
 
     def fuse(
         self,
@@ -206,7 +218,7 @@ class ContextFuser:
         if not kept:
             reason = "no memories recalled" if not hits else "every recalled memory is already in the short-term window"
             return FusedContext(text="", token_count=0, skipped=True, skipped_reason=reason, dropped=tuple(dropped))
-        if not any(self.is_relevant(h, query) for h in kept):
+        if not any(self.is_relevant(h) for h in kept):
             return FusedContext(
                 text="",
                 token_count=0,
@@ -216,7 +228,7 @@ class ContextFuser:
             )
         relevant = []
         for h in kept:
-            if self.is_relevant(h, query):
+            if self.is_relevant(h):
                 relevant.append(h)
             else:
                 dropped.append((h.id, "below the relevance floor"))

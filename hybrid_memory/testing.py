@@ -40,6 +40,7 @@ class HashingEmbedder(_BaseEmbedder):
         self.name = f"hashing-{dim}"
         self._dedup = 0.92
         self._stm = 0.8
+        self.min_similarity = 0.15
 
     def _row(self, text: str) -> Any:
         v = np.zeros(self._dim or 1, dtype=np.float32)

@@ -15,7 +15,9 @@ from hybrid_memory.tokens import TokenCounter
 NOW = datetime(2025, 2, 1, 12, tzinfo=timezone.utc)
 
 
-def rec(content: str, *, days_ago: float = 0, importance: float = 0.5, access: int = 0, category: str = "fact") -> MemoryRecord:
+def rec(
+    content: str, *, days_ago: float = 0, importance: float = 0.5, access: int = 0, category: str = "fact"
+) -> MemoryRecord:
     return MemoryRecord.create(
         user_id="u",
         content=content,
@@ -35,7 +37,9 @@ def test_recency_halves_every_half_life_and_uses_last_access() -> None:
 
 
 def test_important_memories_stay_fresh_longer() -> None:
-    assert freshness(rec("a", days_ago=70, importance=1.0), NOW, 7.0) > freshness(rec("b", days_ago=70, importance=0.0), NOW, 7.0)
+    assert freshness(rec("a", days_ago=70, importance=1.0), NOW, 7.0) > freshness(
+        rec("b", days_ago=70, importance=0.0), NOW, 7.0
+    )
 
 
 def test_rerank_components_and_weights() -> None:
@@ -60,9 +64,27 @@ def test_ranked_fusion_scores_are_rescaled_to_unit_range() -> None:
     assert relevance_of(1.2, "relative") == 1.0
 
 
-def hit(content: str, *, sim: float = 0.8, score: float = 0.9, importance: float = 0.5, category: str = "fact", days_ago: float = 1) -> RecallHit:
+def hit(
+    content: str,
+    *,
+    sim: float = 0.8,
+    score: float = 0.9,
+    importance: float = 0.5,
+    category: str = "fact",
+    days_ago: float = 1,
+    keyword: float | None = None,
+) -> RecallHit:
     r = rec(content, days_ago=days_ago, importance=importance, category=category)
-    return RecallHit(record=r, score=score, relevance=score, keyword_score=1.0, vector_similarity=sim, importance=importance, recency=0.5, heat=0.0)
+    return RecallHit(
+        record=r,
+        score=score,
+        relevance=score,
+        keyword_score=keyword,
+        vector_similarity=sim,
+        importance=importance,
+        recency=0.5,
+        heat=0.0,
+    )
 
 
 def test_fuser_sections_labels_and_delimiters() -> None:
@@ -102,7 +124,14 @@ def test_default_budget_is_15_percent_of_context_window() -> None:
 
 
 def test_fuser_skips_when_nothing_is_relevant() -> None:
-    ctx = ContextFuser(min_similarity=0.3).fuse([hit("The cat sleeps", sim=0.05)], query="capital of Australia", now=NOW)
+    ctx = ContextFuser(min_similarity=0.3).fuse(
+        [hit("The cat sleeps", sim=0.05)], query="capital of Australia", now=NOW
+    )
+    assert ctx.skipped
+    weak_keyword = RecallHit(**{**hit("x").model_dump(), "keyword_score": 0.2, "vector_similarity": 0.05})
+    assert ContextFuser().fuse([weak_keyword], query="x", now=NOW).skipped
+    rare_term = RecallHit(**{**hit("x").model_dump(), "keyword_score": 0.9, "vector_similarity": 0.05})
+    assert not ContextFuser().fuse([rare_term], query="x", now=NOW).skipped
     assert ctx.skipped and ctx.text == "" and "relevant" in (ctx.skipped_reason or "")
     assert ContextFuser().fuse([], query="x", now=NOW).skipped_reason == "no memories recalled"
 
@@ -112,7 +141,12 @@ def test_fuser_drops_hits_already_in_short_term_window() -> None:
     v1 = np.array([1.0, 0.0], dtype=np.float32)
     v2 = np.array([0.0, 1.0], dtype=np.float32)
     ctx = ContextFuser().fuse(
-        [h1, h2], query="tea", now=NOW, hit_vectors={h1.id: v1, h2.id: v2}, stm_vectors=np.stack([v1]), stm_threshold=0.8
+        [h1, h2],
+        query="tea",
+        now=NOW,
+        hit_vectors={h1.id: v1, h2.id: v2},
+        stm_vectors=np.stack([v1]),
+        stm_threshold=0.8,
     )
     assert [h.content for h in ctx.hits] == ["I live in Lyon"]
     assert (h1.id, "duplicates the short-term window") in ctx.dropped
