@@ -32,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,7 +45,7 @@ from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringE
 from hybrid_memory.records import MemoryRecord, Turn
 from hybrid_memory.scoring import StructuredMethod, _LLMCaller
 
-__all__ = ["ExtractedFact", "ExtractedMemory", "ExtractionResult", "FactExtractor", "FactList"]
+__all__ = ["BackgroundWorker", "ExtractedFact", "ExtractedMemory", "ExtractionResult", "FactExtractor", "FactList"]
 
 
 class ExtractedFact(BaseModel):
@@ -240,3 +242,84 @@ class FactExtractor:
         except ScoringError as exc:
             return ExtractionResult([], [], f"extraction failed: {exc}", tuple(t.id for t in items))
         return self._result(items, parsed)
+
+
+class BackgroundWorker:
+    """One daemon thread running submitted jobs in order, off the caller's hot path.
+
+    Jobs never take the worker down: an exception is recorded in :attr:`errors` (bounded) and
+    the next job runs. :meth:`join` waits until every submitted job has finished.
+
+    Example:
+        >>> w = BackgroundWorker()
+        >>> out = []
+        >>> w.submit(lambda: out.append(1)); w.submit(lambda: 1 / 0)
+        >>> w.join(timeout=5), out, w.errors[0].startswith("ZeroDivisionError")
+        (True, [1], True)
+        >>> w.close(timeout=5)
+        True
+    """
+
+    def __init__(self, *, name: str = "hybrid-memory-background", max_errors: int = 100) -> None:
+        self.name = name
+        self._jobs: deque[Callable[[], None]] = deque()
+        self._cond = threading.Condition()
+        self._unfinished = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.errors: deque[str] = deque(maxlen=max_errors)
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not finished yet."""
+        with self._cond:
+            return self._unfinished
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Queue ``job``; the thread starts on first use.
+
+        Raises:
+            RuntimeError: the worker was closed.
+        """
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the background worker is closed")
+            self._jobs.append(job)
+            self._unfinished += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._jobs and not self._closed:
+                    self._cond.wait()
+                if not self._jobs:
+                    return
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception as exc:  # recorded, never fatal for the worker
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                with self._cond:
+                    self._unfinished -= 1
+                    self._cond.notify_all()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted job has finished; ``False`` if ``timeout`` expired first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._unfinished == 0, timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Run what is queued, then stop the thread; return whether it finished in time."""
+        done = self.join(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and done:
+            thread.join(timeout)
+        return done

@@ -37,8 +37,9 @@ import asyncio
 import sys
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,9 @@ from hybrid_memory.errors import (
     NotFoundError,
     StoreUnavailableError,
 )
-from hybrid_memory.fusion import ContextFuser
+from hybrid_memory.extraction import BackgroundWorker, FactExtractor
+from hybrid_memory.fusion import ContextFuser, passes_floor
+from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.records import (
     FusedContext,
     MemoryRecord,
@@ -67,8 +70,9 @@ from hybrid_memory.records import (
 from hybrid_memory.retrieval import rerank
 from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, infer_category
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
+from hybrid_memory.summary import SessionSummarizer
 from hybrid_memory.tokens import TokenCounter
-from hybrid_memory.writer import MemoryWriter
+from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
 __all__ = ["HybridMemory"]
 
@@ -100,6 +104,9 @@ def _check_alpha(alpha: object) -> float:
 class HybridMemory:
     """Short-term + long-term memory for LLM agents, for many users at once.
 
+    Background work (fact extraction, session summaries) runs in one daemon thread;
+    :meth:`flush` waits for it and :meth:`close` drains it (at most ``close_timeout`` seconds).
+
     Args:
         store: Where long-term memories live; default an ephemeral ``LocalStore(":memory:")``.
             Use ``LocalStore("memory.db")`` to persist, or a ``WeaviateStore``.
@@ -109,11 +116,22 @@ class HybridMemory:
         scorer: Importance scorer; default :class:`~hybrid_memory.scoring.HeuristicImportanceScorer`.
         config: Settings; default read from ``HYBRID_MEMORY_*`` environment variables.
         clock: Returns the current UTC time (inject for simulations and tests).
+        extractor: LLM fact extractor run in the background over batches of turns
+            (:class:`~hybrid_memory.extraction.FactExtractor`); ``None`` = no extraction.
+        summarizer: Incremental session summaries every ``buffer.summary_every`` turns
+            (:class:`~hybrid_memory.summary.SessionSummarizer`); ``None`` = no summaries.
+        judge: Conflict judge of the writer (e.g. ``LLMConflictJudge(chat_model)``); default
+            the heuristic :class:`~hybrid_memory.writer.HeuristicConflictJudge`.
 
     Raises:
         EmbeddingDimensionError: the store already holds vectors of another dimension.
         ConfigurationError: an argument is unusable.
     """
+
+    #: Seconds :meth:`close` waits for background extraction/summaries to finish.
+    close_timeout: float = 60.0
+    #: Recent write outcomes kept per user (see :meth:`write_log`).
+    write_log_size: int = 500
 
     def __init__(
         self,
@@ -123,6 +141,9 @@ class HybridMemory:
         config: HybridMemoryConfig | None = None,
         *,
         clock: Callable[[], datetime] | None = None,
+        extractor: FactExtractor | None = None,
+        summarizer: SessionSummarizer | None = None,
+        judge: ConflictJudge | None = None,
     ) -> None:
         self.config = config if config is not None else load_config()
         if store is None:
@@ -139,7 +160,16 @@ class HybridMemory:
         self._clock = clock if clock is not None else utcnow
         self.counter = TokenCounter(self.config.tokenizer_model)
         self.fuser = ContextFuser(self.config.fuser, counter=self.counter, min_similarity=self._min_similarity())
-        self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock)
+        self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
+        self.extractor = extractor
+        self.summarizer = summarizer
+        self._worker = BackgroundWorker()
+        self._pending_extract: dict[tuple[str, str], list[Turn]] = {}
+        self._since_summary: dict[tuple[str, str], list[Turn]] = {}
+        self._summaries: dict[tuple[str, str], tuple[str, str, tuple[str, ...]]] = {}
+        self._last_turn_at: dict[tuple[str, str], datetime] = {}
+        self._epoch: dict[str, int] = {}
+        self._outcomes: dict[str, deque[WriteOutcome]] = {}
         self._lock = threading.RLock()
         self._buffers: dict[tuple[str, str], KeyFrameBuffer] = {}
         self._seq: dict[tuple[str, str], int] = {}
@@ -158,6 +188,8 @@ class HybridMemory:
 
     # ------------------------------------------------------------------ helpers
     def _min_similarity(self) -> float:
+        if self.config.fuser.min_similarity is not None:
+            return self.config.fuser.min_similarity
         return float(getattr(self.embedder, "min_similarity", _DEFAULT_MIN_SIMILARITY))
 
     def _now(self, now: datetime | None = None) -> datetime:
@@ -176,7 +208,10 @@ class HybridMemory:
         key = (user_id, session_id)
         buf = self._buffers.get(key)
         if buf is None:
-            buf = self._buffers[key] = KeyFrameBuffer(max_tokens=self.config.buffer.max_tokens)
+            buf = self._buffers[key] = KeyFrameBuffer(
+                max_tokens=self.config.buffer.max_tokens,
+                max_key_frame_ratio=self.config.buffer.max_key_frame_ratio,
+            )
         return buf
 
     # ------------------------------------------------------------------ write path
@@ -213,6 +248,7 @@ class HybridMemory:
             raise InvalidInputError(f"role must be one of {_ROLES}, got {role!r}")
         check_text(content)
         ts = self._now(timestamp)
+        self._flush_idle(user_id, session_id, ts)
         scored = self.scorer.score([content], roles=[role]).items[0]
         key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance
         with self._lock:
@@ -235,8 +271,10 @@ class HybridMemory:
                 to_write.append(turn)
             for x in evicted:
                 self._turn_vectors.pop(x.id, None)
+            self._last_turn_at[(user_id, session_id)] = ts
         if to_write:
             self._write_turns(to_write, category_hint=scored.category)
+        self._after_turn(turn)
         return turn
 
     def _write_turns(self, turns: Sequence[Turn], *, category_hint: str | None = None) -> list[WriteOutcome]:
@@ -267,7 +305,7 @@ class HybridMemory:
         if not drafts:
             return []
         self._ensure_bound()
-        return self.writer.write(drafts)
+        return self._record(self.writer.write(drafts))
 
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
         """Flush the session's short-term buffer to long-term memory and drop the buffer."""
@@ -280,7 +318,212 @@ class HybridMemory:
             pending = [t for t in turns if t.id not in self._written_turns]
             for t in turns:
                 self._turn_vectors.pop(t.id, None)
+            self._last_turn_at.pop((user_id, session_id), None)
+        self._submit_session_jobs((user_id, session_id), summary=True)
         return self._write_turns(pending)
+
+    # ------------------------------------------------------------------ background write path
+    def _record(self, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
+        with self._lock:
+            for o in outcomes:
+                if o.record is not None:
+                    log = self._outcomes.get(o.record.user_id)
+                    if log is None:
+                        log = self._outcomes[o.record.user_id] = deque(maxlen=self.write_log_size)
+                    log.append(o)
+        return outcomes
+
+    def write_log(self, user_id: str) -> list[WriteOutcome]:
+        """The most recent write outcomes of ``user_id``, oldest first.
+
+        Includes the writes of ``add_turn``, background extraction and summaries, with reasons.
+        """
+        check_id(user_id)
+        with self._lock:
+            return list(self._outcomes.get(user_id, ()))
+
+    def _flush_idle(self, user_id: str, session_id: str, now: datetime) -> None:
+        """End the user's *other* sessions that have been idle for ``buffer.idle_flush_minutes``."""
+        minutes = self.config.buffer.idle_flush_minutes
+        if minutes <= 0:
+            return
+        cutoff = now - timedelta(minutes=minutes)
+        with self._lock:
+            stale = [
+                k for k, at in self._last_turn_at.items() if k[0] == user_id and k[1] != session_id and at <= cutoff
+            ]
+        for key in stale:
+            self.end_session(*key)
+
+    def _after_turn(self, turn: Turn) -> None:
+        key = (turn.user_id, turn.session_id)
+        batch: list[Turn] = []
+        summarize = False
+        with self._lock:
+            if self.extractor is not None:
+                pending = self._pending_extract.setdefault(key, [])
+                pending.append(turn)
+                if len(pending) >= self.extractor.batch_turns:
+                    batch = pending[:]
+                    pending.clear()
+            every = self.config.buffer.summary_every
+            if self.summarizer is not None and every > 0:
+                since = self._since_summary.setdefault(key, [])
+                since.append(turn)
+                summarize = len(since) >= every
+        if batch:
+            self._submit_extract(batch)
+        if summarize:
+            self._submit_summary(key)
+
+    def _submit_session_jobs(self, key: tuple[str, str], *, summary: bool) -> None:
+        with self._lock:
+            batch = self._pending_extract.pop(key, [])
+            has_summary = bool(self._since_summary.get(key))
+        if batch:
+            self._submit_extract(batch)
+        if summary and has_summary:
+            self._submit_summary(key)
+
+    def _submit_extract(self, turns: list[Turn]) -> None:
+        extractor = self.extractor
+        if extractor is None:
+            return
+        user = turns[0].user_id
+        epoch = self._epoch.get(user, 0)
+
+        def job() -> None:
+            result = extractor.extract(turns)
+            if result.error is not None:
+                self._worker.errors.append(result.error)
+            drafts = [m.to_record() for m in result.memories]
+            with self._lock:
+                if self._closed or self._epoch.get(user, 0) != epoch or not drafts:
+                    return
+                self._ensure_bound()
+                self._record(self.writer.write(drafts))
+
+        self._worker.submit(job)
+
+    def _submit_summary(self, key: tuple[str, str]) -> None:
+        summarizer = self.summarizer
+        if summarizer is None:
+            return
+        with self._lock:
+            turns = self._since_summary.pop(key, [])
+        if not turns:
+            return
+        epoch = self._epoch.get(key[0], 0)
+
+        def job() -> None:
+            with self._lock:
+                prev = self._summaries.get(key)
+            result = summarizer.summarize(
+                prev[1] if prev else None, [t.content for t in turns], roles=[t.role for t in turns]
+            )
+            if not result.text.strip():
+                return
+            covered = tuple(dict.fromkeys((*(prev[2] if prev else ()), *(t.id for t in turns))))
+            meta: dict[str, Any] = {"summary_of": key[1], "kept_originals": result.kept_originals}
+            if result.fallback_reason:
+                meta["fallback_reason"] = result.fallback_reason
+            with self._lock:
+                if self._closed or self._epoch.get(key[0], 0) != epoch:
+                    return
+                old = self.store.get(key[0], [prev[0]]) if prev else []
+                draft = MemoryRecord.create(
+                    user_id=key[0],
+                    content=result.text,
+                    session_id=key[1],
+                    category="summary",
+                    importance=0.5,
+                    source="inferred",
+                    timestamp=max(t.timestamp for t in turns),
+                    provenance=covered,
+                    metadata=meta,
+                    supersedes=old[0].id if old else None,
+                    version=old[0].version + 1 if old else 1,
+                )
+                self._ensure_bound()
+                out = self._record(self.writer.write([draft]))[0]
+                stored = out.record if out.record is not None else draft
+                if old and out.action == "added" and stored.id != old[0].id:
+                    self.writer.mark_superseded(key[0], old[0].id, stored)
+                self._summaries[key] = (stored.id, stored.content, covered)
+
+        self._worker.submit(job)
+
+    def session_summary(self, user_id: str, session_id: str) -> str | None:
+        """The latest summary of a session (``None`` before the first one is made)."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        with self._lock:
+            got = self._summaries.get((user_id, session_id))
+        return got[1] if got else None
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Extract partial batches now and wait for all background work to finish.
+
+        Afterwards every extracted memory and summary is stored and recallable.
+
+        Args:
+            timeout: Seconds to wait at most (``None`` = until done).
+
+        Returns:
+            Whether everything finished within ``timeout``.
+        """
+        with self._lock:
+            keys = list(self._pending_extract)
+        for key in keys:
+            self._submit_session_jobs(key, summary=False)
+        return self._worker.join(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async twin of :meth:`flush`."""
+        return await asyncio.to_thread(self.flush, timeout)
+
+    @property
+    def background_errors(self) -> list[str]:
+        """Recent failures of background extraction/summaries (never raised to the agent)."""
+        return list(self._worker.errors)
+
+    def review_queue(self, user_id: str) -> list[ConflictReview]:
+        """Conflicts the writer detected or suspected for ``user_id``, oldest first.
+
+        Each entry says what was done (superseded, demoted, or suspected and both kept).
+        """
+        check_id(user_id)
+        return self.writer.review_queue(user_id)
+
+    def consolidate(self, user_id: str, now: datetime | None = None) -> ConsolidationReport:
+        """Archive faded memories, delete forgotten ones and merge near-duplicates of ``user_id``.
+
+        Rules (``config.lifecycle``): freshness < 0.1 → archived, < 0.05 → deleted; idle over 90
+        days with importance < 0.6 → archived; near-duplicates merged into the most complete.
+        Archived memories are still found with ``include_archived=True`` and by the archive
+        fall-back of :meth:`recall`.
+
+        Args:
+            user_id: Whose memories.
+            now: Reference time (aware; default now).
+        """
+        self._ensure_open()
+        check_id(user_id)
+        with self._lock:
+            report = consolidate(
+                self.store,
+                user_id,
+                now=self._now(now),
+                config=self.config.lifecycle,
+                half_life_days=self.config.rerank.half_life_days,
+                dedup_threshold=self.writer.dedup_threshold,
+            )
+            self.writer.invalidate(user_id)
+        return report
+
+    async def aconsolidate(self, user_id: str, now: datetime | None = None) -> ConsolidationReport:
+        """Async twin of :meth:`consolidate`."""
+        return await asyncio.to_thread(self.consolidate, user_id, now)
 
     def short_term(self, user_id: str, session_id: str) -> list[Turn]:
         """The turns in the session's short-term window, oldest first."""
@@ -457,7 +700,7 @@ class HybridMemory:
         try:
             for i in range(0, len(drafts), batch_size):
                 chunk = drafts[i : i + batch_size]
-                outcomes.extend(self.writer.write(chunk))
+                outcomes.extend(self._record(self.writer.write(chunk)))
                 if bar is not None:
                     bar.update(len(chunk))
         finally:
@@ -553,7 +796,9 @@ class HybridMemory:
         return ranked[:k]
 
     def _hit_relevant(self, h: StoreHit) -> bool:
-        return h.vector_similarity is not None and h.vector_similarity >= self._min_similarity()
+        return passes_floor(
+            h.vector_similarity, h.keyword_score, self.fuser.min_similarity, self.config.fuser.min_keyword_score
+        )
 
     def recall(
         self,
@@ -642,6 +887,9 @@ class HybridMemory:
             raise InvalidInputError("max_tokens must be a non-negative int")
         kk = k if k is not None else max(1, 2 * self.config.fuser.max_memories)
         when = self._now(now)
+        if session_id is not None:
+            check_id(user_id)
+            self._flush_idle(user_id, session_id, when)
         try:
             hits = self._recall(
                 query, user_id=user_id, k=kk, alpha=None, include_archived=False, now=when, filter=filter, fusion=None
@@ -724,6 +972,20 @@ class HybridMemory:
         self._ensure_open()
         check_id(user_id)
         with self._lock:
+            self._epoch[user_id] = self._epoch.get(user_id, 0) + 1
+            for key in [k for k in self._pending_extract if k[0] == user_id]:
+                self._pending_extract.pop(key, None)
+            for key in [k for k in self._since_summary if k[0] == user_id]:
+                self._since_summary.pop(key, None)
+            for key in [k for k in self._summaries if k[0] == user_id]:
+                self._summaries.pop(key, None)
+            for key in [k for k in self._last_turn_at if k[0] == user_id]:
+                self._last_turn_at.pop(key, None)
+            self._outcomes.pop(user_id, None)
+            self.writer.forget_user(user_id)
+            clear = getattr(self.scorer, "clear_cache", None)
+            if callable(clear):
+                clear()
             for key in [k for k in self._buffers if k[0] == user_id]:
                 for t in self._buffers.pop(key).clear():
                     self._turn_vectors.pop(t.id, None)
@@ -735,6 +997,8 @@ class HybridMemory:
         """Close the memory (and the store). Idempotent."""
         if self._closed:
             return
+        self.flush(timeout=self.close_timeout)
+        self._worker.close(timeout=self.close_timeout)
         self._closed = True
         with self._lock:
             self._buffers.clear()

@@ -542,6 +542,25 @@ class MemoryWriter:
             self._index.pop(user_id, None)
             self._reviews.pop(user_id, None)
 
+    def mark_superseded(self, user_id: str, old_id: str, new: MemoryRecord) -> MemoryRecord | None:
+        """Mark the active memory ``old_id`` as superseded by ``new`` (already stored).
+
+        Used for memories that replace their predecessor by construction, such as the next
+        incremental session summary. Returns the updated old record, or ``None`` when it is
+        missing or not active.
+        """
+        with self._lock:
+            found = self.store.get(user_id, [old_id])
+            if not found or found[0].status != "active":
+                return None
+            old = found[0]
+            gone = old.evolve(status="superseded", superseded_by=new.id, updated_at=max(self.clock(), old.updated_at))
+            self.store.update([gone])
+            idx = self._index.get(user_id)
+            if idx is not None:
+                idx.remove([old_id])
+            return gone
+
     def _queue(self, review: ConflictReview) -> None:
         size = self.config.review_queue_size
         if size == 0:
