@@ -58,3 +58,34 @@ class ToolCallingFake(GenericFakeChatModel):
 def tool_model() -> type[ToolCallingFake]:
     """The class of the fake tool-calling chat model: ``tool_model(messages=iter([...]))``."""
     return ToolCallingFake
+
+
+def _scrub_response(response: dict[str, Any]) -> dict[str, Any]:
+    drop = {"set-cookie", "openai-organization", "openai-project"}
+    response["headers"] = {k: v for k, v in response["headers"].items() if k.lower() not in drop}
+    return response
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> dict[str, Any]:
+    """vcrpy settings for the recorded ChatOpenAI conversation (pytest-recording).
+
+    ``record_mode`` is deliberately absent: a key here would override ``--record-mode``
+    (frameworks.md §7), and pytest-recording's default ``none`` is what CI needs. Requests are
+    matched on method and path in recorded order (the server address and the exact prompt text
+    may change without a re-record); what the model was sent is asserted through LangChain
+    callbacks instead. Credentials never reach the cassette.
+    """
+    return {
+        "filter_headers": [
+            ("authorization", "PLACEHOLDER"),
+            ("x-api-key", "PLACEHOLDER"),
+            ("api-key", "PLACEHOLDER"),
+            ("openai-organization", "PLACEHOLDER"),
+            ("openai-project", "PLACEHOLDER"),
+        ],
+        "match_on": ["method", "path"],
+        "allow_playback_repeats": False,
+        "decode_compressed_response": True,
+        "before_record_response": _scrub_response,
+    }
