@@ -517,6 +517,7 @@ class LocalStore(AsyncFromSyncStore):
         self._path = raw
         self._lock = threading.RLock()
         self._partitions: dict[str, _Partition] = {}
+        self._data_version = -1
         self._closed = False
         try:
             if not self._memory:
@@ -610,22 +611,41 @@ class LocalStore(AsyncFromSyncStore):
         try:
             yield c
         except BaseException:
-            c.execute("ROLLBACK")
+            self._rollback()
             raise
         try:
             c.execute("COMMIT")
         except sqlite3.Error as exc:
-            c.execute("ROLLBACK")
+            self._rollback()
             raise StoreError(f"commit failed: {exc}") from exc
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
         with self._lock:
             self._check_open()
             try:
+                self._sync_external()
                 yield
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite error: {exc}") from exc
+
+    def _sync_external(self) -> None:
+        """Drop the in-process indexes if another connection (process, CLI) committed since.
+
+        ``PRAGMA data_version`` changes only on other connections' commits, so this store's own
+        writes keep its incrementally maintained indexes.
+        """
+        version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            if self._data_version != -1:
+                self._partitions.clear()
+                dim = self._meta("embedder_dimension")
+                self._dim = int(dim) if dim is not None else None
+            self._data_version = version
 
     def _meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -643,8 +663,7 @@ class LocalStore(AsyncFromSyncStore):
     @property
     def dimension(self) -> int | None:
         """Vector dimension of the store (``None`` until an embedder is bound or a vector stored)."""
-        with self._lock:
-            self._check_open()
+        with self._guard():
             return self._dim
 
     @property
@@ -676,10 +695,11 @@ class LocalStore(AsyncFromSyncStore):
                     hint=f"the store was built with embedder {stored!r} ({self._dim}-d) and cannot take "
                     f"{name!r} ({dimension}-d); {_REEMBED_HINT}",
                 )
-            with self._tx():
-                if self._meta("embedder_name") is None:
-                    self._set_meta("embedder_name", name)
-                self._set_meta("embedder_dimension", str(dimension))
+            if self._dim is None or self._meta("embedder_name") is None:
+                with self._tx():
+                    if self._meta("embedder_name") is None:
+                        self._set_meta("embedder_name", name)
+                    self._set_meta("embedder_dimension", str(dimension))
             self._dim = dimension
 
     # -- writes ------------------------------------------------------------------------------

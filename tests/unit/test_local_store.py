@@ -29,7 +29,25 @@ from hybrid_memory.stores.local import LocalStore
 
 T0 = datetime(2025, 5, 1, tzinfo=timezone.utc)
 DIM = 16
-WORDS = ["tea", "coffee", "green", "black", "apple", "pear", "garden", "budget", "meeting", "python", "code", "苹果", "绿茶", "天气", "the", "a", "of"]
+WORDS = [
+    "tea",
+    "coffee",
+    "green",
+    "black",
+    "apple",
+    "pear",
+    "garden",
+    "budget",
+    "meeting",
+    "python",
+    "code",
+    "苹果",
+    "绿茶",
+    "天气",
+    "the",
+    "a",
+    "of",
+]
 
 
 def make(user: str, i: int, rng: np.random.Generator, **fields: object) -> MemoryRecord:
@@ -291,3 +309,22 @@ def test_schema_version_mismatch(tmp_path: Path) -> None:
 def test_unopenable_path(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailableError):
         LocalStore(tmp_path)  # a directory, not a file
+
+
+def test_sees_writes_of_another_connection(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    a = LocalStore(path)
+    b = LocalStore(path)
+    try:
+        first = MemoryRecord.create(user_id="u", content="first tea note", timestamp=T0)
+        a.upsert([first], np.ones((1, DIM), dtype=np.float32))
+        assert len(a.search(SearchRequest(user_id="u", query="tea", vector=None, alpha=0.0))) == 1  # index built
+        second = MemoryRecord.create(user_id="u", content="second tea note", timestamp=T0)
+        b.upsert([second], np.ones((1, DIM), dtype=np.float32))
+        hits = a.search(SearchRequest(user_id="u", query="tea", vector=None, alpha=0.0))
+        assert {h.record.id for h in hits} == {first.id, second.id}
+        assert b.delete_user("u") == 2
+        assert a.search(SearchRequest(user_id="u", query="tea", vector=None, alpha=0.0)) == []
+    finally:
+        a.close()
+        b.close()
