@@ -52,9 +52,15 @@ def message_text(message: ChatMessage) -> str:
 
 
 def query_text(messages: Sequence[ChatMessage] | None, window: int = 1) -> str:
-    """The text of the latest ``window`` messages that have text, oldest first."""
-    texts = [t for t in (message_text(m) for m in messages or ()) if t]
-    return "\n".join(texts[-window:]) if texts else ""
+    """The recall query: the latest user message with text, with the ``window - 1`` messages before it.
+
+    Replies after the latest user message are ignored (the user's words say what to recall);
+    without any user message, the latest ``window`` messages with text are used.
+    """
+    texts = [(core_role(m), t) for m in messages or () for t in (message_text(m),) if t]
+    last_user = max((i for i, (role, _) in enumerate(texts) if role == "user"), default=len(texts) - 1)
+    chosen = texts[max(0, last_user - window + 1) : last_user + 1]
+    return "\n".join(t for _, t in chosen)
 
 
 def turn_to_message(turn: Turn) -> ChatMessage:

@@ -33,7 +33,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     ``token_limit × chat_history_token_ratio``; the block writes them through the core's turn
     write path (importance scoring with the speaker's role, key-frame detection, PII redaction,
     dedup) with their ``session_id``, role and turn id as provenance. On every ``Memory.aget`` the
-    block returns the long-term memories fused for the latest message (``""`` when nothing
+    block returns the long-term memories fused for the latest user message (``""`` when nothing
     relevant is remembered), which ``Memory`` puts into its system message.
 
     The block holds no per-session or per-user state: the session comes with each call
@@ -94,7 +94,9 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         default=None, ge=0, description="Cap on the returned block; None uses the core's fuser budget."
     )
     query_window: int = Field(
-        default=1, ge=1, description="How many of the latest messages (with text) form the recall query."
+        default=1,
+        ge=1,
+        description="Messages (with text) forming the recall query: the latest user message and those before it.",
     )
 
     @field_validator("user_id")

@@ -197,3 +197,13 @@ async def test_max_tokens_caps_the_block(core: HybridMemory) -> None:
     capped = await HybridMemoryBlock(memory=core, user_id="alice", max_tokens=80).aget(question, session_id="s1")
     assert core.counter.count(free) > 80
     assert 0 < core.counter.count(capped) <= 80
+
+
+async def test_query_is_the_latest_user_message(core: HybridMemory) -> None:
+    core.remember("alice", "Alice's cat Miso eats salmon", importance=0.7)
+    block = HybridMemoryBlock(memory=core, user_id="alice")
+    asked = [ChatMessage(role="user", content="What does the cat Miso eat?")]
+    # The assistant's reply after the question does not replace it as the recall query.
+    answered = [*asked, ChatMessage(role="assistant", content="OK.")]
+    assert "salmon" in await block.aget(asked, session_id="s1")
+    assert await block.aget(answered, session_id="s1") == await block.aget(asked, session_id="s1")
