@@ -43,7 +43,7 @@ tokenisation keeps them) and the query vector. :attr:`StoreHit.score` is Weaviat
 relativeScoreFusion, fetched with a BM25 query over the hits for rankedFusion) and
 ``vector_similarity`` is recomputed client-side from the stored vectors.
 
-Writes are gRPC batches (``collection.batch.fixed_size``) whose ``failed_objects`` are retried
+Writes are gRPC batches (``data.insert_many``) whose failed objects are retried
 with exponential backoff and jitter; what still fails goes to a durable SQLite dead-letter queue
 (:meth:`WeaviateStore.replay_dead_letters`) and the call raises, so nothing acknowledged is lost.
 
@@ -182,6 +182,7 @@ def object_uuid(record_id: str) -> str:
 
 # -- errors ------------------------------------------------------------------------------------
 _TRANSIENT_WORDS = (
+    "not reachable",
     "unavailable",
     "connection",
     "connect",
@@ -243,6 +244,18 @@ def _message_is_transient(message: str) -> bool:
     return any(w in msg for w in _TRANSIENT_WORDS)
 
 
+def _live_url_of(client: Any) -> str | None:
+    """``<REST base>/v1/.well-known/live`` of a client (best effort; ``None`` if unknown)."""
+    params = getattr(getattr(client, "_connection", None), "_connection_params", None)
+    http = getattr(params, "http", None)
+    host, port, secure = getattr(http, "host", None), getattr(http, "port", None), getattr(http, "secure", None)
+    if not isinstance(host, str) or not isinstance(port, int):
+        return None
+    scheme = "https" if secure else "http"
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{port}/v1/.well-known/live"
+
+
 def _translate(exc: BaseException, what: str) -> StoreError:
     """Map a foreign exception to the library's error tree (caller raises ``from exc``)."""
     names = {c.__name__ for c in type(exc).__mro__}
@@ -287,15 +300,39 @@ def find_weaviate_binary() -> str | None:
     return None
 
 
-def _free_ports(n: int, host: str = "") -> list[int]:
-    """``n`` distinct TCP ports that are free right now (gRPC binds all interfaces)."""
+def _free_ports(n: int, *, pairs: int = 0) -> list[int]:
+    """``n`` distinct free TCP ports, then ``pairs`` consecutive pairs ``(p, p + 1)``.
+
+    Ports are checked on all interfaces (gRPC and the cluster data port bind ``:port``) and held
+    open until all are chosen, so they are distinct.
+    """
     socks: list[socket.socket] = []
+
+    def grab(port: int) -> socket.socket | None:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("", port))
+        except OSError:
+            s.close()
+            return None
+        socks.append(s)
+        return s
+
     try:
+        out: list[int] = []
         for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
+            s = grab(0)
+            assert s is not None
+            out.append(int(s.getsockname()[1]))
+        found = 0
+        while found < pairs:
+            s = grab(0)
+            assert s is not None
+            p = int(s.getsockname()[1])
+            if p < 65535 and grab(p + 1) is not None:
+                out.extend((p, p + 1))
+                found += 1
+        return out
     finally:
         for s in socks:
             s.close()
@@ -373,6 +410,7 @@ class WeaviateServer:
         self.http_port = 0
         self.grpc_port = 0
         self.startup_seconds: float | None = None
+        self._ports: list[int] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
@@ -393,7 +431,11 @@ class WeaviateServer:
 
     def env(self) -> dict[str, str]:
         """The environment the server runs with (inherited env + §3.3 settings + overrides)."""
-        http, grpc, gossip, data, raft, raft_rpc = _free_ports(6)
+        if self._ports is None:  # keep the ports across restarts so clients can reconnect
+            # With CLUSTER_IN_LOCALHOST the server derives the Raft RPC address as RAFT_PORT + 1
+            # (cluster/resolver/rpc.go), so that pair (and gossip/data) must be consecutive.
+            self._ports = _free_ports(2, pairs=2)
+        http, grpc, gossip, data, raft, raft_rpc = self._ports
         self.http_port, self.grpc_port = http, grpc
         env = dict(os.environ)
         env.update(
@@ -410,6 +452,9 @@ class WeaviateServer:
                 "RAFT_PORT": str(raft),
                 "RAFT_INTERNAL_RPC_PORT": str(raft_rpc),
                 "RAFT_BOOTSTRAP_EXPECT": "1",
+                # One node on loopback has no network delay to tolerate: the default multiplier
+                # 5 (heartbeat 5 s) only delays the first leader election, i.e. start-up by ~5 s.
+                "RAFT_TIMEOUTS_MULTIPLIER": "1",
                 "GRPC_PORT": str(grpc),
                 "DISABLE_TELEMETRY": "true",
                 "GO_PROFILING_DISABLE": "true",
@@ -476,10 +521,11 @@ class WeaviateServer:
         except OSError:
             return ""
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); remove a temporary data dir.
+    def stop(self, timeout: float = 30.0, *, keep_data: bool = False) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout``). Idempotent.
 
-        Idempotent.
+        A temporary data directory is removed unless ``keep_data`` (to :meth:`start` again on
+        the same data and ports).
         """
         if self._proc is not None:
             _terminate(self._proc, timeout)
@@ -487,7 +533,7 @@ class WeaviateServer:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        if self._tmp is not None:
+        if self._tmp is not None and not keep_data:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
@@ -722,6 +768,10 @@ def _chunks(items: Sequence[T], n: int) -> Iterable[Sequence[T]]:
         yield items[i : i + n]
 
 
+class _UnreachableError(ConnectionError):
+    """The liveness probe failed (never leaves this module: translated to StoreUnavailableError)."""
+
+
 class _Nothing:
     """A filter that matches nothing (an empty ``categories``/``tags``/``statuses`` tuple)."""
 
@@ -751,6 +801,8 @@ class WeaviateStore(AsyncFromSyncStore):
         max_retries: Retries of a failed request or batch object before dead-lettering it.
         retry_base_delay: First backoff delay in seconds (doubled per retry, with jitter).
         retry_max_delay: Upper bound of one backoff delay.
+        health_check_interval: Before a request, if nothing succeeded for this many seconds,
+            probe ``/v1/.well-known/live`` first so an outage fails fast (``None`` = never).
 
     Raises:
         MissingDependencyError: weaviate-client is not installed.
@@ -779,6 +831,7 @@ class WeaviateStore(AsyncFromSyncStore):
         max_retries: int = 3,
         retry_base_delay: float = 0.2,
         retry_max_delay: float = 5.0,
+        health_check_interval: float | None = 2.0,
     ) -> None:
         _import_weaviate()
         if not re.fullmatch(r"[A-Z][A-Za-z0-9_]{0,200}", collection or ""):
@@ -813,6 +866,10 @@ class WeaviateStore(AsyncFromSyncStore):
         self._meta_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._handles: dict[str, Any] = {}
+        self.health_check_interval = health_check_interval
+        self._live_url = _live_url_of(client)
+        self._probe_timeout = 2.0
+        self._last_ok = 0.0
 
     # -- constructors --------------------------------------------------------------------------
     @classmethod
@@ -1118,13 +1175,39 @@ class WeaviateStore(AsyncFromSyncStore):
         cap = min(self.retry_max_delay, self.retry_base_delay * (2**attempt))
         time.sleep(cap / 2 + random.uniform(0, cap / 2))
 
+    def _reachable(self) -> bool:
+        """Cheap liveness probe (REST ``/v1/.well-known/live``), at most every few seconds.
+
+        weaviate-client retries gRPC calls to an unreachable server internally with exponential
+        backoff (about 31 s for a query, 15 s for a batch) before raising; probing first turns
+        an outage into a :class:`StoreUnavailableError` within milliseconds.
+        """
+        if self._live_url is None or self.health_check_interval is None:
+            return True
+        now = time.monotonic()
+        if now - self._last_ok < self.health_check_interval:
+            return True
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(self._live_url, timeout=self._probe_timeout) as resp:
+                ok = bool(resp.status == 200)
+        except (urllib.error.URLError, OSError, ValueError):
+            ok = False
+        if ok:
+            self._last_ok = now
+        return ok
+
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run ``fn`` with retries on transient errors; translate what finally fails."""
         self._check_open()
         attempt = 0
         while True:
             try:
-                return fn()
+                if not self._reachable():
+                    raise _UnreachableError(f"server not reachable at {self._live_url}")
+                out = fn()
+                self._last_ok = time.monotonic()
+                return out
             except Exception as exc:
                 if isinstance(exc, (StoreError, InvalidInputError)):
                     raise
@@ -1504,43 +1587,41 @@ class WeaviateStore(AsyncFromSyncStore):
 
     # -- writes --------------------------------------------------------------------------------
     def _send(self, tenant: str, items: Sequence[_Pending]) -> list[tuple[_Pending, str]]:
-        """One attempt: batch-write ``items`` into ``tenant``; return the failures with reasons."""
+        """One attempt: batch-write ``items`` into ``tenant``; return the failures with reasons.
+
+        Each chunk is one gRPC ``BatchObjects`` request (``data.insert_many``); its per-object
+        errors are the ``ErrorObject`` s that the client's batch context collects in
+        ``failed_objects``. The batch *context* is not used: in weaviate-client 4.24.1 against
+        servers >= 1.36 it is the streaming batcher, which waits up to 1 s for a partial batch
+        and, when the server is unreachable, retries internally for about ten minutes
+        (``WEAVIATE_BATCH_MAX_RETRIES``) before reporting anything -- that would bypass the
+        bounded retry and dead-letter policy of this store.
+        """
+        from weaviate.classes.data import DataObject
+
         h = self._tenant(tenant)
         failed: list[tuple[_Pending, str]] = []
         for chunk in _chunks(items, self.batch_size):
-            by_uuid = {p.uuid: p for p in chunk}
+            objs = [
+                DataObject(
+                    properties=_properties(p.record, self.analyzer.analyze(p.record.content)),
+                    uuid=p.uuid,
+                    vector={VECTOR_NAME: p.vector.tolist()},
+                )
+                for p in chunk
+            ]
+            if not self._reachable():
+                failed.extend((p, f"server not reachable at {self._live_url}") for p in chunk)
+                continue
             try:
-                # batch_size = len(chunk): the stream batcher sends at once instead of waiting
-                # up to 1 s for a full batch.
-                with h.batch.fixed_size(batch_size=len(chunk), concurrent_requests=1) as batch:
-                    for p in chunk:
-                        batch.add_object(
-                            properties=_properties(p.record, self.analyzer.analyze(p.record.content)),
-                            uuid=p.uuid,
-                            vector={VECTOR_NAME: p.vector.tolist()},
-                        )
-                errors = list(h.batch.failed_objects)
-            except (InvalidInputError, StoreError):
-                raise
-            except Exception as exc:
+                res = h.data.insert_many(objs)
+            except Exception as exc:  # the whole request failed (network, all objects rejected)
                 failed.extend((p, f"{type(exc).__name__}: {exc}") for p in chunk)
                 continue
-            for err in errors:
-                obj = getattr(err, "object_", None)
-                uid = str(getattr(obj, "uuid", "")) if obj is not None else ""
-                hit = by_uuid.get(uid)
-                if hit is not None:
-                    failed.append((hit, str(getattr(err, "message", err))))
-                else:  # cannot attribute the error: treat the whole chunk as failed
-                    failed.extend((q, str(getattr(err, "message", err))) for q in chunk)
-                    break
-        seen: set[str] = set()
-        unique = []
-        for p, msg in failed:
-            if p.uuid not in seen:
-                seen.add(p.uuid)
-                unique.append((p, msg))
-        return unique
+            self._last_ok = time.monotonic()
+            for idx, err in res.errors.items():
+                failed.append((chunk[int(idx)], str(getattr(err, "message", err))))
+        return failed
 
     def _write(self, items: Sequence[_Pending], *, dead_letter: bool = True) -> list[tuple[_Pending, str]]:
         """Write with retries; dead-letter what still fails; return the final failures."""
@@ -1609,6 +1690,8 @@ class WeaviateStore(AsyncFromSyncStore):
         if not records:
             return
         m = as_matrix(vectors, len(records), None)
+        if not np.all(np.any(m != 0, axis=1)):
+            raise InvalidInputError("a zero vector has no direction; cosine similarity is undefined")
         self._ensure_dimension(int(m.shape[1]))
         items = self._pending(records, _unit_rows(m))
         self._raise_failures(self._write(items), len(items))

@@ -30,6 +30,7 @@ import pytest
 
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.stores.local import LocalStore
+from tests.weaviate_fixtures import weaviate_contract_store, weaviate_endpoint  # noqa: F401 - fixtures
 
 StoreFactory = Callable[[pytest.FixtureRequest, Path], MemoryStore]
 
@@ -45,6 +46,11 @@ class StoreKind:
 STORE_FACTORIES: dict[str, StoreKind] = {
     "local-memory": StoreKind(lambda request, tmp_path: LocalStore(":memory:")),
     "local-file": StoreKind(lambda request, tmp_path: LocalStore(tmp_path / "m.db")),
+    # A real server (tests/weaviate_fixtures.py): skipped without binary/WEAVIATE_URL, fails in CI.
+    "weaviate": StoreKind(
+        lambda request, tmp_path: request.getfixturevalue("weaviate_contract_store"),
+        marks=(pytest.mark.weaviate,),
+    ),
 }
 
 
