@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+import math
 import os
 import subprocess
 import sys
@@ -41,6 +42,7 @@ def _rank_dataset(
     analyzer: Analyzer,
     embedder: CachedEmbedder | None,
     depth: int = 50,
+    per_question: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, Any]:
     rows: list[tuple[Question, dict[str, float]]] = []
     for g in ds.groups:
@@ -50,8 +52,41 @@ def _rank_dataset(
         for qi, q in enumerate(g.questions):
             ids = search(g, idx, q, None if qv is None else qv[qi])
             ranking: Ranking = [frozenset({i}) for i in ids]
-            rows.append((q, question_metrics(ds.name, g, q, ranking, depth)))
+            m = question_metrics(ds.name, g, q, ranking, depth)
+            rows.append((q, m))
+            if per_question is not None:
+                per_question[q.id] = m
     return aggregate(rows, dataset=ds.name)
+
+
+PAIRED_METRICS = ("recall@1", "recall@5", "recall@10", "ndcg@10")
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test p-value (ties dropped)."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return float(min(1.0, 2 * tail))
+
+
+def paired(
+    base: dict[str, dict[str, float]], other: dict[str, dict[str, float]], metrics: Sequence[str] = PAIRED_METRICS
+) -> dict[str, Any]:
+    """Per-question comparison of ``other`` against ``base``: wins, losses, sign-test p."""
+    out: dict[str, Any] = {}
+    for m in metrics:
+        w = sum(1 for q in base if other[q][m] > base[q][m] + 1e-12)
+        loss = sum(1 for q in base if other[q][m] < base[q][m] - 1e-12)
+        out[m] = {"wins": w, "losses": loss, "sign_test_p": round(sign_test(w, loss), 4)}
+    return out
+
+
+def composite(r: dict[str, Any]) -> float:
+    """Mean of recall@1, recall@5, recall@10 and nDCG@10 (the tie-breaking summary)."""
+    return round(sum(float(r[m]) for m in PAIRED_METRICS) / len(PAIRED_METRICS), 6)
 
 
 CANDIDATES: list[tuple[str, str, str, Callable[[], Embedder]]] = [
@@ -88,13 +123,19 @@ def analyzer_study(
 ) -> dict[str, Any]:
     """BM25-only (and hybrid alpha 0.5) recall for each CJK mode and for English stemming."""
     out: dict[str, Any] = {"memorybank_cjk": {}, "locomo_stem": {}, "longmemeval_stem": {}}
+    base_pq: dict[str, dict[str, float]] = {}
     for mode in ("bigram+unigram", "bigram", "unigram", "jieba"):
         an = Analyzer(cjk=mode)
         t = time.perf_counter()
-        bm25 = _rank_dataset(memorybank, alpha_search(0.0), analyzer=an, embedder=None)
+        pq: dict[str, dict[str, float]] = {}
+        bm25 = _rank_dataset(memorybank, alpha_search(0.0), analyzer=an, embedder=None, per_question=pq)
         hyb = _rank_dataset(memorybank, alpha_search(0.5), analyzer=an, embedder=embedder)
+        if mode == "bigram+unigram":
+            base_pq = pq
         out["memorybank_cjk"][mode] = {
             "bm25": short(bm25),
+            "bm25_composite": composite(bm25),
+            "bm25_vs_bigram+unigram": paired(base_pq, pq),
             "hybrid_alpha_0.5": short(hyb),
             "seconds": round(time.perf_counter() - t, 2),
         }
@@ -102,12 +143,21 @@ def analyzer_study(
     for name, ds in (("locomo_stem", locomo), ("longmemeval_stem", longmemeval)):
         if ds is None:
             continue
+        base_pq = {}
         for stem in (False, True):
             an = Analyzer(stem=stem)
-            bm25 = _rank_dataset(ds, alpha_search(0.0), analyzer=an, embedder=None)
+            pq = {}
+            bm25 = _rank_dataset(ds, alpha_search(0.0), analyzer=an, embedder=None, per_question=pq)
             hyb = _rank_dataset(ds, alpha_search(0.5), analyzer=an, embedder=embedder)
+            if not stem:
+                base_pq = pq
             keys = KS_SHORT if ds.name != "longmemeval" else (*KS_SHORT, "session_recall_all@5", "turn_recall_any@10")
-            out[name][f"stem={stem}"] = {"bm25": short(bm25, keys), "hybrid_alpha_0.5": short(hyb, keys)}
+            out[name][f"stem={stem}"] = {
+                "bm25": short(bm25, keys),
+                "bm25_composite": composite(bm25),
+                "bm25_vs_stem=False": paired(base_pq, pq),
+                "hybrid_alpha_0.5": short(hyb, keys),
+            }
             log(f"analyzer {name} stem={stem}: bm25 R@10 {bm25['recall@10']:.4f} hybrid R@10 {hyb['recall@10']:.4f}")
     return out
 
