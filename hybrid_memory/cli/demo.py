@@ -38,17 +38,18 @@ SCRIPT: list[tuple[str, str, int, str, str]] = [
 ]
 
 QUERIES: list[tuple[str, str, int]] = [
-    ("li_lei", "今晚想吃中餐，你推荐什么菜？", 6),
-    ("alice", "Any ideas for a birthday present?", 6),
+    ("li_lei", "晚饭想做宫保鸡丁，有什么要注意的吗？", 6),
+    ("li_lei", "早上给我准备什么饮品？", 6),
+    ("alice", "Emma's birthday is coming up, any gift ideas?", 6),
     ("alice", "What should I cook for dinner tonight?", 6),
 ]
 
 
 def _fmt_outcome(o: WriteOutcome) -> str:
     rec = o.record
-    what = rec.content if rec is not None else "?"
-    extra = f" ({o.reason})" if o.reason else ""
-    return f"      → long-term: {o.action}{extra}: {what[:60]}"
+    what = f"[{rec.category}, importance {rec.importance:.2f}] {rec.content[:40]}" if rec is not None else "?"
+    extra = f" — {o.reason}" if o.reason else ""
+    return f"      → long-term {o.action}: {what}{extra}"
 
 
 def _hit_row(h: RecallHit) -> str:
@@ -82,19 +83,15 @@ def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
                 print(f"\n  [{user} / session {session} / day {day}]")
                 last = (user, session)
             clock["now"] = DAY0 + timedelta(days=day, minutes=len(text))
-            before = {m.id: m for m in mem.list_memories(user, filter=None)}
+            seen = len(mem.write_log(user))
             turn = mem.add_turn(user, session, role, text)
             star = "★" if turn.key_frame else " "
             print(f"   {star} {role:9} imp {turn.importance:4.2f}  {text}")
-            after = mem.list_memories(user)
-            for m in after:
-                if m.id not in before:
-                    print(f"      → long-term: added [{m.category}, importance {m.importance:.2f}]")
-                elif m.updated_at != before[m.id].updated_at:
-                    print(f"      → long-term: deduplicated (already known, access_count {m.access_count})")
-        for user, session in {(u, s) for u, s, *_ in SCRIPT}:
-            for o in mem.end_session(user, session):
+            for o in mem.write_log(user)[seen:]:
                 print(_fmt_outcome(o))
+        for user, session in sorted({(u, s) for u, s, *_ in SCRIPT}):
+            for o in mem.end_session(user, session):
+                print(f"  [{user} / {session} ended] " + _fmt_outcome(o).strip())
         print("\n  Session buffers flushed at session end; long-term memories now:")
         for user in ("li_lei", "alice"):
             print(f"   {user}: {mem.store.count(user)} memories")
@@ -114,6 +111,12 @@ def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
         print("\n".join("   " + line for line in ctx.text.splitlines()))
         skipped = mem.build_context("What's the capital of Australia?", user_id="alice", now=DAY0 + timedelta(days=day))
         print(f"\n   Unrelated question → injection skipped: {skipped.skipped} ({skipped.skipped_reason})")
+
+        print("\n   Version chain (tea → coffee): superseded memories stay inspectable")
+        from hybrid_memory.stores.base import MemoryFilter  # noqa: PLC0415
+
+        for m in mem.list_memories("li_lei", filter=MemoryFilter(statuses=("superseded",))):
+            print(f"   superseded v{m.version}: {m.content}  →  replaced by {m.superseded_by}")
 
         print("\n4. Isolation: alice asks about peanuts — li_lei's allergy must not appear")
         leaked = [h for h in mem.recall("花生过敏 peanut allergy", user_id="alice", k=5) if h.record.user_id != "alice"]
