@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hybrid-memory",
         description="Memory for LLM agents: key-frame short-term buffer + Weaviate-exact hybrid long-term recall.",
     )
-    from hybrid_memory import __version__  # noqa: PLC0415
+    from hybrid_memory import __version__
 
     parser.add_argument("--version", action="version", version=f"hybrid-memory {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_run_demo)
 
     try:
-        from hybrid_memory.bench.cli import register  # noqa: PLC0415
+        from hybrid_memory.bench.cli import register
     except ImportError:  # pragma: no cover - the bench package ships with the library
         pass
     else:
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from hybrid_memory.cli.demo import run_demo  # noqa: PLC0415
+    from hybrid_memory.cli.demo import run_demo
 
     return run_demo(store_path=args.store, embedder=args.embedder)
 
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hybrid-memory`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from hybrid_memory.errors import HybridMemoryError  # noqa: PLC0415
+    from hybrid_memory.errors import HybridMemoryError
 
     try:
         code = args.func(args)

@@ -63,13 +63,13 @@ def _hit_row(h: RecallHit) -> str:
 
 def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
     """Run the scripted demo and print what happens at each step. Returns an exit code."""
-    from hybrid_memory.memory import HybridMemory  # noqa: PLC0415
-    from hybrid_memory.stores.local import LocalStore  # noqa: PLC0415
+    from hybrid_memory.memory import HybridMemory
+    from hybrid_memory.stores.local import LocalStore
 
     started = time.perf_counter()
     emb: Any = None
     if embedder == "hashing":
-        from hybrid_memory.testing import HashingEmbedder  # noqa: PLC0415
+        from hybrid_memory.testing import HashingEmbedder
 
         emb = HashingEmbedder()
     clock = {"now": DAY0}
@@ -113,7 +113,7 @@ def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
         print(f"\n   Unrelated question → injection skipped: {skipped.skipped} ({skipped.skipped_reason})")
 
         print("\n   Version chain (tea → coffee): superseded memories stay inspectable")
-        from hybrid_memory.stores.base import MemoryFilter  # noqa: PLC0415
+        from hybrid_memory.stores.base import MemoryFilter
 
         for m in mem.list_memories("li_lei", filter=MemoryFilter(statuses=("superseded",))):
             print(f"   superseded v{m.version}: {m.content}  →  replaced by {m.superseded_by}")
