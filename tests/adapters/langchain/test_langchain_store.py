@@ -652,3 +652,37 @@ def test_items_survive_a_restart(file_store: tuple[HybridMemoryStore, str]) -> N
         assert again.created_at == created
     finally:
         mem2.close()
+
+
+INVALID_NAMESPACES = [("foo.bar",), ("foo", ""), (123,)]
+METHODS = ["get", "delete", "search", "prefix", "suffix"]
+
+
+@pytest.mark.parametrize("namespace", INVALID_NAMESPACES)
+@pytest.mark.parametrize("method", METHODS)
+async def test_invalid_labels_are_rejected_sync_and_async(
+    hybrid: HybridMemoryStore, namespace: Any, method: str
+) -> None:
+    for is_async in (False, True):
+        with pytest.raises(InvalidNamespaceError):
+            if method in ("prefix", "suffix"):
+                if is_async:
+                    await hybrid.alist_namespaces(**{method: namespace})
+                else:
+                    hybrid.list_namespaces(**{method: namespace})
+            elif method == "search":
+                await hybrid.asearch(namespace) if is_async else hybrid.search(namespace)
+            elif is_async:
+                await getattr(hybrid, f"a{method}")(namespace, "key")
+            else:
+                getattr(hybrid, method)(namespace, "key")
+    assert hybrid.memory.store.users() == []
+
+
+def test_empty_prefix_and_literal_labels(hybrid: HybridMemoryStore) -> None:
+    hybrid.put(("tenant", "a_%"), "k", {"text": "percent label"})
+    hybrid.put(("other",), "k", {"text": "other user"})
+    assert sorted(i.namespace for i in hybrid.search(())) == [("other",), ("tenant", "a_%")]
+    assert [i.namespace for i in hybrid.search(("tenant", "a_%"))] == [("tenant", "a_%")]
+    assert hybrid.search(("tenant", "a_")) == []
+    assert hybrid.list_namespaces(prefix=("tenant", "*"), suffix=("*",)) == [("tenant", "a_%")]
