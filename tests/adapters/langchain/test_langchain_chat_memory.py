@@ -190,3 +190,20 @@ async def test_async_chain(mem: HybridMemory) -> None:
     assert "shellfish" in out["long_term"]
     await memory.aclear()
     assert mem.short_term("u1", "s1") == []
+
+
+def test_llm_chain_string_prompt_several_turns(mem: HybridMemory) -> None:
+    prompt = PromptTemplate.from_template("{history}\nHuman: {question}\nAI:")
+    rec = PromptRecorder()
+
+    def chain_for(session: str) -> LLMChain:
+        memory = HybridChatMemory(memory=mem, user_id="u7", session_id=session)
+        return LLMChain(llm=FakeListLLM(responses=["ok", "sure", "fine"]), prompt=prompt, memory=memory)
+
+    first = chain_for("s1")
+    for t in TURNS:
+        first.invoke({"question": t}, config={"callbacks": [rec]})
+    assert rec.prompts[1].startswith(f"Human: {FACT}\nAI: ok\nHuman: I also enjoy hiking")
+    chain_for("s2").invoke({"question": "Is Lucia allergic to shellfish?"}, config={"callbacks": [rec]})
+    assert rec.prompts[-1].startswith("<memory-context>")
+    assert "allergic to shellfish" in rec.prompts[-1].split("</memory-context>")[0]
