@@ -26,8 +26,10 @@ __all__ = [
     "FuserConfig",
     "HybridMemoryConfig",
     "LifecycleConfig",
+    "MetricsConfig",
     "RerankConfig",
     "RetrievalConfig",
+    "TraceConfig",
     "WriterConfig",
     "load_config",
 ]
@@ -151,6 +153,42 @@ class LifecycleConfig(_Section):
     archive_below_importance: float = Field(default=0.6, ge=0.0, le=1.0)
 
 
+class TraceConfig(_Section):
+    """Traces of what each ``add_turn`` / ``recall`` / ``build_context`` did (opt-in).
+
+    See :mod:`hybrid_memory.trace`. ``path`` ``None`` keeps the trace beside the store: a
+    ``LocalStore("memory.db")`` traces to ``memory.db.traces.sqlite``, an in-memory store in
+    memory, a Weaviate store to ``$XDG_STATE_HOME/hybrid-memory/traces/<host>_<port>_<collection>.sqlite``.
+    """
+
+    enabled: bool = Field(default=False, description="record a trace step for every memory operation")
+    path: str | None = Field(default=None, description="SQLite file of the trace (None = beside the store)")
+    redact_pii: bool | None = Field(
+        default=None, description="redact PII in traced text (None = same as writer.redact_pii)"
+    )
+    max_candidates: int = Field(default=50, ge=0, le=10_000, description="candidates kept per traced recall")
+
+
+class MetricsConfig(_Section):
+    """In-process metrics (see :mod:`hybrid_memory.metrics`); nothing leaves the process."""
+
+    enabled: bool = Field(default=True, description="count operations, latencies and write outcomes")
+    latency_buckets: tuple[float, ...] = Field(
+        default=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+        description="upper bounds (seconds) of the latency histogram buckets",
+    )
+    max_user_series: int = Field(
+        default=100, ge=0, description="largest users reported one by one in the store-size metric"
+    )
+
+    @model_validator(mode="after")
+    def _sorted_buckets(self) -> MetricsConfig:
+        b = self.latency_buckets
+        if not b or any(x <= 0 for x in b) or list(b) != sorted(set(b)):
+            raise ValueError("latency_buckets must be positive, strictly increasing and non-empty")
+        return self
+
+
 class HybridMemoryConfig(BaseSettings):
     """All settings, frozen. Build with keywords or from ``HYBRID_MEMORY_*`` environment variables.
 
@@ -168,6 +206,8 @@ class HybridMemoryConfig(BaseSettings):
     buffer: BufferConfig = Field(default_factory=BufferConfig)
     writer: WriterConfig = Field(default_factory=WriterConfig)
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
+    trace: TraceConfig = Field(default_factory=TraceConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     tokenizer_model: str = Field(default="gpt-4o-mini", description="tiktoken model for token counts")
 
 
