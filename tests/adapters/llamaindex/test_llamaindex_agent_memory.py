@@ -287,3 +287,14 @@ async def test_function_agent_same_session_keeps_the_window(
     assert user_turns == [FACT, QUESTION]
     # The fact is already in the window, so it is not repeated as a long-term memory.
     assert not any("<memory-context>" in t for t in _system_texts(prompt))
+
+
+async def test_chinese_memories_round_trip(core: HybridMemory) -> None:
+    first = HybridAgentMemory.from_defaults(core, user_id="小王", session_id="周一")
+    await first.aput(ChatMessage(role="user", content="记住：我对花生过敏。"))
+    later = HybridAgentMemory.from_defaults(core, user_id="小王", session_id="周五")
+    await later.aput(ChatMessage(role="user", content="我能吃花生酱吗？"))
+    messages = await later.aget()
+    assert [m.role for m in messages] == [MessageRole.SYSTEM, MessageRole.USER]
+    assert "我对花生过敏" in (messages[0].content or "")
+    assert "长期记忆" in (messages[0].content or "")  # the block speaks the user's language
