@@ -466,13 +466,12 @@ class _LLMCaller:
         return {"max_tokens": self.max_tokens}
 
     def runnable(self) -> Any:
+        """The model with tools (function calling) or JSON mode and ``max_tokens`` bound."""
         if self._runnable is None:
             kw = self._call_kwargs()
             if self.method == "function_calling":
                 try:
-                    self._runnable = self.model.with_structured_output(
-                        self.schema, method="function_calling", include_raw=True, **kw
-                    )
+                    self._runnable = self.model.bind_tools([self.schema], tool_choice=self.schema.__name__, **kw)
                 except (NotImplementedError, TypeError, ValueError) as exc:
                     raise ConfigurationError(
                         f"{type(self.model).__name__} cannot do function calling ({exc}); use method='json_mode'"
@@ -482,24 +481,29 @@ class _LLMCaller:
         return self._runnable
 
     def parse(self, out: Any) -> BaseModel:
-        """Turn the runnable's output into the schema; raise ValueError on anything unusable."""
+        """Turn the model's message into the schema; raise ValueError on anything unusable.
+
+        Function calling reads the tool call named like the schema (or the only one); a reply
+        that carries the JSON in its text instead is accepted too. A reply cut off by the token
+        limit (``finish_reason == "length"``) that does not parse is reported as truncated.
+        """
+        finish = _finish_reason(out)
         if self.method == "function_calling":
-            raw = out.get("raw") if isinstance(out, dict) else None
-            parsed = out.get("parsed") if isinstance(out, dict) else out
-            if isinstance(parsed, self.schema):
-                return parsed
-            err = out.get("parsing_error") if isinstance(out, dict) else None
-            finish = _finish_reason(raw)
-            if raw is not None and not getattr(raw, "tool_calls", None):
-                # Some servers answer a tool request with plain JSON text: accept it.
-                content = getattr(raw, "content", "")
-                if isinstance(content, str) and content.strip():
-                    return self._validate(parse_json_object(content), finish)
-            raise ValueError(f"no parsable tool call (finish_reason={finish}, error={err})")
+            calls = list(getattr(out, "tool_calls", None) or [])
+            named = [c for c in calls if c.get("name") == self.schema.__name__] or calls[:1]
+            if named:
+                return self._validate(named[0].get("args"), finish)
         content = getattr(out, "content", out)
+        if isinstance(content, list):  # content blocks
+            content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
         if not isinstance(content, str):
-            content = json.dumps(content) if isinstance(content, (dict, list)) else str(content)
-        return self._validate(parse_json_object(content), _finish_reason(out))
+            content = json.dumps(content) if isinstance(content, dict) else str(content)
+        try:
+            return self._validate(parse_json_object(content), finish)
+        except ValueError as exc:
+            if finish == "length":
+                raise ValueError(f"reply truncated at max_tokens={self.max_tokens}: {exc}") from exc
+            raise
 
     def _validate(self, value: Any, finish: str | None) -> BaseModel:
         if isinstance(value, list):
@@ -725,15 +729,14 @@ class LLMImportanceScorer:
         self, chunk: list[int], texts: list[str], roles: list[str], parsed: BaseModel, imps: list[float | None]
     ) -> str | None:
         assert isinstance(parsed, ImportanceScores)
+        n = len(chunk)
+        # Some models number from 1: shift a complete 1..n answer.
+        shift = 1 if sorted(x.index for x in parsed.scores) == list(range(1, n + 1)) else 0
         got: dict[int, float] = {}
-        for s in parsed.scores:
-            if 0 <= s.index < len(chunk) and 1 <= s.score <= 10:
-                got[s.index] = (s.score - 1) / 9.0
-        if not got and len(parsed.scores) == len(chunk):
-            # Some models number from 1; accept a complete 1-based answer.
-            for s in parsed.scores:
-                if 1 <= s.index <= len(chunk) and 1 <= s.score <= 10:
-                    got[s.index - 1] = (s.score - 1) / 9.0
+        for x in parsed.scores:
+            j = x.index - shift
+            if 0 <= j < n and 1 <= x.score <= 10:
+                got[j] = (x.score - 1) / 9.0
         for j, i in enumerate(chunk):
             if j in got:
                 imps[i] = round(got[j], 4)
