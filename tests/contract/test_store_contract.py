@@ -11,7 +11,6 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
-from tests.contract.store_contract_helpers import DIM, T0, mat, rec, vec
 
 from hybrid_memory.errors import (
     EmbeddingDimensionError,
@@ -21,6 +20,7 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.records import MemoryRecord, Status
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest, StoreHit
+from tests.contract.store_contract_helpers import DIM, T0, mat, rec, vec
 
 ALL_STATUSES: tuple[Status, ...] = ("active", "superseded", "archived", "deleted")
 
