@@ -31,6 +31,7 @@ import json
 import os
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -192,9 +193,7 @@ class _Partition:
         return self.n
 
     def _index_terms(self, row: int, tokens: Sequence[str]) -> None:
-        counts: dict[str, int] = {}
-        for t in tokens:
-            counts[t] = counts.get(t, 0) + 1
+        counts: dict[str, int] = Counter(tokens)
         for t, c in counts.items():
             self.postings.setdefault(t, {})[row] = c
             self._arrays.pop(t, None)
@@ -291,9 +290,7 @@ class _Partition:
         lengths = []
         for row, r in enumerate(rows):
             tokens = str(r[1]).split()
-            counts: dict[str, int] = {}
-            for t in tokens:
-                counts[t] = counts.get(t, 0) + 1
+            counts: dict[str, int] = Counter(tokens)
             for t, c in counts.items():
                 p = postings.get(t)
                 if p is None:
