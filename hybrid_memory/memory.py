@@ -56,6 +56,7 @@ from hybrid_memory.errors import (
 from hybrid_memory.extraction import BackgroundWorker, FactExtractor
 from hybrid_memory.fusion import ContextFuser, passes_floor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
+from hybrid_memory.metrics import MetricsSnapshot
 from hybrid_memory.records import (
     FusedContext,
     MemoryRecord,
@@ -68,15 +69,15 @@ from hybrid_memory.records import (
     utcnow,
 )
 from hybrid_memory.retrieval import rerank
-from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, infer_category
+from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch, infer_category
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
 from hybrid_memory.summary import SessionSummarizer
 from hybrid_memory.tokens import TokenCounter
+from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
 from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
 __all__ = ["HybridMemory"]
 
-_TURN_NAMESPACE = uuid.UUID("0d5c7a4e-2b1f-5e3a-8c6d-9f4e1a2b3c5d")
 _ROLES = ("user", "assistant", "system", "tool")
 _ITEM_KEYS = frozenset(
     {"content", "importance", "category", "source", "tags", "metadata", "timestamp", "session_id", "provenance", "id"}
@@ -122,6 +123,9 @@ class HybridMemory:
             (:class:`~hybrid_memory.summary.SessionSummarizer`); ``None`` = no summaries.
         judge: Conflict judge of the writer (e.g. ``LLMConflictJudge(chat_model)``); default
             the heuristic :class:`~hybrid_memory.writer.HeuristicConflictJudge`.
+        trace: Record a trace step per operation (:mod:`hybrid_memory.trace`): ``None`` =
+            ``config.trace.enabled``; ``True``/``False``; a SQLite path; or a ``TraceStore``.
+            Read it back with :meth:`replay`.
 
     Raises:
         EmbeddingDimensionError: the store already holds vectors of another dimension.
@@ -144,6 +148,7 @@ class HybridMemory:
         extractor: FactExtractor | None = None,
         summarizer: SessionSummarizer | None = None,
         judge: ConflictJudge | None = None,
+        trace: TraceSetting = None,
     ) -> None:
         self.config = config if config is not None else load_config()
         if store is None:
@@ -172,11 +177,11 @@ class HybridMemory:
         self._outcomes: dict[str, deque[WriteOutcome]] = {}
         self._lock = threading.RLock()
         self._buffers: dict[tuple[str, str], KeyFrameBuffer] = {}
-        self._seq: dict[tuple[str, str], int] = {}
         self._turn_vectors: dict[str, Vector] = {}
         self._written_turns: set[str] = set()
         self._bound = False
         self._closed = False
+        self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
         static_dim = self.embedder._dim if isinstance(self.embedder, _BaseEmbedder) else None
         if static_dim is not None and self.store.dimension is not None and static_dim != self.store.dimension:
             raise EmbeddingDimensionError(
@@ -204,6 +209,11 @@ class HybridMemory:
             self.store.bind_embedder(self.embedder.name, self.embedder.dimension)
             self._bound = True
 
+    def _score(self, texts: list[str], *, roles: list[str] | None = None) -> ScoreBatch:
+        batch = self.scorer.score(texts, roles=roles)
+        self._obs.scored(batch)
+        return batch
+
     def _buffer(self, user_id: str, session_id: str) -> KeyFrameBuffer:
         key = (user_id, session_id)
         buf = self._buffers.get(key)
@@ -215,6 +225,7 @@ class HybridMemory:
         return buf
 
     # ------------------------------------------------------------------ write path
+    @observed("add_turn")
     def add_turn(
         self,
         user_id: str,
@@ -249,13 +260,11 @@ class HybridMemory:
         check_text(content)
         ts = self._now(timestamp)
         self._flush_idle(user_id, session_id, ts)
-        scored = self.scorer.score([content], roles=[role]).items[0]
+        scored = self._score([content], roles=[role]).items[0]
         key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance
         with self._lock:
-            seq = self._seq.get((user_id, session_id), 0) + 1
-            self._seq[(user_id, session_id)] = seq
             turn = Turn(
-                id=str(uuid.uuid5(_TURN_NAMESPACE, f"{user_id}\x1f{session_id}\x1f{seq}")),
+                id=str(uuid.uuid4()),  # unique even across clear_session and process restarts
                 user_id=user_id,
                 session_id=session_id,
                 role=role,  # type: ignore[arg-type]
@@ -274,6 +283,9 @@ class HybridMemory:
             self._last_turn_at[(user_id, session_id)] = ts
         if to_write:
             self._write_turns(to_write, category_hint=scored.category)
+        if evicted:
+            with self._lock:  # evicted turns are out of every buffer: stop tracking them
+                self._written_turns.difference_update(x.id for x in evicted)
         self._after_turn(turn)
         return turn
 
@@ -307,6 +319,7 @@ class HybridMemory:
         self._ensure_bound()
         return self._record(self.writer.write(drafts))
 
+    @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
         """Flush the session's short-term buffer to long-term memory and drop the buffer."""
         self._ensure_open()
@@ -320,7 +333,10 @@ class HybridMemory:
                 self._turn_vectors.pop(t.id, None)
             self._last_turn_at.pop((user_id, session_id), None)
         self._submit_session_jobs((user_id, session_id), summary=True)
-        return self._write_turns(pending)
+        outcomes = self._write_turns(pending)
+        with self._lock:
+            self._written_turns.difference_update(t.id for t in turns)
+        return outcomes
 
     # ------------------------------------------------------------------ background write path
     def _record(self, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
@@ -331,6 +347,7 @@ class HybridMemory:
                     if log is None:
                         log = self._outcomes[o.record.user_id] = deque(maxlen=self.write_log_size)
                     log.append(o)
+        self._obs.writes(outcomes)
         return outcomes
 
     def write_log(self, user_id: str) -> list[WriteOutcome]:
@@ -542,7 +559,7 @@ class HybridMemory:
             if buf is not None:
                 for t in buf.clear():
                     self._turn_vectors.pop(t.id, None)
-            self._seq.pop((user_id, session_id), None)
+                    self._written_turns.discard(t.id)
 
     def _draft(self, user_id: str, item: str | Mapping[str, Any], defaults: Mapping[str, Any]) -> MemoryRecord:
         data: dict[str, Any] = dict(defaults)
@@ -588,12 +605,13 @@ class HybridMemory:
         missing = [i for i, it in enumerate(items) if isinstance(it, str) or it.get("importance") is None]
         if not missing:
             return drafts
-        batch = self.scorer.score([drafts[i].content for i in missing])
+        batch = self._score([drafts[i].content for i in missing])
         out = list(drafts)
         for i, s in zip(missing, batch.items, strict=True):
             out[i] = drafts[i].evolve(importance=s.importance)
         return out
 
+    @observed("remember")
     def remember(
         self,
         user_id: str,
@@ -647,6 +665,7 @@ class HybridMemory:
             progress=False,
         )[0]
 
+    @observed("remember_many")
     def remember_many(
         self,
         user_id: str,
@@ -793,6 +812,7 @@ class HybridMemory:
             ]
             hits = hits + extra
         ranked = rerank(hits, now=when, config=self.config.rerank, fusion=fz)  # type: ignore[arg-type]
+        self._obs.candidates(ranked, k)
         return ranked[:k]
 
     def _hit_relevant(self, h: StoreHit) -> bool:
@@ -800,6 +820,7 @@ class HybridMemory:
             h.vector_similarity, h.keyword_score, self.fuser.min_similarity, self.config.fuser.min_keyword_score
         )
 
+    @observed("recall")
     def recall(
         self,
         query: str,
@@ -849,6 +870,7 @@ class HybridMemory:
             self.store.touch(user_id, [h.id for h in hits], self._now(now))
         return hits
 
+    @observed("build_context")
     def build_context(
         self,
         query: str,
@@ -961,7 +983,10 @@ class HybridMemory:
         check_id(user_id)
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidInputError("memory_id must be a non-empty str")
-        return self.store.delete(user_id, [memory_id]) > 0
+        found = self.store.get(user_id, [memory_id]) if self._obs.tracer is not None else []
+        deleted = self.store.delete(user_id, [memory_id]) > 0
+        self._obs.forget_memory(user_id, memory_id, [r.content for r in found])
+        return deleted
 
     def forget_user(self, user_id: str) -> int:
         """Right to be forgotten: delete every memory, buffer and cache of ``user_id``.
@@ -990,8 +1015,53 @@ class HybridMemory:
                 for t in self._buffers.pop(key).clear():
                     self._turn_vectors.pop(t.id, None)
                     self._written_turns.discard(t.id)
-                self._seq.pop(key, None)
+        self._obs.forget_user(user_id)
         return self.store.delete_user(user_id)
+
+    # ------------------------------------------------------------------ observability
+    def replay(self, session_id: str | None, *, user_id: str | None = None) -> list[TraceStep]:
+        """The trace steps of a session, oldest first (needs ``trace=True``).
+
+        Each step says what an ``add_turn`` / ``recall`` / ``build_context`` / ``remember`` did:
+        the query, the short-term window, every candidate with its score components and its
+        fate (injected, dropped and why, cut), the fused text and the write outcomes. Export with
+        ``[s.to_json_dict() for s in steps]`` or ``hybrid-memory replay SESSION --json``.
+
+        Args:
+            session_id: The session; ``None`` = the steps without a session (needs ``user_id``).
+            user_id: Only this user's steps (session ids may repeat across users).
+
+        Raises:
+            ConfigurationError: tracing is off for this memory.
+        """
+        if session_id is not None:
+            check_id(session_id, name="session_id")
+        if user_id is not None:
+            check_id(user_id)
+        return self._obs.replay(session_id, user_id=user_id)
+
+    async def areplay(self, session_id: str | None, *, user_id: str | None = None) -> list[TraceStep]:
+        """Async twin of :meth:`replay`."""
+        return await asyncio.to_thread(lambda: self.replay(session_id, user_id=user_id))
+
+    def metrics(self, *, store_sizes: bool = True) -> MetricsSnapshot:
+        """A snapshot of this memory's metrics (:mod:`hybrid_memory.metrics`).
+
+        Latency histograms per operation, the context hit rate, write outcomes, scorer fallbacks
+        and, with ``store_sizes``, the number of memories per user read from the store.
+
+        Raises:
+            ConfigurationError: metrics are disabled (``config.metrics.enabled=False``).
+        """
+        from hybrid_memory.errors import ConfigurationError
+
+        if self._obs.metrics is None:
+            raise ConfigurationError("metrics are disabled (config.metrics.enabled=False)")
+        return self._obs.metrics.snapshot(self.store if store_sizes else None)
+
+    async def ametrics(self, *, store_sizes: bool = True) -> MetricsSnapshot:
+        """Async twin of :meth:`metrics`."""
+        return await asyncio.to_thread(lambda: self.metrics(store_sizes=store_sizes))
 
     def close(self) -> None:
         """Close the memory (and the store). Idempotent."""
@@ -1003,6 +1073,7 @@ class HybridMemory:
         with self._lock:
             self._buffers.clear()
             self._turn_vectors.clear()
+        self._obs.close()
         self.store.close()
 
     def __enter__(self) -> HybridMemory:

@@ -1,0 +1,182 @@
+"""The HybridMemory facade with the real LocalStore and a fast lexical embedder."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore, MemoryFilter
+from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, NotFoundError, StoreUnavailableError
+from hybrid_memory.testing import HashingEmbedder
+
+T0 = datetime(2025, 1, 6, 9, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def mem() -> HybridMemory:
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0)
+    yield m
+    m.close()
+
+
+def test_remember_is_recallable_at_once_and_isolated(mem: HybridMemory) -> None:
+    out = mem.remember("alice", "Alice's cat is called Miso", importance=0.8, tags=("pets",), metadata={"src": "chat"})
+    assert out.action == "added" and out.record is not None
+    hits = mem.recall("what is the cat called", user_id="alice", k=3)
+    assert [h.content for h in hits] == ["Alice's cat is called Miso"]
+    assert hits[0].record.metadata == {"src": "chat"} and hits[0].record.tags == ("pets",)
+    assert mem.recall("what is the cat called", user_id="bob") == []
+
+
+def test_alpha_zero_stays_pure_bm25_and_one_pure_vector(mem: HybridMemory) -> None:
+    mem.remember_many("u", ["green tea every morning", "coffee after lunch", "running on sundays"])
+    bm25 = mem.recall("green tea", user_id="u", k=3, alpha=0.0)
+    assert bm25[0].content == "green tea every morning"
+    assert all(h.keyword_score is not None for h in bm25)  # only the keyword leg ran
+    vec = mem.recall("green tea", user_id="u", k=3, alpha=1.0)
+    assert len(vec) == 3 and vec[0].vector_similarity is not None
+
+
+@pytest.mark.parametrize(
+    "bad", [{"k": 0}, {"k": -1}, {"k": 1001}, {"k": True}, {"alpha": -0.1}, {"alpha": 1.5}, {"alpha": float("nan")}]
+)
+def test_bad_recall_arguments_are_typed_errors(mem: HybridMemory, bad: dict[str, object]) -> None:
+    mem.remember("u", "something to find")
+    with pytest.raises(InvalidInputError):
+        mem.recall("find", user_id="u", **bad)  # type: ignore[arg-type]
+
+
+def test_remember_many_validates_everything_before_writing(mem: HybridMemory) -> None:
+    with pytest.raises(InvalidInputError, match="item 1"):
+        mem.remember_many("u", ["fine", "", "also fine"])
+    with pytest.raises(InvalidInputError, match="naive"):
+        mem.remember_many("u", [{"content": "x", "timestamp": datetime(2024, 1, 1)}])
+    with pytest.raises(InvalidInputError, match="unknown memory fields"):
+        mem.remember_many("u", [{"content": "x", "colour": "red"}])
+    assert mem.store.count("u") == 0
+
+
+def test_remember_many_batches_and_keeps_order(mem: HybridMemory) -> None:
+    items = [
+        {"content": f"{w} is a word I learned", "metadata": {"i": i}, "timestamp": T0 + timedelta(minutes=i)}
+        for i, w in enumerate(
+            "apple bridge candle dolphin engine forest garden harbor island jungle kettle lantern meadow "
+            "needle orchard pepper quartz river saddle tunnel umbrella violin walrus yogurt zebra".split()
+        )
+    ]
+    outcomes = mem.remember_many("u", items, batch_size=7)
+    assert [o.action for o in outcomes] == ["added"] * 25
+    assert [o.record.metadata["i"] for o in outcomes if o.record] == list(range(25))
+    assert mem.store.count("u") == 25
+
+
+def test_add_turn_pins_key_frames_and_writes_them_at_once(mem: HybridMemory) -> None:
+    t = mem.add_turn("u", "s1", "user", "Remember: my passport number expires in March 2027", timestamp=T0)
+    chit = mem.add_turn("u", "s1", "user", "haha ok", timestamp=T0)
+    assert t.key_frame and not chit.key_frame
+    assert [x.id for x in mem.short_term("u", "s1")] == [t.id, chit.id]
+    stored = mem.list_memories("u")
+    assert [m.content for m in stored] == [t.content]
+    assert stored[0].provenance == (t.id,) and stored[0].metadata["turn_id"] == t.id
+
+
+def test_written_turn_tracking_is_bounded_and_turn_ids_unique() -> None:
+    cfg = HybridMemoryConfig(buffer={"max_tokens": 40})  # type: ignore[arg-type]
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), config=cfg, clock=lambda: T0)
+    ids = set()
+    for i in range(120):
+        turn = m.add_turn(
+            "u", "s", "user", f"Remember that item {i} is important to me", timestamp=T0 + timedelta(seconds=i)
+        )
+        ids.add(turn.id)
+    assert len(ids) == 120
+    assert len(m._written_turns) <= len(m.short_term("u", "s"))
+    m.clear_session("u", "s")
+    again = m.add_turn("u", "s", "user", "a new turn after clearing", timestamp=T0)
+    assert again.id not in ids
+    m.close()
+
+
+def test_end_session_flushes_the_buffer(mem: HybridMemory) -> None:
+    mem.add_turn("u", "s1", "user", "I moved to Lisbon last spring", timestamp=T0)
+    mem.add_turn("u", "s1", "assistant", "Lisbon is lovely in spring", timestamp=T0)
+    before = mem.store.count("u")
+    outcomes = mem.end_session("u", "s1")
+    assert mem.short_term("u", "s1") == []
+    assert mem.store.count("u") == before + sum(o.action == "added" for o in outcomes)
+    assert any("Lisbon" in h.content for h in mem.recall("where do I live", user_id="u", k=5))
+
+
+def test_build_context_skips_what_the_window_already_has(mem: HybridMemory) -> None:
+    mem.remember("u", "I am allergic to peanuts", importance=0.9, timestamp=T0)
+    mem.add_turn("u", "s2", "user", "I am allergic to peanuts", timestamp=T0)
+    ctx = mem.build_context("peanuts in the sauce?", user_id="u", session_id="s2", now=T0)
+    assert "allergic to peanuts" not in ctx.text
+    fresh = mem.build_context("peanuts in the sauce?", user_id="u", session_id="other", now=T0)
+    assert "allergic to peanuts" in fresh.text and not fresh.skipped
+
+
+def test_recall_touches_memories(mem: HybridMemory) -> None:
+    mem.remember("u", "favourite colour is teal")
+    mem.recall("colour", user_id="u")
+    mem.recall("colour", user_id="u")
+    assert mem.list_memories("u")[0].access_count == 2
+
+
+def test_filters_and_archived(mem: HybridMemory) -> None:
+    mem.remember("u", "book flight to Oslo", category="project", tags=("travel",), timestamp=T0)
+    mem.remember("u", "likes window seats on flights", category="preference", timestamp=T0 + timedelta(days=2))
+    only_pref = mem.recall("flight", user_id="u", filter=MemoryFilter(categories=("preference",)))
+    assert [h.record.category for h in only_pref] == ["preference"]
+    since = mem.recall("flight", user_id="u", filter=MemoryFilter(since=T0 + timedelta(days=1)))
+    assert [h.content for h in since] == ["likes window seats on flights"]
+    tagged = mem.recall("flight", user_id="u", filter=MemoryFilter(tags=("travel",)))
+    assert [h.content for h in tagged] == ["book flight to Oslo"]
+
+
+def test_forget_and_forget_user(mem: HybridMemory) -> None:
+    a = mem.remember("u", "one thing").record
+    mem.remember("u", "another thing")
+    mem.remember("v", "one thing")
+    assert a is not None
+    assert mem.forget(a.id, user_id="v") is False  # ids are scoped by user
+    assert mem.forget(a.id, user_id="u") is True
+    with pytest.raises(NotFoundError):
+        mem.get(a.id, user_id="u")
+    assert mem.forget_user("u") == 1
+    assert mem.store.count("u") == 0 and mem.store.count("v") == 1
+
+
+def test_embedder_of_another_dimension_is_refused() -> None:
+    store = LocalStore(":memory:")
+    HybridMemory(store=store, embedder=HashingEmbedder(dim=64)).remember("u", "hello there")
+    with pytest.raises(EmbeddingDimensionError, match="64") as info:
+        HybridMemory(store=store, embedder=HashingEmbedder(dim=32))
+    assert "32" in str(info.value) and "reembed" in str(info.value)
+
+
+def test_closed_memory_refuses_work() -> None:
+    with HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder()) as m:
+        m.remember("u", "x y z")
+    with pytest.raises(StoreUnavailableError):
+        m.recall("x", user_id="u")
+
+
+async def test_async_twins() -> None:
+    async with HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0) as m:
+        await m.aremember("u", "async memories work too", importance=0.7)
+        await m.aadd_turn("u", "s", "user", "Remember: meeting at 10am Tuesday")
+        hits = await m.arecall("memories async", user_id="u", k=2)
+        assert hits[0].content == "async memories work too"
+        ctx = await m.abuild_context("when is the meeting", user_id="u", now=T0)
+        assert "meeting at 10am" in ctx.text
+        assert await m.aforget_user("u") == 2
+
+
+def test_store_vectors_are_unit_norm(mem: HybridMemory) -> None:
+    r = mem.remember("u", "unit norm check").record
+    assert r is not None
+    v = mem.store.get_vectors("u", [r.id])[r.id]
+    assert abs(float(np.linalg.norm(v)) - 1.0) < 1e-5
