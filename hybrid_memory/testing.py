@@ -1,7 +1,7 @@
 """Test and example helpers that are real, small and fast.
 
 :class:`HashingEmbedder` is a deterministic feature-hashing embedder over the analyzer's tokens
-(signed hashing trick). It is lexical, not semantic, but it is a genuine embedding: texts that
+(signed hashing trick, two buckets per token). It is lexical, not semantic, but it is a genuine embedding: texts that
 share words (or Chinese characters) get high cosine similarity. It needs no model, so docs and
 unit tests can run in milliseconds.
 
@@ -46,8 +46,10 @@ class HashingEmbedder(_BaseEmbedder):
         v = np.zeros(self._dim or 1, dtype=np.float32)
         toks = self._analyzer.query_tokens(text) or self._analyzer.index_tokens(text) or [text]
         for tok in toks:
-            h = int.from_bytes(hashlib.blake2b(tok.encode("utf-8"), digest_size=8).digest(), "little")
-            v[h % len(v)] += 1.0 if (h >> 63) & 1 else -1.0
+            digest = hashlib.blake2b(tok.encode("utf-8"), digest_size=16).digest()
+            for half in (digest[:8], digest[8:]):  # two buckets per token: collisions need both
+                h = int.from_bytes(half, "little")
+                v[h % len(v)] += 1.0 if (h >> 63) & 1 else -1.0
         if not np.any(v):
             v[0] = 1.0
         return v
