@@ -112,6 +112,10 @@ _INTL = re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}\d(?!\d)")
 _NANP = re.compile(r"(?<!\d)(?:\(\d{3}\)[ ]?|\d{3}[ .-])\d{3}[ .-]\d{4}(?!\d)")
 
 
+# Every supported kind contains a digit or an "@": a cheap guard before the full passes.
+_MAYBE_PII = re.compile(r"[\d@]")
+
+
 @dataclass(frozen=True)
 class Redaction:
     """The redacted text and how many items of each type were replaced."""
@@ -147,6 +151,8 @@ class PiiRedactor:
 
     def redact(self, text: str) -> Redaction:
         """Return ``text`` with PII replaced by typed placeholders, and the counts per type."""
+        if not _MAYBE_PII.search(text):
+            return Redaction(text, {})
         counts: Counter[str] = Counter()
 
         def sub(pattern: re.Pattern[str], kind: str, check: object, s: str) -> str:

@@ -452,7 +452,9 @@ class _UserIndex:
     def sims(self, vectors: Vector) -> Vector:
         """Cosines ``(len(vectors), n)``; dead rows are -inf."""
         s: Vector = vectors @ self.m[: self.n].T
-        s[:, ~self.alive[: self.n]] = -np.inf
+        dead = ~self.alive[: self.n]
+        if dead.any():
+            s[:, dead] = -np.inf
         return s
 
 
@@ -751,32 +753,43 @@ class MemoryWriter:
         sim_ex = index.sims(mat) if index.n else np.zeros((len(rest), 0), dtype=np.float32)
         sim_in = mat @ mat.T
         dup_t, rel_t = self.dedup_threshold, self.conflict_threshold
-        accepted: list[tuple[int, _Pending]] = []  # (row in rest, pending)
+        # Existing memories worth a look: duplicates always, related ones only for conflict checks.
+        look_t = rel_t if self.config.detect_conflicts else dup_t
+        top = max(8, self.config.max_conflict_candidates * 2)
+        near: list[list[int]] = [[] for _ in rest]
+        if sim_ex.shape[1]:
+            for a in np.flatnonzero((sim_ex >= look_t).any(axis=1)).tolist():
+                row = sim_ex[a]
+                js = np.flatnonzero(row >= look_t)
+                if js.size > top:
+                    js = js[np.argpartition(-row[js], top - 1)[:top]]
+                near[a] = js[np.argsort(-row[js], kind="stable")].tolist()
         fetched: dict[str, MemoryRecord] = {}
-
-        def existing(ids: list[str]) -> list[MemoryRecord]:
-            missing = [x for x in ids if x not in fetched and (user, x) not in to_update]
-            if missing:
-                for got in self.store.get(user, missing):
-                    fetched[got.id] = got
-            out = []
-            for x in ids:
-                rec = to_update.get((user, x)) or fetched.get(x)
-                if rec is not None and rec.status == "active":
-                    out.append(rec)
-            return out
+        wanted = sorted({index.ids[j] for js in near for j in js})
+        for k in range(0, len(wanted), 500):
+            for got in self.store.get(user, wanted[k : k + 500]):
+                fetched[got.id] = got
+        accepted: dict[int, _Pending] = {}  # row in rest -> pending
+        in_batch = sim_in >= look_t
 
         for a, i in enumerate(rest):
             d = drafts[i]
-            row = sim_ex[a] if sim_ex.shape[1] else np.zeros(0, dtype=np.float32)
-            top = max(8, self.config.max_conflict_candidates * 2)
-            order = [int(j) for j in np.argsort(-row)[:top]] if row.size else []
             cands: list[tuple[float, MemoryRecord, _Pending | None]] = []
-            for r in existing([index.ids[j] for j in order if row[j] >= rel_t]):
-                cands.append((float(row[index.pos[r.id]]), r, None))
-            for b, p in accepted:
-                if p.record.status == "active" and sim_in[a, b] >= rel_t:
+            for j in near[a]:
+                mid = index.ids[j]
+                r = to_update.get((user, mid)) or fetched.get(mid)
+                if r is not None and r.status == "active":
+                    cands.append((float(sim_ex[a, j]), r, None))
+            for b in np.flatnonzero(in_batch[a, :a]).tolist():
+                p = accepted.get(b)
+                if p is not None and p.record.status == "active":
                     cands.append((float(sim_in[a, b]), p.record, p))
+            if not cands:
+                pending = _Pending(i, d, vec[i])
+                to_upsert.append(pending)
+                accepted[a] = pending
+                outcomes[i] = WriteOutcome(action="added", record=d, reason=notes[i])
+                continue
             cands.sort(key=lambda c: -c[0])
 
             # 1. duplicate (unless the numbers or the negation differ)
@@ -802,14 +815,16 @@ class MemoryWriter:
 
             # 2. conflicts with related memories
             pending = _Pending(i, d, vec[i])
-            checkable = [
-                c for c in cands if c[1].category in _CONFLICT_CATEGORIES and d.category in _CONFLICT_CATEGORIES
-            ][: self.config.max_conflict_candidates]
-            verdicts = (
-                self.judge.judge(d.content, [c[1].content for c in checkable])
-                if self.config.detect_conflicts and checkable
+            checkable = (
+                [c for c in cands if c[1].category in _CONFLICT_CATEGORIES and d.category in _CONFLICT_CATEGORIES][
+                    : self.config.max_conflict_candidates
+                ]
+                if self.config.detect_conflicts
                 else []
             )
+            verdicts = self.judge.judge(d.content, [c[1].content for c in checkable]) if checkable else []
+            if len(verdicts) != len(checkable):
+                raise ScoringError(f"judge {self.judge.name!r} returned {len(verdicts)} verdicts for {len(checkable)}")
             conflict = next(
                 ((c, v) for c, v in zip(checkable, verdicts, strict=True) if v.relation == "contradicts"), None
             )
@@ -822,7 +837,7 @@ class MemoryWriter:
                     )
             if conflict is None:
                 to_upsert.append(pending)
-                accepted.append((a, pending))
+                accepted[a] = pending
                 outcomes[i] = WriteOutcome(action="added", record=d, reason=notes[i])
                 continue
             (sim, old, pend), verdict = conflict
@@ -837,7 +852,7 @@ class MemoryWriter:
                     to_update[(user, old.id)] = gone
                     removed.setdefault(user, []).append(old.id)
                 to_upsert.append(pending)
-                accepted.append((a, pending))
+                accepted[a] = pending
                 reason = f"supersedes {old.id} ({verdict.reason}; judge: {verdict.judge})"
                 outcomes[i] = WriteOutcome(
                     action="superseded", record=pending.record, reason=_join(reason, notes[i]), related_id=old.id
@@ -851,7 +866,7 @@ class MemoryWriter:
                 why = "older than" if not newer else "less important than"
                 pending.record = d.evolve(category="temporary")
                 to_upsert.append(pending)
-                accepted.append((a, pending))
+                accepted[a] = pending
                 reason = f"conflicts with {old.id} ({verdict.reason}) but is {why} it; kept as temporary"
                 outcomes[i] = WriteOutcome(
                     action="demoted", record=pending.record, reason=_join(reason, notes[i]), related_id=old.id
