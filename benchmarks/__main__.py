@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("memorybank", "locomo", "longmemeval"):
             t = time.perf_counter()
             studies.log(f"== bench {name}")
-            result = run_benchmark(data[name], embedder=emb, options=BenchOptions(progress=True))
+            result = run_benchmark(
+                data[name], embedder=emb, options=BenchOptions(progress=True, api_alphas=(0.0, 0.25, 0.5, 0.75, 1.0))
+            )
             result["data"] = os.path.relpath(result["data"], ROOT)
             result["timing"]["wall_s"] = round(time.perf_counter() - t, 1)
             studies.dump(result, out / f"{name}.json")

@@ -7,9 +7,9 @@ For every group (a LoCoMo conversation, a LongMemEval haystack, a MemoryBank use
    ``provenance=(<dataset id>,)`` (the embedding of each text is computed once and cached on
    disk, see :mod:`hybrid_memory.bench.cache`);
 2. runs the comparison methods on the same store with store-level hybrid search
-   (``alpha`` 1.0 = pure vector, 0.0 = pure keyword/BM25): BM25 only, vector only and hybrid
-   at the other alphas, plus the API with a relevance-only profile and the default profile
-   without access bumps;
+   (``alpha`` 1.0 = pure vector, 0.0 = pure keyword/BM25) over every stored turn, superseded
+   ones included: BM25 only, vector only and hybrid at the other alphas; plus the API with a
+   relevance-only profile and the default profile without access bumps;
 3. runs the **default configuration** last: ``HybridMemory.recall(question, user_id=..., k=K,
    now=<time of the question>)`` with default settings, question after question, so access
    bumps of earlier recalls count as they would for a real user.
@@ -73,6 +73,7 @@ class BenchOptions:
             vector, 0.0 = pure keyword/BM25).
         alphas: Store-level alphas to compare (0 is reported as ``bm25``, 1 as ``vector``).
         baselines: Run the comparison methods.
+        api_alphas: Also run the default profile without access bumps at these alphas.
         k: Hits requested from ``recall`` (default: 50 for LongMemEval, 10 otherwise).
         depth: Hits requested from store-level searches (default: the whole corpus for
             LongMemEval, 50 otherwise).
@@ -82,6 +83,7 @@ class BenchOptions:
     alpha: float | None = None
     alphas: tuple[float, ...] = DEFAULT_ALPHAS
     baselines: bool = True
+    api_alphas: tuple[float, ...] = ()
     k: int | None = None
     depth: int | None = None
     progress: bool = False
@@ -94,6 +96,7 @@ class _Method:
     rankings: dict[str, Ranking] = field(default_factory=dict)
     alpha: float | None = None
     latencies: list[float] = field(default_factory=list)
+    profile: str | None = None  # None = store-level search; else "relevance_only" / "no_touch"
 
 
 def _method_key(alpha: float) -> str:
@@ -227,7 +230,7 @@ def run_benchmark(
     from hybrid_memory.config import HybridMemoryConfig
     from hybrid_memory.embeddings import default_embedder
     from hybrid_memory.memory import HybridMemory
-    from hybrid_memory.stores.base import SearchRequest
+    from hybrid_memory.stores.base import MemoryFilter, SearchRequest
 
     opts = options if options is not None else BenchOptions()
     emb: Embedder = embedder if embedder is not None else CachedEmbedder(default_embedder())
@@ -237,6 +240,9 @@ def run_benchmark(
         def store_factory() -> Any:
             return LocalStore(":memory:")
 
+    # Store-level baselines search every stored turn, whatever the write path decided about it
+    # (superseded or archived memories included), like a plain one-document-per-turn index.
+    every_turn = MemoryFilter(statuses=("active", "superseded", "archived"))
     lme = dataset.name == "longmemeval"
     k = opts.k if opts.k is not None else (50 if lme else 10)
     base_cfg = HybridMemoryConfig()
@@ -261,8 +267,10 @@ def run_benchmark(
     if opts.baselines:
         for a in opts.alphas:
             methods.append(_Method(_method_key(a), depth=0, alpha=a))
-        methods.append(_Method("relevance_only", depth=k, alpha=opts.alpha))
-        methods.append(_Method("default_no_touch", depth=k, alpha=opts.alpha))
+        methods.append(_Method("relevance_only", depth=k, alpha=opts.alpha, profile="relevance_only"))
+        methods.append(_Method("default_no_touch", depth=k, alpha=opts.alpha, profile="no_touch"))
+        for a in opts.api_alphas:
+            methods.append(_Method(f"default_no_touch_alpha_{a:g}", depth=k, alpha=a, profile="no_touch"))
 
     # Warm the embedding cache in a few big batches (one pass over the corpus).
     t0 = time.perf_counter()
@@ -310,12 +318,12 @@ def run_benchmark(
             depth = opts.depth if opts.depth is not None else (max(len(group.docs), 1) if lme else 50)
             depth = min(depth, 10_000)
             for m in methods:
-                if m.name in ("relevance_only", "default_no_touch"):
-                    cfg = relevance_cfg if m.name == "relevance_only" else no_touch_cfg
+                if m.profile is not None:
+                    cfg = relevance_cfg if m.profile == "relevance_only" else no_touch_cfg
                     side = HybridMemory(store=store, embedder=emb, config=cfg, clock=clock)
                     for q in questions:
                         t2 = time.perf_counter()
-                        hits = side.recall(q.text, user_id=group.id, k=k, alpha=opts.alpha, now=q.date or now)
+                        hits = side.recall(q.text, user_id=group.id, k=k, alpha=m.alpha, now=q.date or now)
                         m.latencies.append(time.perf_counter() - t2)
                         m.rankings[q.id] = [_ids_of(h.record, alias) for h in hits]
                     continue
@@ -325,7 +333,14 @@ def run_benchmark(
                     vec = qvecs[qi] if qvecs is not None else emb.embed_query(q.text)
                     t2 = time.perf_counter()
                     shits = store.search(
-                        SearchRequest(user_id=group.id, query=q.text, vector=vec, alpha=m.alpha, limit=depth)
+                        SearchRequest(
+                            user_id=group.id,
+                            query=q.text,
+                            vector=vec,
+                            alpha=m.alpha,
+                            limit=depth,
+                            filter=every_turn,
+                        )
                     )
                     m.latencies.append(time.perf_counter() - t2)
                     m.rankings[q.id] = [_ids_of(h.record, alias) for h in shits]
@@ -371,7 +386,7 @@ def run_benchmark(
         for m in methods:
             entry = aggregate(rows[m.name], dataset=dataset.name)
             entry["alpha"] = default_alpha if m.alpha is None else m.alpha
-            entry["level"] = "api" if m.name in ("relevance_only", "default_no_touch") else "store"
+            entry["level"] = "store" if m.profile is None else "api"
             entry["depth"] = m.depth
             entry["search_ms_p50"] = _percentile(m.latencies, 50)
             baselines[m.name] = entry
