@@ -144,6 +144,6 @@ def test_in_an_lcel_pipeline(mem: HybridMemory) -> None:
         "facts": retriever | RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs)),
         "question": RunnableLambda(lambda q: q),
     } | prompt
-    value = chain.invoke("Where does Alice work?")
+    value = chain.invoke("Which hospital does Alice work at?")
     system = value.to_messages()[0].content
     assert "nurse" in system
