@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         register(sub)
+    from hybrid_memory.cli.ops import register as register_ops
+
+    register_ops(sub)
     return parser
 
 

