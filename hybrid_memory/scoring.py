@@ -172,9 +172,9 @@ _DATE = _rx(
 )
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
 _PLEASANTRY = _rx(
-    r"^\W*((好的|嗯+|哈+|谢谢|多谢|不客气|你好|您好|早上好|晚安|拜拜|再见|没问题|辛苦了|在吗|收到|明白了?|知道了|太棒了|"
+    r"^\W*((好的|嗯+|哈+|谢谢|多谢|不客气|你好|您好|早上好|早安|中午好|下午好|晚上好|晚安|拜拜|再见|没问题|辛苦了|在吗|收到|明白了?|知道了|太棒了|"
     r"不用了|好呀|好啊|啦|呀|你|的|帮助|，|,|\s)+|"
-    r"(ok(ay)?|thanks?|thank you|thx|hi|hello|hey|bye|good (morning|night)|lol|haha+|cool|great|sure|yes|no|yeah|nice|"
+    r"(ok(ay)?|thanks?|thank you|thx|hi|hello|hey|bye|good (morning|afternoon|evening|night)|lol|haha+|cool|great|sure|yes|no|yeah|nice|"
     r"awesome|got it|sounds good|so much|a lot|for now|to me|that'?s (all|funny)|brb|\s|,|!|\.)+)\W*$"
 )
 
@@ -298,6 +298,7 @@ class HeuristicImportanceScorer:
                 ("constraint", "constraint"),
                 ("preference", "preference"),
                 ("goal", "goal"),
+                ("change", "change"),
             ):
                 if f[k]:
                     return reason

@@ -75,8 +75,10 @@ __all__ = [
 ]
 
 Relation = Literal["contradicts", "suspected", "compatible", "unrelated"]
-#: Categories that take part in conflict detection (raw turns and summaries do not).
+#: Categories of new memories that are checked for conflicts (raw turns and summaries are not).
 _CONFLICT_CATEGORIES = frozenset({"fact", "preference", "project", "temporary"})
+#: Categories of stored memories a new memory can supersede (stale raw turns too).
+_CONFLICT_OLD_CATEGORIES = _CONFLICT_CATEGORIES | {"turn"}
 _VERSION_NAMESPACE = uuid.UUID("3b0f6c52-8d7e-5a41-9c2b-6e1d4f7a8b35")
 
 
@@ -816,18 +818,16 @@ class MemoryWriter:
             # 2. conflicts with related memories
             pending = _Pending(i, d, vec[i])
             checkable = (
-                [c for c in cands if c[1].category in _CONFLICT_CATEGORIES and d.category in _CONFLICT_CATEGORIES][
-                    : self.config.max_conflict_candidates
-                ]
-                if self.config.detect_conflicts
+                [c for c in cands if c[1].category in _CONFLICT_OLD_CATEGORIES][: self.config.max_conflict_candidates]
+                if self.config.detect_conflicts and d.category in _CONFLICT_CATEGORIES
                 else []
             )
             verdicts = self.judge.judge(d.content, [c[1].content for c in checkable]) if checkable else []
             if len(verdicts) != len(checkable):
                 raise ScoringError(f"judge {self.judge.name!r} returned {len(verdicts)} verdicts for {len(checkable)}")
-            conflict = next(
-                ((c, v) for c, v in zip(checkable, verdicts, strict=True) if v.relation == "contradicts"), None
-            )
+            contra = [(c, v) for c, v in zip(checkable, verdicts, strict=True) if v.relation == "contradicts"]
+            # The main conflict is with a memory proper; raw turns that say the same old thing follow it.
+            conflict = next((cv for cv in contra if cv[0][1].category != "turn"), contra[0] if contra else None)
             for c, v in zip(checkable, verdicts, strict=True):
                 if v.relation == "suspected":
                     self._queue(
@@ -845,22 +845,26 @@ class MemoryWriter:
             not_less = d.importance >= old.importance - self.config.supersede_tolerance
             if newer and not_less:
                 pending.record = d.evolve(supersedes=old.id, version=old.version + 1)
-                gone = old.evolve(status="superseded", superseded_by=d.id, updated_at=max(now, old.updated_at))
-                if pend is not None:
-                    pend.record = gone
-                else:
-                    to_update[(user, old.id)] = gone
-                    removed.setdefault(user, []).append(old.id)
+                also = [(c, v) for c, v in contra if c[1].id != old.id and c[1].created_at <= d.created_at]
+                for (_, prev, prev_pend), v in [((sim, old, pend), verdict), *also]:
+                    gone = prev.evolve(status="superseded", superseded_by=d.id, updated_at=max(now, prev.updated_at))
+                    if prev_pend is not None:
+                        prev_pend.record = gone
+                    else:
+                        to_update[(user, prev.id)] = gone
+                        removed.setdefault(user, []).append(prev.id)
+                    self._queue(
+                        ConflictReview(
+                            user, d.id, prev.id, d.content, prev.content, "superseded", v.reason, v.judge, now
+                        )
+                    )
                 to_upsert.append(pending)
                 accepted[a] = pending
                 reason = f"supersedes {old.id} ({verdict.reason}; judge: {verdict.judge})"
+                if also:
+                    reason += f" and {len(also)} older related memory/turn(s)"
                 outcomes[i] = WriteOutcome(
                     action="superseded", record=pending.record, reason=_join(reason, notes[i]), related_id=old.id
-                )
-                self._queue(
-                    ConflictReview(
-                        user, d.id, old.id, d.content, old.content, "superseded", verdict.reason, verdict.judge, now
-                    )
                 )
             else:
                 why = "older than" if not newer else "less important than"
