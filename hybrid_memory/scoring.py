@@ -118,6 +118,12 @@ _CONSTRAINT = _rx(
     r"\bnever\b|\balways\b|\bmust\b|can'?t|cannot|\bdon'?t\b|\bdo not\b|\bunless\b|\bexcept\b|\bavoid\b|"
     r"\bno more than\b|\bat most\b|\bmax\b|\bno longer\b|\bonly\b|\bplease don'?t\b|\bnot allowed\b)"
 )
+# Standing instructions to the assistant about how to answer (language, length, format, tone).
+_STYLE = _rx(
+    r"((回答|回复|答复|说话|解释).{0,12}(用|请|要|别|不要|简短|详细|中文|英文)|(用|请用).{0,6}(中文|英文|简体|繁体)(回答|回复)|"
+    r"(keep|make) (your )?(answers?|replies|responses) |\b(answer|reply|respond|write) (me )?(in|with|using)\b|"
+    r"bullet points|\bno emojis?\b|(short|brief|concise|detailed) (answers|replies|responses))"
+)
 _GOAL = _rx(
     r"(目标|计划|打算|准备|想要|想在|要去|要在|截止|deadline|面试|考研|考试|结婚|出差|预约|"
     r"\bgoal\b|\bplan\b|\bplans\b|planning|going to|want to|need to|intend|aim to|\bdue\b|appointment|"
@@ -188,7 +194,7 @@ def infer_category(text: str) -> str:
         >>> infer_category("I prefer tea"), infer_category("计划下个月去东京"), infer_category("我住在上海")
         ('preference', 'project', 'fact')
     """
-    if _PREFERENCE.search(text):
+    if _PREFERENCE.search(text) or _STYLE.search(text):
         return "preference"
     if _GOAL.search(text):
         return "project"
@@ -215,6 +221,7 @@ class HeuristicImportanceScorer:
         "health": 8.0,
         "constraint": 3.5,
         "preference": 3.5,
+        "style": 3.0,
         "goal": 3.0,
         "change": 2.0,
         "identity": 3.0,
@@ -242,6 +249,7 @@ class HeuristicImportanceScorer:
             "health": bool(_HEALTH.search(t)),
             "constraint": bool(_CONSTRAINT.search(t)),
             "preference": bool(_PREFERENCE.search(t)),
+            "style": bool(_STYLE.search(t)),
             "goal": bool(_GOAL.search(t)),
             "change": bool(_CHANGE.search(t)),
             "identity": bool(_IDENTITY.search(t)),
@@ -297,6 +305,7 @@ class HeuristicImportanceScorer:
                 ("health", "constraint"),
                 ("constraint", "constraint"),
                 ("preference", "preference"),
+                ("style", "preference"),
                 ("goal", "goal"),
                 ("change", "change"),
             ):
