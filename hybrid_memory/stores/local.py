@@ -991,8 +991,9 @@ class LocalStore(AsyncFromSyncStore):
                 return []
             mask = part.mask(request.filter)
             k = candidate_limit(request.limit)
-            sims = None if unit_q is None else part.similarities(unit_q)
-            vector_leg = part.vector_leg(sims, mask, k) if (w_vec is not None and sims is not None) else None
+            # The full product only when the vector leg runs; otherwise only the hits' rows.
+            sims = part.similarities(unit_q) if (w_vec is not None and unit_q is not None) else None
+            vector_leg = part.vector_leg(sims, mask, k) if sims is not None else None
             keyword_leg = part.keyword_leg(counts, mask, k) if w_kw is not None else None
             fused = hybrid_fuse(
                 alpha=alpha,
@@ -1012,9 +1013,10 @@ class LocalStore(AsyncFromSyncStore):
                 similarity: float | None = None
                 if h.vector_distance is not None:
                     similarity = float(np.float32(1) - np.float32(h.vector_distance))
-                elif sims is not None:
-                    dist = cosine_distance(float(sims[part.row_of[h.id]]))
-                    similarity = float(np.float32(1) - np.float32(dist))
+                elif unit_q is not None:
+                    row = part.row_of[h.id]
+                    dot = float(sims[row]) if sims is not None else float(np.dot(part.matrix[row], unit_q))
+                    similarity = float(np.float32(1) - np.float32(cosine_distance(dot)))
                 hits.append(
                     StoreHit(
                         record=records[h.id], score=h.score, keyword_score=h.keyword_score, vector_similarity=similarity

@@ -339,6 +339,10 @@ def test_hybrid_relative_scores(store: MemoryStore) -> None:
     assert by_id[c.id].score == 0.0
     assert by_id[b.id].vector_similarity == pytest.approx(cos_b, abs=1e-6)
     assert by_id[c.id].keyword_score is None
+    # Pure BM25 still reports the cosine similarity of each hit when a query vector is given.
+    bm25 = search(store, "alice", "zebra", vec(1), 0.0)
+    assert ids(bm25) == [b.id, a.id]
+    assert [h.vector_similarity for h in bm25] == pytest.approx([cos_b, 1.0], abs=1e-6)
 
 
 def test_ranked_fusion(store: MemoryStore) -> None:
