@@ -1,7 +1,7 @@
 """One real ChatOpenAI conversation through HybridMemoryMiddleware, replayed from a vcrpy cassette.
 
-The cassette was recorded once against a real OpenAI-compatible server (a local llama.cpp
-server), with::
+The cassette was recorded once against a real OpenAI-compatible server: llama-cpp-python's
+server running SmolLM2-135M-Instruct (Q4_1 GGUF, alias ``smollm2``) on 127.0.0.1, with::
 
     LLM_BASE_URL=http://127.0.0.1:PORT/v1 LLM_MODEL=<served model> \\
         python -m pytest tests/adapters/langchain/test_langchain_openai_vcr.py --record-mode=once
