@@ -849,7 +849,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     if args.serve:
         from hybrid_memory.inspector import serve
 
-        mem = open_memory(args, read_only=not args.allow_edit)
+        mem = open_memory(args, read_only=True)  # searching in the inspector never bumps access counts
         try:
             serve(mem, host=args.host, port=args.port, allow_edit=args.allow_edit)
         finally:

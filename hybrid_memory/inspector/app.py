@@ -62,6 +62,11 @@ def _q(**params: object) -> str:
     return urlencode({k: v for k, v in params.items() if v is not None and v != ""})
 
 
+def _hq(**params: object) -> str:
+    """A query string escaped for an HTML attribute."""
+    return _e(_q(**params))
+
+
 def _f(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
@@ -88,7 +93,7 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, num: Iterab
 
 def _mem_link(user: str, memory_id: str, text: str | None = None) -> str:
     label = text if text is not None else _e(memory_id[:8])
-    return f'<a href="/memory?{_q(u=user, id=memory_id)}">{label}</a>'
+    return f'<a href="/memory?{_hq(u=user, id=memory_id)}">{label}</a>'
 
 
 class _PageError(Exception):
@@ -156,7 +161,7 @@ class InspectorApp:
             for s, n in counts.items():
                 totals[s] += n
             rows.append(
-                [f'<a href="/user?{_q(u=u)}">{_e(u)}</a>']
+                [f'<a href="/user?{_hq(u=u)}">{_e(u)}</a>']
                 + [str(counts[s]) for s in _ALL]
                 + [str(sum(counts.values())), str(sessions.get(u, 0))]
             )
@@ -193,7 +198,7 @@ class InspectorApp:
         recs = store.list(user, filter=MemoryFilter(statuses=statuses), limit=_MAX_LIST)
         counts = {s: store.count(user, filter=MemoryFilter(statuses=(s,))) for s in _ALL}
         tabs = " · ".join(
-            (f"<b>{_e(s)}</b>" if s == status else f'<a href="/user?{_q(u=user, status=s)}">{_e(s)}</a>')
+            (f"<b>{_e(s)}</b>" if s == status else f'<a href="/user?{_hq(u=user, status=s)}">{_e(s)}</a>')
             + (f" ({counts[s]})" if s in counts else "")
             for s in (*_ALL, "all")
         )
@@ -278,7 +283,7 @@ class InspectorApp:
             return '<h2>Traced sessions</h2><p class="muted">tracing is off (HybridMemory(..., trace=True))</p>'
         rows = [
             [
-                f'<a href="/replay?{_q(u=user, s=s["session_id"] if s["session_id"] is not None else "-")}">'
+                f'<a href="/replay?{_hq(u=user, s=s["session_id"] if s["session_id"] is not None else "-")}">'
                 f"{_e(s['session_id'] if s['session_id'] is not None else '(no session)')}</a>",
                 str(s["steps"]),
                 _e(str(s["first_at"])[:16].replace("T", " ")),
@@ -322,7 +327,7 @@ class InspectorApp:
             num=range(0, 8),
             cls="results",
         )
-        title = f'<h1>Search <a href="/user?{_q(u=user)}">{_e(user)}</a>: “{_e(query)}”</h1>'
+        title = f'<h1>Search <a href="/user?{_hq(u=user)}">{_e(user)}</a>: “{_e(query)}”</h1>'
         return self._layout(f"Search {query}", title + self._search_form(user, q) + formula + table)
 
     def _recall(self, q: dict[str, str]) -> list[RecallHit]:
@@ -345,7 +350,7 @@ class InspectorApp:
         r = found[0]
         fields = [
             ("id", _e(r.id)),
-            ("user", f'<a href="/user?{_q(u=user)}">{_e(user)}</a>'),
+            ("user", f'<a href="/user?{_hq(u=user)}">{_e(user)}</a>'),
             ("status", _status(r.status)),
             ("category", _e(r.category)),
             ("importance", f"{r.importance:.2f}"),
@@ -415,8 +420,8 @@ class InspectorApp:
     def page_replay(self, q: dict[str, str]) -> str:
         user, sid, steps = self._steps(q)
         title = f"Replay of session {sid if sid is not None else '(none)'}"
-        export = f'<a href="/api/replay?{_q(u=user, s=q["s"])}">JSON export</a>'
-        back = f' · <a href="/user?{_q(u=user)}">user {_e(user)}</a>' if user else ""
+        export = f'<a href="/api/replay?{_hq(u=user, s=q["s"])}">JSON export</a>'
+        back = f' · <a href="/user?{_hq(u=user)}">user {_e(user)}</a>' if user else ""
         parts = [f"<h1>{_e(title)}</h1><p>{len(steps)} steps · {export}{back}</p>"]
         for s in steps:
             parts.append(_render_step(s, functools.partial(_memory_url, s.user_id)))
@@ -739,7 +744,9 @@ class InspectorServer(ThreadingHTTPServer):
 
     def serve_in_thread(self) -> threading.Thread:
         """Serve from a daemon thread; stop with :meth:`shutdown`."""
-        t = threading.Thread(target=self.serve_forever, name="hybrid-memory-inspector", daemon=True)
+        t = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="hybrid-memory-inspector", daemon=True
+        )
         t.start()
         self._thread = t
         return t
