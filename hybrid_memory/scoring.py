@@ -425,6 +425,18 @@ def parse_json_object(text: str) -> Any:
     raise ValueError(f"no JSON object in the model's reply: {text[:120]!r}")
 
 
+def _coerce_scores(value: Any) -> Any:
+    """Accept the shapes small models produce: ``{"scores": [7, 3]}`` or ``[7, 3]`` (positional)."""
+    items = value.get("scores") if isinstance(value, dict) else value
+    if (
+        isinstance(items, list)
+        and items
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in items)
+    ):
+        return {"scores": [{"index": i, "score": round(x)} for i, x in enumerate(items)]}
+    return value
+
+
 def _supports_extra_body(model: Any) -> bool:
     fields = getattr(type(model), "model_fields", {})
     return "extra_body" in fields
@@ -445,6 +457,7 @@ class _LLMCaller:
         backoff: float,
         sleep: Callable[[float], None] | None,
         model_kwargs: Mapping[str, Any] | None,
+        coerce: Callable[[Any], Any] | None = None,
     ) -> None:
         if chat_model is None or not hasattr(chat_model, "invoke"):
             raise ConfigurationError("chat_model must be a LangChain chat model (with invoke/ainvoke)")
@@ -461,6 +474,7 @@ class _LLMCaller:
         self.backoff = backoff
         self._sleep = sleep if sleep is not None else time.sleep
         self._kwargs = dict(model_kwargs) if model_kwargs is not None else None
+        self._coerce = coerce
         self._runnable: Any = None
 
     def _call_kwargs(self) -> dict[str, Any]:
@@ -516,6 +530,8 @@ class _LLMCaller:
             raise
 
     def _validate(self, value: Any, finish: str | None) -> BaseModel:
+        if self._coerce is not None:
+            value = self._coerce(value)
         if isinstance(value, list):
             value = {next(iter(self.schema.model_fields)): value}
         try:
@@ -662,6 +678,7 @@ class LLMImportanceScorer:
             backoff=backoff,
             sleep=sleep,
             model_kwargs=model_kwargs,
+            coerce=_coerce_scores,
         )
         self.batch_size = batch_size
         self.cache_size = cache_size
