@@ -832,6 +832,7 @@ class HybridMemory:
         now: datetime | None = None,
         filter: MemoryFilter | None = None,
         fusion: str | None = None,
+        touch: bool | None = None,
     ) -> list[RecallHit]:
         """Recall the ``k`` best memories of ``user_id`` for ``query``.
 
@@ -848,6 +849,9 @@ class HybridMemory:
             now: Reference time for recency (aware; default now).
             filter: Category / tags / time range / session restrictions.
             fusion: ``"relative"`` (default) or ``"ranked"``.
+            touch: Count this recall as an access (``access_count += 1``); default from
+                ``config.rerank.touch_on_recall``. Pass ``False`` when the caller filters the hits
+                further and only wants to count what it really uses.
 
         Returns:
             Hits, best first, each with every score component.
@@ -866,7 +870,7 @@ class HybridMemory:
             filter=filter,
             fusion=fusion,
         )
-        if hits and self.config.rerank.touch_on_recall:
+        if hits and (self.config.rerank.touch_on_recall if touch is None else touch):
             self.store.touch(user_id, [h.id for h in hits], self._now(now))
         return hits
 
@@ -956,6 +960,58 @@ class HybridMemory:
         return np.stack([self._turn_vectors[t.id] for t in turns])
 
     # ------------------------------------------------------------------ management
+    def put(self, record: MemoryRecord) -> WriteOutcome:
+        """Store exactly ``record`` under its id, replacing any previous version.
+
+        This is the keyed write of key-value style stores (LangGraph's ``BaseStore.put``): PII is
+        still redacted (when enabled), but the importance gate, deduplication and conflict rules
+        of :meth:`remember` do not apply, so what the caller put is what a ``get`` returns.
+
+        Returns:
+            ``updated`` when a memory with this id existed, else ``added``.
+
+        Raises:
+            InvalidInputError: the record is invalid.
+        """
+        self._ensure_open()
+        if not isinstance(record, MemoryRecord):
+            raise InvalidInputError("record must be a MemoryRecord")
+        check_id(record.user_id)
+        check_text(record.content)
+        if self.config.writer.redact_pii:
+            red = self.writer.redactor.redact(record.content)
+            if red.changed:
+                record = record.evolve(content=red.text)
+        self._ensure_bound()
+        existed = bool(self.store.get(record.user_id, [record.id]))
+        self.store.upsert([record], self.embedder.embed_documents([record.content]))
+        self.writer.invalidate(record.user_id)
+        return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
+
+    async def aput(self, record: MemoryRecord) -> WriteOutcome:
+        """Async twin of :meth:`put`."""
+        return await asyncio.to_thread(self.put, record)
+
+    def touch(self, user_id: str, memory_ids: Sequence[str], *, now: datetime | None = None) -> None:
+        """Count a use of these memories (``access_count += 1``, ``last_accessed_at = now``).
+
+        Use it with ``recall(..., touch=False)`` when the caller filters hits and only some are used.
+        """
+        self._ensure_open()
+        check_id(user_id)
+        ids = [i for i in memory_ids if isinstance(i, str) and i]
+        if ids:
+            self.store.touch(user_id, ids, self._now(now))
+
+    def users(self) -> list[str]:
+        """Ids of the users that have long-term memories."""
+        self._ensure_open()
+        return self.store.users()
+
+    def now(self) -> datetime:
+        """The current time from this memory's clock (aware UTC)."""
+        return self._now()
+
     def get(self, memory_id: str, *, user_id: str) -> MemoryRecord:
         """One memory of ``user_id`` by id.
 

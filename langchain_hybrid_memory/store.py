@@ -76,7 +76,7 @@ from langgraph.store.base import (
 
 from hybrid_memory.errors import InvalidInputError, NotFoundError
 from hybrid_memory.memory import HybridMemory
-from hybrid_memory.records import Category, MemoryRecord, RecallHit, check_id, utcnow
+from hybrid_memory.records import Category, MemoryRecord, RecallHit, check_id
 from hybrid_memory.scoring import infer_category
 from hybrid_memory.stores.base import MemoryFilter
 
@@ -283,7 +283,7 @@ class HybridMemoryStore(BaseStore):
                 return None
             users = [user]
         else:
-            users = sorted(self.memory.store.users())
+            users = sorted(self.memory.users())
         category = prefix[len(t)] if len(prefix) > len(t) and prefix[len(t)] in _CATEGORIES else None
         return users, category
 
@@ -404,7 +404,7 @@ class HybridMemoryStore(BaseStore):
         imp = stored.get("importance")
         if isinstance(imp, bool) or not isinstance(imp, (int, float)) or not 0.0 <= float(imp) <= 1.0:
             imp = self.memory.scorer.score([content]).items[0].importance
-        now = utcnow()
+        now = self.memory.now()
         rid = existing.record.id if existing is not None else self._key_id(namespace, key)
         record = MemoryRecord.create(
             user_id=user,
@@ -417,10 +417,8 @@ class HybridMemoryStore(BaseStore):
             source="inferred",
             metadata={_META: {"namespace": list(namespace), "key": key, "value": stored, "indexed": indexed}},
         )
-        # An explicit keyed write: embed and upsert, replacing the item (see module docstring).
-        mem = self.memory
-        mem.store.bind_embedder(mem.embedder.name, mem.embedder.dimension)
-        mem.store.upsert([record], mem.embedder.embed_documents([content]))
+        # An explicit keyed write: replaces the item, PII redacted, no dedup/gate (module docstring).
+        self.memory.put(record)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
@@ -444,7 +442,10 @@ class HybridMemoryStore(BaseStore):
             for hit in self._recall(query, u, category, need, wanted):
                 ranked.append((hit[0], len(ranked), hit[1]))
         ranked.sort(key=lambda x: (-x[0], x[1]))
-        page: list[SearchItem] = [v.search_item(score) for score, _, v in ranked[op.offset : need]]
+        used = ranked[op.offset : need]
+        page: list[SearchItem] = [v.search_item(score) for score, _, v in used]
+        for u in users:  # only what is returned counts as an access (heat)
+            self.memory.touch(u, [v.record.id for _, _, v in used if v.record.user_id == u])
         if len(page) < op.limit:
             seen = {(v.namespace, v.key) for _, _, v in ranked}
             fill = [
@@ -460,7 +461,9 @@ class HybridMemoryStore(BaseStore):
         flt = MemoryFilter(categories=(category,)) if category is not None else None
         k = min(max(need, 1), _MAX_RECALL)
         while True:
-            hits: list[RecallHit] = self.memory.recall(query, user_id=user, k=k, alpha=self.alpha, filter=flt)
+            hits: list[RecallHit] = self.memory.recall(
+                query, user_id=user, k=k, alpha=self.alpha, filter=flt, touch=False
+            )
             out = [(h.score, v) for h in hits if (v := self._view(h.record)).indexed and wanted(v)]
             if len(out) >= need or len(hits) < k or k >= _MAX_RECALL:
                 return out
@@ -474,7 +477,7 @@ class HybridMemoryStore(BaseStore):
                 user = cond.path[self._user_pos]
                 users = [user] if self._valid_user(user) else []
         if users is None:
-            users = sorted(self.memory.store.users())
+            users = sorted(self.memory.users())
         namespaces = {v.namespace for u in users for v in self._views(u, None)}
         matched = [ns for ns in namespaces if all(_match_condition(c, ns) for c in conditions)]
         if op.max_depth is not None:

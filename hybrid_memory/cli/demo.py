@@ -97,7 +97,11 @@ def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
             print(f"   {user}: {mem.store.count(user)} memories")
 
         print("\n2. A new session, two days later: recall with every score component")
-        print("   final = 0.5·relevance + 0.2·importance + 0.2·recency + 0.1·heat  (alpha", mem.config.retrieval.alpha, ")")
+        print(
+            "   final = 0.5·relevance + 0.2·importance + 0.2·recency + 0.1·heat  (alpha",
+            mem.config.retrieval.alpha,
+            ")",
+        )
         for user, query, day in QUERIES:
             now = DAY0 + timedelta(days=day)
             print(f"\n  {user} asks: {query}")
@@ -129,6 +133,8 @@ def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
         print("\n5. Right to be forgotten: forget_user('li_lei')")
         n = mem.forget_user("li_lei")
         rest = mem.recall("花生", user_id="li_lei", k=5)
-        print(f"   deleted {n} memories; recall afterwards returns {len(rest)} hits; alice still has {mem.store.count('alice')}")
+        print(
+            f"   deleted {n} memories; recall afterwards returns {len(rest)} hits; alice still has {mem.store.count('alice')}"
+        )
     print(f"\ndone in {time.perf_counter() - started:.1f} s (offline, no API key, no server)")
     return 0

@@ -180,3 +180,24 @@ def test_store_vectors_are_unit_norm(mem: HybridMemory) -> None:
     assert r is not None
     v = mem.store.get_vectors("u", [r.id])[r.id]
     assert abs(float(np.linalg.norm(v)) - 1.0) < 1e-5
+
+
+def test_put_replaces_by_id_without_write_policy(mem: HybridMemory) -> None:
+    from hybrid_memory.records import MemoryRecord
+
+    r = MemoryRecord.create(user_id="u", content="call me on 13812345678", id="key-1", importance=0.0)
+    first = mem.put(r)
+    assert first.action == "added" and first.record is not None
+    assert "13812345678" not in first.record.content  # PII is still redacted
+    second = mem.put(r.evolve(content="the value changed"))
+    assert second.action == "updated"
+    assert mem.get("key-1", user_id="u").content == "the value changed"  # no dedup/gate/conflict
+    assert mem.store.count("u") == 1
+    assert mem.users() == ["u"]
+    assert mem.now() == T0
+
+
+def test_recall_touch_can_be_disabled(mem: HybridMemory) -> None:
+    mem.remember("u", "favourite colour is teal")
+    mem.recall("colour", user_id="u", touch=False)
+    assert mem.list_memories("u")[0].access_count == 0
