@@ -1,4 +1,4 @@
-"""The code in docs/langchain.md (the README's LangChain section) runs as written.
+"""The code in the README's LangChain section) runs as written.
 
 The snippets name the user's model ``llm`` / ``model``; the test supplies LangChain's fake
 models under those names and runs every ``python`` block in order, in a temporary directory
@@ -14,12 +14,15 @@ from typing import Any
 import pytest
 from langchain_core.language_models import FakeListLLM, GenericFakeChatModel
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "langchain.md"
+from tests.readme_sections import README, readme_section
+
+DOC = README
+SECTION = readme_section("LangChain and LangGraph")
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
 def test_every_integration_snippet_is_short() -> None:
-    blocks = BLOCK.findall(DOC.read_text(encoding="utf-8"))
+    blocks = BLOCK.findall(SECTION)
     assert len(blocks) == 5  # setup + chain, retriever, store, middleware
     for block in blocks[1:]:
         assert len([ln for ln in block.splitlines() if ln.strip()]) < 10
@@ -34,7 +37,7 @@ def test_docs_snippets_execute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         "model": GenericFakeChatModel(messages=iter(["Not if you stay vegetarian."])),
     }
     try:
-        for block in BLOCK.findall(DOC.read_text(encoding="utf-8")):
+        for block in BLOCK.findall(SECTION):
             exec(compile(block, str(DOC), "exec"), ns)
         assert "peanuts" in " ".join(d.page_content for d in ns["docs"])
         assert any("vegetarian" in i.value["content"] for i in ns["store"].search(("memories", "alice"), query="food"))

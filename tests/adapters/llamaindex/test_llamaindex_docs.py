@@ -1,4 +1,4 @@
-"""The code in docs/llamaindex.md (the README's LlamaIndex section) runs as written.
+"""The code in the README's LlamaIndex section) runs as written.
 
 The snippets name the user's model ``llm``; the test supplies LlamaIndex's mock function-calling
 LLM (which records the prompt it was sent) and runs every ``python`` block in order, with top-level
@@ -19,7 +19,10 @@ import pytest
 from llama_index.core.llms import MessageRole
 from llama_index.core.llms.mock import MockFunctionCallingLLMWithChatMemoryOfLastCall
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "llamaindex.md"
+from tests.readme_sections import README, readme_section
+
+DOC = README
+SECTION = readme_section("LlamaIndex")
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 # FunctionAgent's workflow machinery runs inspect.getmembers over the pydantic agent, reading
@@ -31,15 +34,15 @@ pytestmark = [
 
 
 def test_every_integration_snippet_is_short() -> None:
-    blocks = BLOCK.findall(DOC.read_text(encoding="utf-8"))
+    blocks = BLOCK.findall(SECTION)
     assert len(blocks) == 4  # setup + agent memory, memory block, retriever
     for block in blocks[1:]:
         assert len([ln for ln in block.splitlines() if ln.strip()]) < 10
 
 
 def test_links_point_to_existing_files() -> None:
-    root = DOC.parents[1]
-    for target in re.findall(r"\]\(([^)#]+)\)", DOC.read_text(encoding="utf-8")):
+    root = DOC.parent
+    for target in re.findall(r"\]\(([^)#]+)\)", SECTION):
         assert (root / target).exists(), target
 
 
@@ -50,7 +53,7 @@ async def test_docs_snippets_execute(tmp_path: Path, monkeypatch: pytest.MonkeyP
     llm = MockFunctionCallingLLMWithChatMemoryOfLastCall()
     ns: dict[str, Any] = {"llm": llm}
     try:
-        for n, block in enumerate(BLOCK.findall(DOC.read_text(encoding="utf-8"))):
+        for n, block in enumerate(BLOCK.findall(SECTION)):
             code = compile(block, f"{DOC}#block{n}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
             result = eval(code, ns)
             if inspect.iscoroutine(result):
