@@ -180,6 +180,15 @@ def object_uuid(record_id: str) -> str:
     return str(uuid.uuid5(_UUID_NAMESPACE, record_id))
 
 
+#: gRPC reconnect backoff (ms). grpc-core's default grows to 120 s while a server is down, so a
+#: client could stay unusable for a minute or two after the server came back.
+_GRPC_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
 # -- errors ------------------------------------------------------------------------------------
 _TRANSIENT_WORDS = (
     "not reachable",
@@ -576,6 +585,7 @@ class _DeadLetterQueue:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             target = str(self.path)
         conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA secure_delete=ON")  # deleted memories are overwritten, not left in free pages
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(
@@ -653,7 +663,9 @@ class _DeadLetterQueue:
             conn = self._open(create=False)
             if conn is None:
                 return 0
-            return int(conn.execute("DELETE FROM dead_letters WHERE user_id = ?", (user_id,)).rowcount)
+            n = int(conn.execute("DELETE FROM dead_letters WHERE user_id = ?", (user_id,)).rowcount)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # no copy of the rows left in the WAL
+            return n
 
     def count(self) -> int:
         with self._lock:
@@ -869,6 +881,7 @@ class WeaviateStore(AsyncFromSyncStore):
         self.health_check_interval = health_check_interval
         self._live_url = _live_url_of(client)
         self._probe_timeout = 2.0
+        self._watch_interval = 0.5
         self._last_ok = 0.0
 
     # -- constructors --------------------------------------------------------------------------
@@ -918,7 +931,7 @@ class WeaviateStore(AsyncFromSyncStore):
         weaviate = _import_weaviate()
         from urllib.parse import urlsplit
 
-        from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+        from weaviate.classes.init import AdditionalConfig, Auth, GrpcConfig, Timeout
 
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -941,7 +954,8 @@ class WeaviateStore(AsyncFromSyncStore):
                 grpc_secure=secure,
                 headers=dict(headers) if headers else None,
                 additional_config=AdditionalConfig(
-                    timeout=Timeout(query=timeout, insert=insert_timeout, init=init_timeout)
+                    timeout=Timeout(query=timeout, insert=insert_timeout, init=init_timeout),
+                    grpc_config=GrpcConfig(channel_options=list(_GRPC_CHANNEL_OPTIONS)),
                 ),
                 auth_credentials=Auth.api_key(api_key) if api_key else None,
                 skip_init_checks=True,
@@ -1021,6 +1035,8 @@ class WeaviateStore(AsyncFromSyncStore):
         )
         server.start()
         try:
+            from weaviate.classes.init import AdditionalConfig, GrpcConfig
+
             client = weaviate.connect_to_custom(
                 http_host=server.host,
                 http_port=server.http_port,
@@ -1029,6 +1045,7 @@ class WeaviateStore(AsyncFromSyncStore):
                 grpc_port=server.grpc_port,
                 grpc_secure=False,
                 skip_init_checks=True,
+                additional_config=AdditionalConfig(grpc_config=GrpcConfig(channel_options=list(_GRPC_CHANNEL_OPTIONS))),
             )
         except Exception as exc:
             server.stop()
@@ -1175,11 +1192,22 @@ class WeaviateStore(AsyncFromSyncStore):
         cap = min(self.retry_max_delay, self.retry_base_delay * (2**attempt))
         time.sleep(cap / 2 + random.uniform(0, cap / 2))
 
-    def _reachable(self) -> bool:
+    def _probe(self, timeout: float) -> bool:
+        """One liveness probe (REST ``/v1/.well-known/live``); ``True`` when it answered 200."""
+        if self._live_url is None:
+            return True
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(self._live_url, timeout=max(0.05, timeout)) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def _reachable(self, deadline: float | None = None) -> bool:
         """Cheap liveness probe (REST ``/v1/.well-known/live``), at most every few seconds.
 
         weaviate-client retries gRPC calls to an unreachable server internally with exponential
-        backoff (about 31 s for a query, 15 s for a batch) before raising; probing first turns
+        backoff (about 63 s for a query, 7 s for a batch) before raising; probing first turns
         an outage into a :class:`StoreUnavailableError` within milliseconds.
         """
         if self._live_url is None or self.health_check_interval is None:
@@ -1187,31 +1215,77 @@ class WeaviateStore(AsyncFromSyncStore):
         now = time.monotonic()
         if now - self._last_ok < self.health_check_interval:
             return True
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(self._live_url, timeout=self._probe_timeout) as resp:
-                ok = bool(resp.status == 200)
-        except (urllib.error.URLError, OSError, ValueError):
-            ok = False
+        timeout = self._probe_timeout if deadline is None else min(self._probe_timeout, deadline - now)
+        ok = self._probe(timeout)
         if ok:
             self._last_ok = now
         return ok
 
+    def _request_timeout(self) -> float:
+        """Seconds one request may take in total: the client's query timeout (default 30)."""
+        cfg = getattr(getattr(self._client, "_connection", None), "timeout_config", None)
+        value = getattr(cfg, "query", None)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else 30.0
+
+    def _watched(self, fn: Callable[[], T], deadline: float) -> T:
+        """Run ``fn`` in a worker thread; give up at ``deadline`` or when the server stops answering.
+
+        A server that dies or hangs (``SIGSTOP``) right after a successful call is not caught by
+        :meth:`_reachable` (it skips the probe for ``health_check_interval``), and the client then
+        retries internally for about a minute. While ``fn`` runs, the server is probed every
+        ``_watch_interval`` seconds; a failed probe or the deadline abandons the call with a
+        transient error. Only used for reads, deletes and schema calls: an abandoned call may
+        still complete later, which is harmless for those (idempotent), unlike for batch writes.
+        """
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["out"] = fn()
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["err"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="hybrid-memory-weaviate-call", daemon=True).start()
+        next_probe = time.monotonic() + self._watch_interval
+        while not done.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
+            now = time.monotonic()
+            if now >= deadline:
+                raise TimeoutError(f"Weaviate did not answer within {self._request_timeout():g}s")
+            if self._live_url is not None and now >= next_probe:
+                if not self._probe(min(self._probe_timeout, deadline - now)) and not done.is_set():
+                    raise _UnreachableError(f"server not reachable at {self._live_url}")
+                next_probe = time.monotonic() + self._watch_interval
+        if "err" in box:
+            raise box["err"]
+        return box["out"]  # type: ignore[no-any-return]
+
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run ``fn`` with retries on transient errors; translate what finally fails."""
+        """Run ``fn`` with retries on transient errors; translate what finally fails.
+
+        The whole call, retries included, ends within the client's query timeout.
+        """
         self._check_open()
+        deadline = time.monotonic() + self._request_timeout()
         attempt = 0
         while True:
             try:
-                if not self._reachable():
+                if not self._reachable(deadline):
                     raise _UnreachableError(f"server not reachable at {self._live_url}")
-                out = fn()
+                out = self._watched(fn, deadline)
                 self._last_ok = time.monotonic()
                 return out
             except Exception as exc:
                 if isinstance(exc, (StoreError, InvalidInputError)):
                     raise
-                if attempt < self.max_retries and _is_transient(exc) and not self._closed:
+                if (
+                    attempt < self.max_retries
+                    and _is_transient(exc)
+                    and not self._closed
+                    and time.monotonic() + self.retry_base_delay * (2**attempt) < deadline
+                ):
                     logger.debug("retrying Weaviate %s after %r", what, exc)
                     self._sleep_before_retry(attempt)
                     attempt += 1

@@ -1,0 +1,325 @@
+"""WeaviateStore against a real weaviate-server: schema, isolation, outages, dead letters, lifecycle.
+
+The behaviour every store shares is in ``tests/contract`` (which also runs on Weaviate); these
+tests cover what is specific to the Weaviate backend. Outages are real: a private server is
+stopped and started again (no mocks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.errors import ConfigurationError, SchemaError, StoreUnavailableError
+from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.base import MemoryFilter, SearchRequest
+from hybrid_memory.stores.weaviate import (
+    SEARCH_PROPERTY,
+    WeaviateServer,
+    WeaviateStore,
+    find_weaviate_binary,
+    object_uuid,
+    tenant_name,
+)
+from tests.weaviate_fixtures import WeaviateEndpoint, unavailable
+
+pytestmark = pytest.mark.weaviate
+
+T0 = datetime(2025, 5, 1, 8, 0, tzinfo=timezone.utc)
+
+
+def rec(user: str, content: str, minutes: int = 0, **fields: Any) -> MemoryRecord:
+    return MemoryRecord.create(user_id=user, content=content, timestamp=T0 + timedelta(minutes=minutes), **fields)
+
+
+def vecs(n: int, dim: int = 8, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+
+
+@pytest.fixture
+def binary() -> str:
+    found = find_weaviate_binary()
+    if found is None:
+        unavailable("these tests start their own weaviate-server and need the binary (WEAVIATE_BINARY)")
+    assert found is not None
+    return found
+
+
+# -- schema ---------------------------------------------------------------------------------------
+def test_schema_follows_weaviate_md_section_7(weaviate_store: WeaviateStore) -> None:
+    weaviate_store.upsert([rec("alice", "green tea")], vecs(1))
+    cfg = weaviate_store.client.collections.use(weaviate_store.collection).config.get()
+    assert cfg.multi_tenancy_config.enabled
+    assert cfg.multi_tenancy_config.auto_tenant_creation
+    assert cfg.inverted_index_config.bm25.k1 == pytest.approx(1.2)
+    assert cfg.inverted_index_config.bm25.b == pytest.approx(0.75)
+    [(name, vector)] = cfg.vector_config.items()
+    assert name == "default"
+    assert vector.vectorizer.vectorizer.value == "none"
+    index = vector.vector_index_config
+    assert type(index).__name__ == "_VectorIndexConfigFlat"
+    assert index.distance_metric.value == "cosine"
+    assert index.quantizer is None
+    props = {p.name: p for p in cfg.properties}
+    assert [n for n, p in props.items() if p.index_searchable] == [SEARCH_PROPERTY]
+    assert props[SEARCH_PROPERTY].tokenization.value == "whitespace"
+    for ident in ("record_id", "user_id", "session_id", "category", "status", "source", "tags"):
+        assert props[ident].tokenization.value == "field"
+        assert props[ident].index_filterable
+    # the meta collection records the analyzer and the embedder
+    meta = weaviate_store.client.collections.use(weaviate_store.meta_collection).query.fetch_objects(limit=5)
+    [config] = [json.loads(o.properties["value"]) for o in meta.objects]
+    assert config["analyzer"] == weaviate_store.analyzer.name
+    assert config["dimension"] == 8
+
+
+def test_the_searchable_text_is_the_analyzer_output(weaviate_store: WeaviateStore) -> None:
+    r = rec("li", "我喜欢吃苹果, I use Python!")
+    weaviate_store.upsert([r], vecs(1))
+    h = weaviate_store.client.collections.use(weaviate_store.collection).with_tenant(tenant_name("li"))
+    obj = h.query.fetch_object_by_id(object_uuid(r.id))
+    assert obj.properties[SEARCH_PROPERTY] == Analyzer().analyze(r.content)
+    assert obj.properties["content"] == r.content
+
+
+def test_one_hashed_tenant_per_user(weaviate_store: WeaviateStore) -> None:
+    users = ["alice@example.com", "李雷", "a b/c:d"]
+    weaviate_store.upsert([rec(u, f"memory of {u}") for u in users], vecs(3))
+    tenants = set(weaviate_store.client.collections.use(weaviate_store.collection).tenants.get())
+    assert tenants == {tenant_name(u) for u in users}
+    for t in tenants:
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", t)
+    assert weaviate_store.users() == sorted(users)
+    assert weaviate_store.delete_user("李雷") == 1
+    assert set(weaviate_store.client.collections.use(weaviate_store.collection).tenants.get()) == {
+        tenant_name("alice@example.com"),
+        tenant_name("a b/c:d"),
+    }
+
+
+def test_another_analyzer_is_refused(weaviate_store_factory: Callable[..., WeaviateStore]) -> None:
+    first = weaviate_store_factory()
+    first.upsert([rec("alice", "running shoes")], vecs(1))
+    with pytest.raises(SchemaError, match="analyzer"):
+        weaviate_store_factory(collection=first.collection, analyzer=Analyzer(stem=True))
+
+
+def test_non_uuid_record_ids(weaviate_store: WeaviateStore) -> None:
+    r = rec("alice", "a note with a readable id", id="note-1")
+    weaviate_store.upsert([r], vecs(1))
+    assert weaviate_store.get("alice", ["note-1"]) == [r]
+    [hit] = weaviate_store.search(SearchRequest(user_id="alice", query="readable", vector=None, alpha=0.0))
+    assert hit.record == r
+    assert weaviate_store.delete("alice", ["note-1"]) == 1
+
+
+def test_listing_beyond_query_maximum_results_uses_the_cursor(weaviate_store: WeaviateStore) -> None:
+    records = [rec("alice", f"note {i}", minutes=i, status="archived" if i % 5 == 0 else "active") for i in range(40)]
+    weaviate_store.upsert(records, vecs(40))
+    active = [r for r in records if r.status == "active"]
+    # limit=None scans with the cursor API and filters/sorts client-side
+    assert weaviate_store.list("alice", filter=MemoryFilter(), limit=None) == active
+    assert weaviate_store.list("alice", filter=MemoryFilter(), limit=5, offset=3) == active[3:8]
+    assert weaviate_store.list("alice", limit=None, offset=38) == records[38:]
+
+
+# -- search metadata ------------------------------------------------------------------------------
+def test_keyword_scores_are_the_same_for_both_fusions(weaviate_store: WeaviateStore) -> None:
+    records = [rec("alice", t, minutes=i) for i, t in enumerate(["tea time", "green tea", "coffee", "tea tea tea"])]
+    v = vecs(4)
+    weaviate_store.upsert(records, v)
+    results = {
+        fusion: {
+            h.record.id: h
+            for h in weaviate_store.search(
+                SearchRequest(user_id="alice", query="tea", vector=v[2], alpha=0.5, fusion=fusion)  # type: ignore[arg-type]
+            )
+        }
+        for fusion in ("relative", "ranked")
+    }
+    rel, ranked = results["relative"], results["ranked"]
+    assert set(rel) == set(ranked) == {r.id for r in records}
+    for rid in rel:
+        assert rel[rid].keyword_score == ranked[rid].keyword_score  # parsed vs fetched: same float32
+        assert rel[rid].vector_similarity == pytest.approx(ranked[rid].vector_similarity, abs=1e-9)
+    assert rel[records[2].id].keyword_score is None
+    assert rel[records[2].id].vector_similarity == pytest.approx(1.0, abs=1e-6)
+
+
+async def test_concurrent_async_searches(weaviate_store: WeaviateStore) -> None:
+    records = [rec("alice", f"topic {i % 7} note {i}", minutes=i) for i in range(50)]
+    v = vecs(50)
+    await weaviate_store.aupsert(records, v)
+    req = SearchRequest(user_id="alice", query="topic 3", vector=v[3], alpha=0.5, limit=10)
+    expected = [h.record.id for h in weaviate_store.search(req)]
+    results = await asyncio.gather(*(weaviate_store.asearch(req) for _ in range(20)))
+    assert all([h.record.id for h in r] == expected for r in results)
+
+
+# -- lifecycle ------------------------------------------------------------------------------------
+def test_constructor_does_no_network_io_and_a_callers_client_stays_open(weaviate_endpoint: WeaviateEndpoint) -> None:
+    import weaviate
+    from weaviate.connect import ConnectionParams
+
+    never = weaviate.WeaviateClient(
+        connection_params=ConnectionParams.from_url("http://127.0.0.1:9", grpc_port=10), skip_init_checks=True
+    )
+    WeaviateStore(never, collection="Never")  # no connection attempt: nothing listens there
+    never.close()
+
+    host, port = weaviate_endpoint.url.rsplit("//", 1)[1].rsplit(":", 1)
+    client = weaviate.connect_to_custom(
+        http_host=host,
+        http_port=int(port),
+        http_secure=False,
+        grpc_host=host,
+        grpc_port=weaviate_endpoint.grpc_port,
+        grpc_secure=False,
+        skip_init_checks=True,
+        auth_credentials=weaviate.classes.init.Auth.api_key(weaviate_endpoint.api_key)
+        if weaviate_endpoint.api_key
+        else None,
+    )
+    try:
+        store = WeaviateStore(client, collection="Owned" + uuid.uuid4().hex[:12])
+        store.ensure_schema()
+        store.upsert([rec("alice", "owned client")], vecs(1))
+        store.drop()
+        store.close()
+        assert client.is_connected()
+        assert client.collections.exists(store.collection) is False
+    finally:
+        client.close()
+
+
+def test_bad_urls_and_unreachable_servers() -> None:
+    with pytest.raises(ConfigurationError):
+        WeaviateStore.connect("localhost:8080")
+    t0 = time.monotonic()
+    with pytest.raises(StoreUnavailableError):
+        WeaviateStore.connect("http://127.0.0.1:9", grpc_port=10, init_timeout=2)
+    assert time.monotonic() - t0 < 30
+
+
+def test_outage_dead_letters_replay_and_right_to_be_forgotten(binary: str, tmp_path: Path) -> None:
+    data = tmp_path / "wv"
+    store = WeaviateStore.embedded(data, binary=binary, memory_limit="512MiB")
+    server = store.server
+    assert server is not None and server.running
+    store.max_retries = 1
+    store.retry_base_delay = 0.05
+    a, b, c = rec("alice", "before the outage"), rec("alice", "during the outage", 1), rec("bob", "bob's secret", 2)
+    store.upsert([a], vecs(1))
+
+    server.stop(keep_data=True)
+    t0 = time.monotonic()
+    with pytest.raises(StoreUnavailableError, match="dead-letter"):
+        store.upsert([b, c], vecs(2, seed=1))
+    with pytest.raises(StoreUnavailableError):
+        store.search(SearchRequest(user_id="alice", query="outage", vector=vecs(1)[0], alpha=0.5))
+    assert time.monotonic() - t0 < 15  # the liveness probe fails fast (the client alone retries ~45 s)
+    assert store.dead_letter_count() == 2
+    assert {r.id for r, _, _ in store.dead_letters()} == {b.id, c.id}
+    dlq_file = data / "hybrid-memory-dead-letters.sqlite"
+    assert dlq_file.exists()
+
+    # The queue is durable: a new store (and server process) on the same data replays it.
+    store.close()
+    assert not server.running
+    store = WeaviateStore.embedded(data, binary=binary, memory_limit="512MiB")
+    try:
+        assert store.dead_letter_count() == 2
+        assert store.replay_dead_letters("alice") == 1
+        assert store.get("alice", [a.id, b.id]) == [a, b]
+        # A newer write of a dead-lettered record supersedes it: replay never resurrects old data.
+        newer = c.evolve(content="bob's newer secret")
+        store.upsert([newer], vecs(1, seed=2))
+        assert store.dead_letter_count() == 0
+        assert store.replay_dead_letters() == 0
+        assert store.get("bob", [c.id]) == [newer]
+        # Right to be forgotten: tenant and dead letters of the user are gone.
+        server = store.server
+        assert server is not None
+        server.stop(keep_data=True)
+        with pytest.raises(StoreUnavailableError):
+            store.upsert([rec("bob", "queued while down")], vecs(1))
+        assert store.dead_letter_count() == 1
+        server.start()
+        assert store.delete_user("bob") == 1
+        assert store.dead_letter_count() == 0
+        assert tenant_name("bob") not in store.client.collections.use(store.collection).tenants.get()
+        leftovers = [f for f in data.rglob("*") if f.is_file() and b"secret" in f.read_bytes()]
+        assert leftovers == []  # neither the server's files nor the dead-letter file keep the text
+    finally:
+        store.close()
+
+
+def test_embedded_store_stops_its_server(binary: str) -> None:
+    store = WeaviateStore.embedded(binary=binary, memory_limit="512MiB")
+    server = store.server
+    assert server is not None
+    tmp = server.data_path
+    assert server.running and tmp.exists()
+    store.upsert([rec("alice", "ephemeral")], vecs(1))
+    assert store.count("alice") == 1
+    store.close()
+    store.close()
+    assert not server.running
+    assert not tmp.exists()  # a temporary data directory is removed
+
+
+@pytest.mark.slow
+def test_server_footprint(binary: str, tmp_path: Path) -> None:
+    """Start-up time and resident memory of weaviate-server 1.39.0, idle and with 10k memories."""
+    psutil = pytest.importorskip("psutil")
+    server = WeaviateServer(binary, data_path=tmp_path / "data", memory_limit="1GiB").start()
+    try:
+        assert server.startup_seconds is not None and server.pid is not None
+        proc = psutil.Process(server.pid)
+        rss_idle = proc.memory_info().rss
+        store = WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "d.sqlite")
+        try:
+            rng = np.random.default_rng(1)
+            words = [f"w{i}" for i in range(3000)]
+            n, dim = 10_000, 512
+            records = [rec(f"user{i % 10}", " ".join(rng.choice(words, size=12)), minutes=i) for i in range(n)]
+            t0 = time.monotonic()
+            store.upsert(records, rng.normal(size=(n, dim)).astype(np.float32))
+            load_seconds = time.monotonic() - t0
+            assert store.count() == n
+            t0 = time.monotonic()
+            for i in range(50):
+                store.search(
+                    SearchRequest(
+                        user_id=f"user{i % 10}",
+                        query=" ".join(rng.choice(words, 3)),
+                        vector=rng.normal(size=dim).astype(np.float32),
+                        alpha=0.5,
+                    )
+                )
+            search_ms = (time.monotonic() - t0) / 50 * 1000
+            rss_loaded = proc.memory_info().rss
+        finally:
+            store.close()
+        mib = 1024 * 1024
+        print(
+            f"\nweaviate-server 1.39.0: start-up {server.startup_seconds:.1f} s, RSS idle {rss_idle / mib:.0f} MiB, "
+            f"after 10k memories (10 tenants, 512-d) {rss_loaded / mib:.0f} MiB; load {load_seconds:.1f} s; "
+            f"hybrid search {search_ms:.1f} ms"
+        )
+        assert server.startup_seconds < 60
+        assert rss_idle < 512 * mib
+        assert rss_loaded < 1536 * mib
+    finally:
+        server.stop()
