@@ -780,6 +780,11 @@ def _chunks(items: Sequence[T], n: int) -> Iterable[Sequence[T]]:
         yield items[i : i + n]
 
 
+def _is_active(tenant: Any) -> bool:
+    status = getattr(getattr(tenant, "activity_status", None), "value", "ACTIVE")
+    return str(status) in ("ACTIVE", "HOT")
+
+
 class _UnreachableError(ConnectionError):
     """The liveness probe failed (never leaves this module: translated to StoreUnavailableError)."""
 
@@ -1871,7 +1876,10 @@ class WeaviateStore(AsyncFromSyncStore):
         return {i: v for i, (_, v) in stored.items() if v is not None}
 
     def count(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int:
-        """Number of memories of one user (or all users) passing ``filter`` (``None`` = all)."""
+        """Number of memories of one user (or all users) passing ``filter`` (``None`` = all).
+
+        With ``user_id=None`` only active tenants are counted (offloaded users are not woken up).
+        """
         self._check_open()
         where = self._filters(filter)
         if where is _NOTHING:
@@ -1893,9 +1901,10 @@ class WeaviateStore(AsyncFromSyncStore):
         return total
 
     def _tenant_names(self) -> list[str]:
+        """Names of the active tenants (inactive/offloaded ones are not woken up)."""
         coll = self._client.collections.use(self.collection)
         tenants = self._call("list tenants", lambda: coll.tenants.get())
-        return sorted(tenants)
+        return sorted(name for name, t in tenants.items() if _is_active(t))
 
     def users(self) -> list[str]:
         """Ids of the users that have memories (sorted).
@@ -1904,13 +1913,8 @@ class WeaviateStore(AsyncFromSyncStore):
         only inside its tenant, so inactive or offloaded tenants are not listed.
         """
         self._check_open()
-        coll = self._client.collections.use(self.collection)
-        tenants = self._call("list tenants", lambda: coll.tenants.get())
         out: set[str] = set()
-        for name, t in tenants.items():
-            status = str(getattr(getattr(t, "activity_status", None), "value", "ACTIVE"))
-            if status not in ("ACTIVE", "HOT"):
-                continue
+        for name in self._tenant_names():
             h = self._tenant(name)
 
             def run(h: Any = h) -> Any:

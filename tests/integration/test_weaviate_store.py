@@ -108,6 +108,19 @@ def test_one_hashed_tenant_per_user(weaviate_store: WeaviateStore) -> None:
     }
 
 
+def test_inactive_tenants_are_skipped_by_listings_and_woken_by_user_calls(weaviate_store: WeaviateStore) -> None:
+    weaviate_store.upsert([rec("alice", "hello alice"), rec("bob", "hello bob")], vecs(2))
+    tenants = weaviate_store.client.collections.use(weaviate_store.collection).tenants
+    tenants.deactivate([tenant_name("bob")])
+    assert weaviate_store.users() == ["alice"]
+    assert weaviate_store.count() == 1
+    assert tenants.get()[tenant_name("bob")].activity_status.value == "INACTIVE"
+    hits = weaviate_store.search(SearchRequest(user_id="bob", query="hello", vector=vecs(1)[0], alpha=0.5))
+    assert [h.record.user_id for h in hits] == ["bob"]  # auto_tenant_activation
+    assert tenants.get()[tenant_name("bob")].activity_status.value == "ACTIVE"
+    assert weaviate_store.users() == ["alice", "bob"]
+
+
 def test_another_analyzer_is_refused(weaviate_store_factory: Callable[..., WeaviateStore]) -> None:
     first = weaviate_store_factory()
     first.upsert([rec("alice", "running shoes")], vecs(1))
