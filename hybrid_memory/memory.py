@@ -78,6 +78,9 @@ from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
 __all__ = ["HybridMemory"]
 
+#: Namespace of session-summary memory ids (user, session, version).
+_SUMMARY_NAMESPACE = uuid.UUID("5f2b9c1e-7a3d-5e8f-b4c6-1d9e2a7f3b60")
+
 _ROLES = ("user", "assistant", "system", "tool")
 _ITEM_KEYS = frozenset(
     {"content", "importance", "category", "source", "tags", "metadata", "timestamp", "session_id", "provenance", "id"}
@@ -332,10 +335,10 @@ class HybridMemory:
             for t in turns:
                 self._turn_vectors.pop(t.id, None)
             self._last_turn_at.pop((user_id, session_id), None)
-        self._submit_session_jobs((user_id, session_id), summary=True)
         outcomes = self._write_turns(pending)
         with self._lock:
             self._written_turns.difference_update(t.id for t in turns)
+        self._submit_session_jobs((user_id, session_id), summary=True)
         return outcomes
 
     # ------------------------------------------------------------------ background write path
@@ -448,9 +451,11 @@ class HybridMemory:
                 if self._closed or self._epoch.get(key[0], 0) != epoch:
                     return
                 old = self.store.get(key[0], [prev[0]]) if prev else []
+                version = old[0].version + 1 if old else 1
                 draft = MemoryRecord.create(
                     user_id=key[0],
                     content=result.text,
+                    id=str(uuid.uuid5(_SUMMARY_NAMESPACE, f"{key[0]}\x1f{key[1]}\x1f{version}")),
                     session_id=key[1],
                     category="summary",
                     importance=0.5,
@@ -459,7 +464,7 @@ class HybridMemory:
                     provenance=covered,
                     metadata=meta,
                     supersedes=old[0].id if old else None,
-                    version=old[0].version + 1 if old else 1,
+                    version=version,
                 )
                 self._ensure_bound()
                 out = self._record(self.writer.write([draft]))[0]

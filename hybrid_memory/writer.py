@@ -794,9 +794,16 @@ class MemoryWriter:
                 continue
             cands.sort(key=lambda c: -c[0])
 
-            # 1. duplicate (unless the numbers or the negation differ)
+            # 1. duplicate (unless the numbers or the negation differ); summaries only match summaries
+            is_summary = d.category == "summary"
             dup = next(
-                (c for c in cands if c[0] >= dup_t and self._hard.hard_conflict(d.content, c[1].content) is None),
+                (
+                    c
+                    for c in cands
+                    if c[0] >= dup_t
+                    and (c[1].category == "summary") == is_summary
+                    and self._hard.hard_conflict(d.content, c[1].content) is None
+                ),
                 None,
             )
             if dup is not None:

@@ -1,0 +1,187 @@
+"""Fact extraction: the extractor's logic (fake chat models) and the facade's background path."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from langchain_core.language_models import FakeListChatModel
+
+from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory.errors import ConfigurationError, InvalidInputError
+from hybrid_memory.extraction import BackgroundWorker, FactExtractor
+from hybrid_memory.records import Turn
+from hybrid_memory.testing import HashingEmbedder
+
+T0 = datetime(2025, 2, 3, 10, tzinfo=timezone.utc)
+
+
+def facts(*items: tuple[str, str, int, list[int]]) -> str:
+    return json.dumps(
+        {"memories": [{"content": c, "category": k, "importance": i, "source_turns": s} for c, k, i, s in items]}
+    )
+
+
+def turn(i: int, role: str, text: str, user: str = "u", session: str = "s") -> Turn:
+    return Turn(
+        id=f"{user}-{session}-{i}",
+        user_id=user,
+        session_id=session,
+        role=role,  # type: ignore[arg-type]
+        content=text,
+        timestamp=T0 + timedelta(minutes=i),
+    )
+
+
+def test_keeps_only_grounded_user_memories_with_provenance() -> None:
+    reply = facts(
+        ("The user has a cat named Pixel.", "fact", 7, [0]),
+        ("The user prefers aisle seats.", "preference", 8, [2, 1]),
+        ("Cats are great pets.", "fact", 3, [1]),  # only the assistant said it
+        ("Nothing.", "none", 1, [0]),
+        ("The user has a cat named Pixel.", "fact", 7, [0]),  # repeated
+        ("Ghost.", "fact", 5, [9]),  # no such turn
+    )
+    ex = FactExtractor(FakeListChatModel(responses=[reply]), method="json_mode")
+    ts = [turn(0, "user", "My cat is Pixel"), turn(1, "assistant", "Cats are great"), turn(2, "user", "aisle please")]
+    res = ex.extract(ts)
+    assert [(m.content, m.category, m.importance, m.provenance) for m in res.memories] == [
+        ("The user has a cat named Pixel.", "fact", 0.7, ("u-s-0",)),
+        ("The user prefers aisle seats.", "preference", 0.8, ("u-s-2",)),
+    ]
+    assert res.memories[1].timestamp == ts[2].timestamp
+    assert res.dropped == [
+        '"Cats are great pets." not stated by the user',
+        '"Nothing." has category none',
+        '"The user has a cat named Pixel." repeated',
+        '"Ghost." not stated by the user',
+    ]
+    assert res.error is None and res.turn_ids == ("u-s-0", "u-s-1", "u-s-2")
+    rec = res.memories[0].to_record()
+    assert rec.source == "inferred" and rec.provenance == ("u-s-0",) and rec.metadata == {"extracted": True}
+
+
+def test_model_failure_is_reported_not_raised() -> None:
+    class Down(FakeListChatModel):
+        def _call(self, *a: Any, **k: Any) -> str:
+            raise ConnectionError("refused")
+
+    waits: list[float] = []
+    ex = FactExtractor(Down(responses=["x"]), method="json_mode", max_retries=1, backoff=0.3, sleep=waits.append)
+    res = ex.extract([turn(0, "user", "I'm vegan"), turn(1, "user", "and I live in Rome"), turn(2, "user", "ok")])
+    assert res.memories == [] and waits == [0.3]
+    assert res.error == "extraction failed: ConnectionError: refused after 2 attempt(s)"
+
+
+def test_input_checks() -> None:
+    llm = FakeListChatModel(responses=["{}"])
+    with pytest.raises(ConfigurationError):
+        FactExtractor(llm, batch_turns=2)
+    ex = FactExtractor(llm, method="json_mode")
+    with pytest.raises(InvalidInputError):
+        ex.extract([])
+    with pytest.raises(InvalidInputError):
+        ex.extract([turn(0, "user", "a", user="a"), turn(1, "user", "b", user="b")])
+
+
+async def test_async_extract() -> None:
+    ex = FactExtractor(FakeListChatModel(responses=[facts(("The user is 34.", "fact", 6, [0]))]), method="json_mode")
+    res = await ex.aextract([turn(0, "user", "I'm 34"), turn(1, "user", "yes"), turn(2, "user", "really")])
+    assert [m.content for m in res.memories] == ["The user is 34."]
+
+
+def test_messages_show_roles_and_indexes() -> None:
+    msgs = FactExtractor.messages([turn(0, "user", "hi  there"), turn(1, "assistant", "hello")])
+    assert msgs[1][1] == "Turns:\n[0] user: hi there\n[1] assistant: hello"
+    assert "Only what the user stated" in msgs[0][1]
+
+
+class Gate(FakeListChatModel):
+    """Blocks in the model call until released (to observe that add_turn does not wait for it)."""
+
+    started: Any = None
+    release: Any = None
+
+    def _call(self, *a: Any, **k: Any) -> str:
+        self.started.set()
+        assert self.release.wait(10)
+        return super()._call(*a, **k)
+
+
+def test_background_extraction_is_off_the_hot_path_and_recallable_after_flush() -> None:
+    reply = facts(("The user is allergic to shellfish.", "fact", 9, [1]))
+    llm = Gate(responses=[reply], started=threading.Event(), release=threading.Event())
+    ex = FactExtractor(llm, method="json_mode", batch_turns=3)
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), extractor=ex)
+    said = ["hey there, long day", "btw shellfish makes me really sick", "anyway what's for dinner"]
+    for i, text in enumerate(said):
+        mem.add_turn("ann", "s1", "user", text, timestamp=T0 + timedelta(minutes=i))
+    assert llm.started.wait(5)  # the third turn filled a batch and the worker took it ...
+    assert mem._worker.pending == 1  # ... while add_turn already returned
+    llm.release.set()
+    assert mem.flush(timeout=10)
+    hits = mem.recall("shellfish allergy", user_id="ann", k=3, now=T0 + timedelta(hours=1))
+    extracted = [h for h in hits if h.record.source == "inferred"]
+    assert [h.content for h in extracted] == ["The user is allergic to shellfish."]
+    turn_ids = [t.id for t in mem.short_term("ann", "s1")]
+    assert extracted[0].record.provenance == (turn_ids[1],)
+    assert any(o.record is not None and o.record.source == "inferred" for o in mem.write_log("ann"))
+    mem.close()
+
+
+def test_flush_extracts_partial_batches_and_end_session_too() -> None:
+    replies = [facts(("The user lives in Porto.", "fact", 7, [0])), facts(("The user plays chess.", "fact", 5, [0]))]
+    ex = FactExtractor(FakeListChatModel(responses=replies), method="json_mode", batch_turns=5)
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), extractor=ex)
+    mem.add_turn("bo", "s1", "user", "I live in Porto", timestamp=T0)
+    assert mem.flush(timeout=10)
+    mem.add_turn("bo", "s2", "user", "I play chess on Sundays", timestamp=T0)
+    mem.end_session("bo", "s2")
+    assert mem.flush(timeout=10)
+    inferred = sorted(r.content for r in mem.list_memories("bo") if r.source == "inferred")
+    assert inferred == ["The user lives in Porto.", "The user plays chess."]
+    mem.close()
+
+
+def test_failures_are_visible_and_forget_user_cancels_pending_writes() -> None:
+    class Down(FakeListChatModel):
+        def _call(self, *a: Any, **k: Any) -> str:
+            raise ConnectionError("no route")
+
+    ex = FactExtractor(Down(responses=["x"]), method="json_mode", batch_turns=3, max_retries=0)
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), extractor=ex)
+    for i in range(3):
+        mem.add_turn("cy", "s", "user", f"I collect stamps from {1900 + i}", timestamp=T0 + timedelta(minutes=i))
+    assert mem.flush(timeout=10)
+    assert mem.background_errors == ["extraction failed: ConnectionError: no route after 1 attempt(s)"]
+
+    reply = facts(("The user's PIN hint is blue.", "fact", 8, [0]))
+    llm = Gate(responses=[reply], started=threading.Event(), release=threading.Event())
+    mem2 = HybridMemory(
+        store=LocalStore(":memory:"),
+        embedder=HashingEmbedder(),
+        extractor=FactExtractor(llm, method="json_mode", batch_turns=3),
+    )
+    for i in range(3):
+        mem2.add_turn("dee", "s", "user", f"note {i}: my PIN hint is blue", timestamp=T0 + timedelta(minutes=i))
+    assert llm.started.wait(5)
+    mem2.forget_user("dee")  # while the extraction is in flight
+    llm.release.set()
+    assert mem2.flush(timeout=10)
+    assert mem2.store.count("dee") == 0
+    mem2.close()
+    mem.close()
+
+
+def test_background_worker_runs_in_order_and_closes() -> None:
+    w = BackgroundWorker()
+    seen: list[int] = []
+    for i in range(20):
+        w.submit(lambda i=i: seen.append(i))
+    assert w.join(timeout=5) and seen == list(range(20))
+    assert w.close(timeout=5)
+    with pytest.raises(RuntimeError):
+        w.submit(lambda: None)
