@@ -160,7 +160,10 @@ class _Partition:
         self.row_of: dict[str, int] = {}
         self.term_counts: list[dict[str, int]] = []
         self.tags: list[tuple[str, ...]] = []
-        self.postings: dict[str, dict[int, int]] = {}
+        # Postings live in one of two forms per term: ``_arrays[t]`` alone (built in bulk on
+        # load, read-only) or ``_postings[t]`` (a ``{row: tf}`` dict, made on the first change
+        # of the term; ``_arrays[t]`` is then a cache derived from it).
+        self._postings: dict[str, dict[int, int]] = {}
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         self.tag_rows: dict[str, set[int]] = {}
         self.session_codes: dict[str | None, int] = {None: -1}
@@ -192,11 +195,20 @@ class _Partition:
             self._alloc(max(16, 2 * self.matrix.shape[0]))
         return self.n
 
+    def _mutable(self, term: str) -> dict[int, int]:
+        """The dict form of a term's postings, to be changed by the caller."""
+        p = self._postings.get(term)
+        if p is None:
+            frozen = self._arrays.get(term)
+            p = {} if frozen is None else dict(zip(frozen[0].tolist(), frozen[1].astype(int).tolist(), strict=True))
+            self._postings[term] = p
+        self._arrays.pop(term, None)
+        return p
+
     def _index_terms(self, row: int, tokens: Sequence[str]) -> None:
         counts: dict[str, int] = Counter(tokens)
         for t, c in counts.items():
-            self.postings.setdefault(t, {})[row] = c
-            self._arrays.pop(t, None)
+            self._mutable(t)[row] = c
         self.term_counts[row] = counts
         self.dl[row] = len(tokens)
         self.total_tokens += len(tokens)
@@ -204,11 +216,10 @@ class _Partition:
 
     def _unindex_terms(self, row: int) -> None:
         for t in self.term_counts[row]:
-            p = self.postings[t]
+            p = self._mutable(t)
             del p[row]
             if not p:
-                del self.postings[t]
-            self._arrays.pop(t, None)
+                del self._postings[t]
         length = int(self.dl[row])
         self.total_tokens -= length
         self.docs_with_tokens -= 1 if length else 0
@@ -263,7 +274,7 @@ class _Partition:
         """
         n = len(rows)
         blobs = b"".join(r[7] for r in rows)
-        matrix = np.frombuffer(blobs, dtype="<f4").astype(np.float32).reshape(n, -1)
+        matrix = np.frombuffer(blobs, dtype="<f4").reshape(n, -1)
         self.dim = int(matrix.shape[1])
         self.n = 0
         self._alloc(n)
@@ -285,25 +296,34 @@ class _Partition:
         for row, tags in enumerate(self.tags):
             for tag in tags:
                 self.tag_rows.setdefault(tag, set()).add(row)
-        postings = self.postings
         term_counts: builtins.list[dict[str, int]] = []
         lengths = []
-        for row, r in enumerate(rows):
+        for r in rows:
             tokens = str(r[1]).split()
-            counts: dict[str, int] = Counter(tokens)
-            for t, c in counts.items():
-                p = postings.get(t)
-                if p is None:
-                    postings[t] = {row: c}
-                else:
-                    p[row] = c
+            counts: dict[str, int] = {}
+            for t in tokens:
+                counts[t] = counts.get(t, 0) + 1
             term_counts.append(counts)
             lengths.append(len(tokens))
         self.term_counts = term_counts
         self.dl[:n] = lengths
         self.total_tokens = sum(lengths)
         self.docs_with_tokens = sum(1 for x in lengths if x)
-        self._arrays.clear()
+        # Frozen postings: one stable sort of (term id, row) pairs, sliced per term.
+        vocab: dict[str, int] = {}
+        total = sum(len(c) for c in term_counts)
+        term_ids = np.fromiter(
+            (vocab.setdefault(t, len(vocab)) for c in term_counts for t in c), dtype=np.int64, count=total
+        )
+        tfs = np.fromiter((v for c in term_counts for v in c.values()), dtype=np.float64, count=total)
+        doc_rows = np.repeat(np.arange(n, dtype=np.int64), [len(c) for c in term_counts])
+        order = np.argsort(term_ids, kind="stable")
+        doc_rows, tfs = doc_rows[order], tfs[order]
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(term_ids, minlength=len(vocab)))))
+        self._postings.clear()
+        self._arrays = {
+            t: (doc_rows[bounds[i] : bounds[i + 1]], tfs[bounds[i] : bounds[i + 1]]) for t, i in vocab.items()
+        }
         self.n = n
 
     def update(self, rec: _FilterFields, tokens: Sequence[str] | None) -> None:
@@ -333,10 +353,9 @@ class _Partition:
                 arr[row] = arr[last]
             counts = self.term_counts[last]
             for t, c in counts.items():
-                p = self.postings[t]
+                p = self._mutable(t)
                 del p[last]
                 p[row] = c
-                self._arrays.pop(t, None)
             self.term_counts[row] = counts
             tags = self.tags[last]
             self._set_tags(last, ())
@@ -405,8 +424,9 @@ class _Partition:
             return []
         arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         for term in query_counts:
-            if term in self.postings:
-                arrays[term] = self._posting_arrays(term)
+            entry = self._posting_arrays(term)
+            if entry is not None:
+                arrays[term] = entry
         if not arrays:
             return []
         scores, hit = bm25_accumulate(
@@ -425,10 +445,12 @@ class _Partition:
         order = sorted(sel.tolist(), key=lambda i: (key[i], ids[cand[i]]))[:k]
         return [KeywordCandidate(ids[cand[i]], float(scores[cand[i]])) for i in order]
 
-    def _posting_arrays(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    def _posting_arrays(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
         cached = self._arrays.get(term)
         if cached is None:
-            p = self.postings[term]
+            p = self._postings.get(term)
+            if p is None:
+                return None
             cached = (
                 np.fromiter(p.keys(), dtype=np.int64, count=len(p)),
                 np.fromiter(p.values(), dtype=np.float64, count=len(p)),

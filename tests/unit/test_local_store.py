@@ -91,18 +91,13 @@ def test_persists_across_reopen(tmp_path: Path) -> None:
     assert before
 
 
-def test_incremental_index_matches_a_fresh_build(tmp_path: Path) -> None:
-    rng = np.random.default_rng(2)
-    path = tmp_path / "mem.db"
-    store = LocalStore(path)
-    store.bind_embedder("toy", DIM)
-    live: dict[str, MemoryRecord] = {}
-    q = vectors(rng, 1)[0]
-    store.search(SearchRequest(user_id="alice", query="tea", vector=q, alpha=0.5))  # build the (empty) index early
-    for step in range(300):
+def _random_ops(
+    store: LocalStore, live: dict[str, MemoryRecord], rng: np.random.Generator, steps: int, start: int = 0
+) -> None:
+    for step in range(steps):
         op = rng.integers(0, 10)
         if op < 5 or not live:
-            recs = [make("alice", 1000 * step + j, rng) for j in range(int(rng.integers(1, 4)))]
+            recs = [make("alice", start + 1000 * step + j, rng) for j in range(int(rng.integers(1, 4)))]
             store.upsert(recs, vectors(rng, len(recs)))
             live.update({r.id: r for r in recs})
         elif op < 7:
@@ -121,12 +116,33 @@ def test_incremental_index_matches_a_fresh_build(tmp_path: Path) -> None:
         else:
             again = live[str(rng.choice(sorted(live)))]
             store.upsert([again], vectors(rng, 1))  # same id: replace
+
+
+def test_incremental_index_matches_a_fresh_build(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    path = tmp_path / "mem.db"
+    store = LocalStore(path)
+    store.bind_embedder("toy", DIM)
+    live: dict[str, MemoryRecord] = {}
+    q = vectors(rng, 1)[0]
+    store.search(SearchRequest(user_id="alice", query="tea", vector=q, alpha=0.5))  # build the (empty) index early
+    _random_ops(store, live, rng, 300)
     warm = snapshot(store, "alice", q)
     store.close()
     with LocalStore(path) as fresh:
         assert fresh.count("alice") == len(live)
         assert snapshot(fresh, "alice", q) == warm
     assert len(warm) > 20
+    # Second round: the index is bulk-loaded from the file, then changed incrementally.
+    store = LocalStore(path)
+    assert snapshot(store, "alice", q) == warm
+    _random_ops(store, live, rng, 300, start=1_000_000)
+    warm2 = snapshot(store, "alice", q)
+    store.close()
+    with LocalStore(path) as fresh:
+        assert fresh.count("alice") == len(live)
+        assert snapshot(fresh, "alice", q) == warm2
+    assert warm2 != warm
 
 
 def test_keyword_scores_equal_reference_bm25_over_all_statuses() -> None:
