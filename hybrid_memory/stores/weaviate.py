@@ -654,9 +654,16 @@ class _DeadLetterQueue:
             conn = self._open(create=False)
             if conn is None:
                 return
-            conn.executemany(
-                "DELETE FROM dead_letters WHERE user_id = ? AND record_id = ?", [(user_id, i) for i in ids]
-            )
+            # One transaction: in autocommit mode every row would be its own fsync (synchronous=FULL).
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "DELETE FROM dead_letters WHERE user_id = ? AND record_id = ?", [(user_id, i) for i in ids]
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     def remove_user(self, user_id: str) -> int:
         with self._lock:
