@@ -1,0 +1,377 @@
+"""Weaviate faults with real processes and real signals (issue 8, faults 1 and 2).
+
+Each test starts its OWN ``weaviate-server`` (``private_weaviate``) so it can ``kill -9``,
+``SIGSTOP`` and restart it. Nothing here is mocked.
+
+* A server killed in the middle of a batched ingest of 5,000 memories: every acknowledged write
+  is in Weaviate (it survives the kill) or in the dead-letter queue; after a restart the same
+  store object recovers and ``replay_dead_letters()`` brings every memory in exactly once
+  (count, ids, content, metadata and vectors checked).
+* The same through the facade (``HybridMemory.remember_many``): every call either returns or
+  raises a typed ``StoreUnavailableError``; nothing is lost silently.
+* A server that is down (``kill -9``) or hanging (``SIGSTOP``) during ``recall`` /
+  ``build_context``: a typed ``StoreUnavailableError`` within the configured query timeout;
+  ``build_context`` degrades to short-term memory only when configured to and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hybrid_memory import HybridMemory, HybridMemoryConfig
+from hybrid_memory.errors import HybridMemoryError, StoreError, StoreUnavailableError
+from hybrid_memory.records import MemoryRecord
+from hybrid_memory.testing import HashingEmbedder
+from tests.reliability.conftest import runs
+
+pytestmark = [pytest.mark.weaviate, pytest.mark.slow]
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+DIM = 32
+#: Query timeout given to WeaviateStore.connect in these tests (seconds).
+QUERY_TIMEOUT = 3.0
+#: Allowed overshoot of that timeout (thread wake-ups, one probe round trip, a busy 2-core CI box).
+SLACK = 1.5
+
+_WORDS = [
+    "amber",
+    "basil",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "granite",
+    "harbor",
+    "indigo",
+    "juniper",
+    "kelp",
+    "lantern",
+    "meadow",
+    "nectar",
+    "orchid",
+    "pepper",
+    "quartz",
+    "raven",
+    "saffron",
+    "thistle",
+    "umber",
+    "velvet",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+    "anchor",
+    "bramble",
+    "cobalt",
+    "dune",
+    "eagle",
+    "falcon",
+    "glacier",
+    "hazel",
+    "iris",
+    "jasper",
+    "kestrel",
+    "lotus",
+    "marble",
+    "nutmeg",
+    "olive",
+]
+
+
+def connect(server: Any, tmp_path: Path, **kwargs: Any) -> Any:
+    from hybrid_memory.stores.weaviate import WeaviateStore
+
+    kwargs.setdefault("collection", "Rel")
+    kwargs.setdefault("timeout", QUERY_TIMEOUT)
+    kwargs.setdefault("insert_timeout", 10.0)
+    kwargs.setdefault("dead_letter_path", tmp_path / "dead-letters.sqlite")
+    store = WeaviateStore.connect(server.url, grpc_port=server.grpc_port, **kwargs)
+    # Short backoff so the outage part of a test does not dominate its duration.
+    store.retry_base_delay = 0.05
+    store.retry_max_delay = 0.2
+    return store
+
+
+def make_records(n: int, users: int, seed: int) -> tuple[list[MemoryRecord], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    recs = []
+    for i in range(n):
+        words = " ".join(rng.choice(_WORDS, size=6))
+        recs.append(
+            MemoryRecord.create(
+                user_id=f"user-{i % users:02d}",
+                content=f"memory {i:05d} of run {seed}: {words} 中文 {i}",
+                category="fact",
+                importance=float(rng.uniform(0.1, 0.9)),
+                metadata={"n": i, "run": seed, "nested": {"w": words}},
+                timestamp=T0,
+            )
+        )
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    return recs, vectors
+
+
+def kill_when(server: Any, condition: Callable[[], bool], sig: int = signal.SIGKILL) -> threading.Thread:
+    """A thread that sends ``sig`` to the server as soon as ``condition()`` holds."""
+
+    def run() -> None:
+        while not condition():
+            time.sleep(0.001)
+        os.kill(server.pid, sig)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def wait_until_usable(store: Any, user_id: str, limit: float = 120.0) -> float:
+    """Seconds until the *same* store object answers again after a restart."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            store.count(user_id)
+            return time.monotonic() - t0
+        except StoreUnavailableError:
+            if time.monotonic() - t0 > limit:
+                raise
+            time.sleep(0.2)
+
+
+def restart(server: Any) -> None:
+    proc = server._proc  # the killed process: reap it before starting on the same data and ports
+    if proc is not None:
+        proc.wait(timeout=30)
+    server.start()
+
+
+def cleanup(server: Any, store: Any, mem: HybridMemory | None = None) -> None:
+    """Bring the server back (SIGCONT or restart), drop the test collection, close everything."""
+    if server.pid is not None:
+        os.kill(server.pid, signal.SIGCONT)
+    else:
+        restart(server)
+    try:
+        if store.closed:
+            return
+        wait_until_usable(store, "alice", limit=120)
+        store.drop()
+    finally:
+        if mem is not None:
+            mem.close()
+        store.close()
+
+
+def stored_state(store: Any, users: Sequence[str]) -> dict[str, MemoryRecord]:
+    out: dict[str, MemoryRecord] = {}
+    for u in users:
+        listed = store.list(u, filter=None)
+        ids = [r.id for r in listed]
+        assert len(ids) == len(set(ids)), f"duplicate objects for {u}"
+        out.update({r.id: r for r in listed})
+    return out
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+# ------------------------------------------------------------------------------------- fault 1
+@pytest.mark.parametrize("run", range(runs(1)))
+def test_kill9_mid_batched_ingest_then_replay_brings_all_5000_exactly_once(
+    private_weaviate: Callable[..., Any], tmp_path: Path, run: int
+) -> None:
+    server = private_weaviate()
+    store = connect(server, tmp_path, max_retries=2)
+    try:
+        n, users = 5000, 10
+        recs, vectors = make_records(n, users, seed=run)
+        expected = {r.id: (r, vectors[i]) for i, r in enumerate(recs)}
+        assert len(expected) == n
+        acked: list[str] = []
+        failed: list[str] = []
+        errors: list[BaseException] = []
+        killer = kill_when(server, lambda: len(acked) >= 1500)
+        for i in range(0, n, 100):
+            batch = recs[i : i + 100]
+            try:
+                store.upsert(batch, vectors[i : i + 100])
+                acked.extend(r.id for r in batch)
+            except HybridMemoryError as exc:  # typed: the batch is in the dead-letter queue
+                errors.append(exc)
+                failed.extend(r.id for r in batch)
+        killer.join(timeout=5)
+        assert not killer.is_alive()
+        assert 1500 <= len(acked) < n, "the kill did not happen in the middle of the ingest"
+        assert errors and all(isinstance(e, StoreError) for e in errors)
+        assert set(acked) | set(failed) == set(expected)
+        dead = {r.id: r for r, _err, _attempts in store.dead_letters()}
+        assert set(dead) == set(failed), "every write that raised is in the dead-letter queue"
+        assert store.dead_letter_count() == len(failed)
+
+        restart(server)
+        wait_until_usable(store, "user-00")
+
+        # Before the replay: acknowledged writes survived kill -9 (or are queued).
+        before = stored_state(store, [f"user-{u:02d}" for u in range(users)])
+        lost = [i for i in acked if i not in before and i not in dead]
+        assert lost == [], f"{len(lost)} acknowledged writes lost"
+
+        replayed = store.replay_dead_letters()
+        assert replayed == len(failed)
+        assert store.dead_letter_count() == 0
+        assert store.replay_dead_letters() == 0  # idempotent
+
+        after = stored_state(store, [f"user-{u:02d}" for u in range(users)])
+        assert store.count() == n
+        assert set(after) == set(expected)
+        for mid, (rec, _vec) in expected.items():
+            got = after[mid]
+            assert (got.user_id, got.content, got.metadata, got.importance) == (
+                rec.user_id,
+                rec.content,
+                rec.metadata,
+                rec.importance,
+            )
+        sample = [r.id for r in recs if r.user_id == "user-03"]
+        got_vecs = store.get_vectors("user-03", sample)
+        for mid in sample:
+            np.testing.assert_allclose(got_vecs[mid], unit(expected[mid][1]), atol=1e-5)
+    finally:
+        cleanup(server, store)
+
+
+def test_kill9_during_facade_ingest_nothing_lost_silently(private_weaviate: Callable[..., Any], tmp_path: Path) -> None:
+    """``remember_many`` in batches while the server dies: each call returns or raises typed.
+
+    A batch whose dedup read fails before the write raises ``StoreUnavailableError`` without
+    being queued (the caller still holds it); a batch whose write fails is dead-lettered. After
+    the restart, replaying the queue and re-submitting the failed calls stores every memory once.
+    """
+    server = private_weaviate()
+    store = connect(server, tmp_path, max_retries=1)
+    mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=DIM), config=HybridMemoryConfig())
+    try:
+        recs, _ = make_records(1000, 1, seed=7)
+        items = [{"content": r.content, "importance": r.importance, "metadata": r.metadata} for r in recs]
+        acked: dict[str, str] = {}
+        raised: list[list[dict[str, Any]]] = []
+        killer = kill_when(server, lambda: len(acked) >= 300)
+        for i in range(0, len(items), 50):
+            batch = items[i : i + 50]
+            try:
+                outs = mem.remember_many("user-00", batch)
+            except StoreUnavailableError:
+                raised.append(batch)
+                continue
+            for o in outs:
+                assert o.record is not None and o.action in ("added", "deduplicated", "demoted", "superseded")
+                acked[o.record.content] = o.record.id
+        killer.join(timeout=5)
+        assert raised, "the kill did not interrupt the ingest"
+        assert len(acked) + 50 * len(raised) == len(items)
+
+        restart(server)
+        wait_until_usable(store, "user-00")
+        dead = {r.id for r, _e, _n in store.dead_letters()}
+        present = {r.id for r in store.list("user-00", filter=None)}
+        assert [c for c, mid in acked.items() if mid not in present | dead] == []
+
+        store.replay_dead_letters()
+        for batch in raised:  # what an application does with a call that raised: submit it again
+            mem.remember_many("user-00", batch)
+        final = store.list("user-00", filter=None)
+        assert sorted(r.content for r in final) == sorted(it["content"] for it in items)
+        assert len({r.id for r in final}) == len(items)
+        assert store.dead_letter_count() == 0
+    finally:
+        cleanup(server, store, mem)
+
+
+# ------------------------------------------------------------------------------------- fault 2
+def _memory_with_data(server: Any, tmp_path: Path, *, degrade: bool) -> HybridMemory:
+    store = connect(server, tmp_path, collection="Outage")
+    cfg = HybridMemoryConfig(fuser={"degrade_on_store_error": degrade, "min_similarity": 0.0})
+    mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=DIM), config=cfg)
+    mem.remember_many(
+        "alice",
+        ["Alice is allergic to peanuts", "Alice prefers green tea", "Alice works on the Apollo project"],
+    )
+    mem.add_turn("alice", "s1", "user", "I'm planning dinner for Saturday", timestamp=T0)
+    assert mem.recall("peanuts allergy", user_id="alice")
+    return mem
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.monotonic()
+    try:
+        out: Any = fn()
+    except Exception as exc:
+        out = exc
+    return time.monotonic() - t0, out
+
+
+@pytest.mark.parametrize("fault", ["kill9", "sigstop"])
+def test_store_down_or_hanging_during_recall_raises_typed_error_within_timeout(
+    private_weaviate: Callable[..., Any], tmp_path: Path, fault: str
+) -> None:
+    server = private_weaviate()
+    mem = _memory_with_data(server, tmp_path, degrade=False)
+    store = mem.store
+    try:
+        os.kill(server.pid, signal.SIGKILL if fault == "kill9" else signal.SIGSTOP)
+        # First call right after the fault (the store has just had a successful call), then
+        # later calls: each one fails typed and within the configured query timeout.
+        for call in (
+            lambda: mem.recall("peanuts", user_id="alice"),
+            lambda: mem.build_context("Can I eat peanuts?", user_id="alice", session_id="s1"),
+            lambda: mem.recall("green tea", user_id="alice", alpha=0.0),
+        ):
+            elapsed, out = _timed(call)
+            assert isinstance(out, StoreUnavailableError), f"{fault}: got {out!r}"
+            assert elapsed <= QUERY_TIMEOUT + SLACK, f"{fault}: took {elapsed:.1f}s"
+        # Short-term memory is in process and still there.
+        assert [t.content for t in mem.short_term("alice", "s1")] == ["I'm planning dinner for Saturday"]
+        if fault == "sigstop":
+            os.kill(server.pid, signal.SIGCONT)
+        else:
+            restart(server)
+        assert wait_until_usable(store, "alice", limit=60) <= 10.0
+        assert mem.recall("peanuts allergy", user_id="alice")[0].record.content == "Alice is allergic to peanuts"
+    finally:
+        cleanup(server, store, mem)
+
+
+@pytest.mark.parametrize("fault", ["kill9", "sigstop"])
+def test_build_context_degrades_to_short_term_only_when_configured(
+    private_weaviate: Callable[..., Any], tmp_path: Path, fault: str
+) -> None:
+    server = private_weaviate()
+    mem = _memory_with_data(server, tmp_path, degrade=True)
+    store = mem.store
+    try:
+        ok = mem.build_context("Can I eat peanuts?", user_id="alice", session_id="s1")
+        assert not ok.degraded and "peanuts" in ok.text
+        os.kill(server.pid, signal.SIGKILL if fault == "kill9" else signal.SIGSTOP)
+        elapsed, ctx = _timed(lambda: mem.build_context("Can I eat peanuts?", user_id="alice", session_id="s1"))
+        assert not isinstance(ctx, BaseException), f"degrade_on_store_error=True must not raise: {ctx!r}"
+        assert elapsed <= QUERY_TIMEOUT + SLACK
+        assert ctx.degraded is True
+        assert ctx.skipped is True and ctx.text == "" and ctx.hits == ()
+        assert ctx.skipped_reason is not None and "unavailable" in ctx.skipped_reason
+        # The short-term window still answers for the prompt.
+        assert [t.content for t in mem.short_term("alice", "s1")] == ["I'm planning dinner for Saturday"]
+        # recall itself never degrades silently.
+        _, out = _timed(lambda: mem.recall("peanuts", user_id="alice"))
+        assert isinstance(out, StoreUnavailableError)
+    finally:
+        cleanup(server, store, mem)
