@@ -1716,6 +1716,9 @@ class WeaviateStore(AsyncFromSyncStore):
         for p in items:
             by_tenant.setdefault(p.tenant, []).append(p)
         final: list[tuple[_Pending, str]] = []
+        # Once the server proved unreachable after all retries, later tenants of this call are
+        # tried once (the liveness probe still runs) instead of sleeping through the backoff again.
+        down = False
         with self._write_lock:
             for tenant, group in by_tenant.items():
                 todo = list(group)
@@ -1724,8 +1727,9 @@ class WeaviateStore(AsyncFromSyncStore):
                     failures = self._send(tenant, todo)
                     if not failures:
                         break
-                    if attempt >= self.max_retries or self._closed:
+                    if attempt >= self.max_retries or self._closed or down:
                         final.extend(failures)
+                        down = down or all(m.startswith("server not reachable") for _, m in failures)
                         break
                     logger.debug("retrying %d failed objects for tenant %s", len(failures), tenant)
                     self._sleep_before_retry(attempt)
