@@ -5,13 +5,18 @@ answers hybrid searches from an in-process index per user, built lazily from SQL
 to date on every write:
 
 * a float32 matrix of unit vectors, so the vector leg is one matrix-vector product and an exact
-  top-K (:func:`numpy.argpartition`);
-* BM25 postings (``term -> {row: tf}``), document lengths and ``avgdl``, so the keyword leg is
+  top-K (:func:`numpy.partition`, ties at the cut-off kept and ordered by id);
+* BM25 postings (``term -> rows, tf``), document lengths and ``avgdl``, so the keyword leg is
   Weaviate's BlockMax BM25 (:mod:`hybrid_memory.ranking`) with **per-user statistics**, like a
   Weaviate tenant holding the same objects. Every stored memory of the user counts in ``N``,
   ``df`` and ``avgdl`` whatever its status; filters restrict the candidates, never the
   statistics;
 * filter columns (status, category, creation time, session, tags) as numpy arrays.
+
+The analysed text (the :class:`~hybrid_memory.analyzer.Analyzer` tokens) is stored with each
+memory, so an index is rebuilt without re-tokenising; opening a file with another analyzer
+re-analyses it. When another connection (another process, the CLI) commits to the file, the
+in-process indexes are dropped and rebuilt on the next search (``PRAGMA data_version``).
 
 Both legs are fused with :func:`hybrid_memory.ranking.hybrid_fuse`, so ``alpha`` means the same
 as on Weaviate: 1.0 = pure vector, 0.0 = pure keyword (BM25).
