@@ -1033,6 +1033,7 @@ class WeaviateStore(AsyncFromSyncStore):
         if binary_path is None:
             return cls._client_embedded(
                 data_path,
+                memory_limit=memory_limit,
                 environment=environment,
                 collection=collection,
                 analyzer=analyzer,
@@ -1079,6 +1080,7 @@ class WeaviateStore(AsyncFromSyncStore):
         cls,
         data_path: str | os.PathLike[str] | None,
         *,
+        memory_limit: str | None,
         environment: Mapping[str, str] | None,
         collection: str,
         analyzer: Analyzer | None,
@@ -1093,6 +1095,8 @@ class WeaviateStore(AsyncFromSyncStore):
             data_path = tmp
         http, grpc = _free_ports(2)
         env = {"DISABLE_TELEMETRY": "true", "GO_PROFILING_DISABLE": "true", "ENABLE_MODULES": ""}
+        if memory_limit is not None:
+            env["GOMEMLIMIT"] = memory_limit
         env.update(environment or {})
         try:
             client = weaviate.WeaviateClient(
@@ -1710,7 +1714,12 @@ class WeaviateStore(AsyncFromSyncStore):
         return failed
 
     def _write(self, items: Sequence[_Pending], *, dead_letter: bool = True) -> list[tuple[_Pending, str]]:
-        """Write with retries; dead-letter what still fails; return the final failures."""
+        """Write with retries; return the final failures.
+
+        With ``dead_letter`` (full writes of the caller's records) what still fails is queued and
+        what succeeds clears any older queued version of the same memory. Without it (touch) the
+        queue is left alone, so a pending newer version is neither cleared nor overwritten.
+        """
         self._check_open()
         by_tenant: dict[str, list[_Pending]] = {}
         for p in items:
@@ -1737,7 +1746,7 @@ class WeaviateStore(AsyncFromSyncStore):
                     todo = [p for p, _ in failures]
                 failed_ids = {p.uuid for p, _ in final}
                 ok = [p.record.id for p in group if p.uuid not in failed_ids]
-                if ok:
+                if ok and dead_letter:
                     self._dlq.remove(group[0].record.user_id, ok)
         if final and dead_letter:
             self._dlq.add(final)
@@ -1820,7 +1829,8 @@ class WeaviateStore(AsyncFromSyncStore):
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
         """``access_count += 1`` and ``last_accessed_at = when`` (missing ids are skipped).
 
-        The increment is read-modify-write: concurrent touches of one memory may count once.
+        The increment is read-modify-write: concurrent touches of one memory may count once. A
+        failed touch raises but is not dead-lettered (it would overwrite a pending newer version).
         """
         self._check_open()
         when = ensure_utc(when, name="when")
@@ -1836,7 +1846,12 @@ class WeaviateStore(AsyncFromSyncStore):
             vecs.append(vec)
         if recs:
             items = self._pending(recs, np.stack(vecs).astype(np.float32))
-            self._raise_failures(self._write(items), len(items))
+            failures = self._write(items, dead_letter=False)
+            if failures:
+                msg = f"{len(failures)} of {len(items)} access updates failed: {failures[0][1]}"
+                if all(_message_is_transient(m) for _, m in failures):
+                    raise StoreUnavailableError(msg)
+                raise StoreError(msg)
 
     def replay_dead_letters(self, user_id: str | None = None) -> int:
         """Write the dead-lettered records again; return how many succeeded.
@@ -1850,8 +1865,6 @@ class WeaviateStore(AsyncFromSyncStore):
         if not pending:
             return 0
         items = [_Pending(r, v, object_uuid(r.id), tenant_name(r.user_id)) for r, v, _, _ in pending]
-        if self.dimension is not None:
-            items = [p for p in items if p.vector.shape[0] == self.dimension] or items
         failures = self._write(items)
         return len(items) - len(failures)
 

@@ -241,9 +241,12 @@ def test_outage_dead_letters_replay_and_right_to_be_forgotten(binary: str, tmp_p
         store.upsert([b, c], vecs(2, seed=1))
     with pytest.raises(StoreUnavailableError):
         store.search(SearchRequest(user_id="alice", query="outage", vector=vecs(1)[0], alpha=0.5))
-    assert time.monotonic() - t0 < 15  # the liveness probe fails fast (the client alone retries ~45 s)
-    assert store.dead_letter_count() == 2
-    assert {r.id for r, _, _ in store.dead_letters()} == {b.id, c.id}
+    edited = a.evolve(content="before the outage, edited during it")
+    with pytest.raises(StoreUnavailableError):
+        store.upsert([edited], vecs(1))
+    assert time.monotonic() - t0 < 20  # the liveness probe fails fast (the client alone retries ~45 s)
+    assert store.dead_letter_count() == 3
+    assert {r.id for r, _, _ in store.dead_letters()} == {a.id, b.id, c.id}
     dlq_file = data / "hybrid-memory-dead-letters.sqlite"
     assert dlq_file.exists()
 
@@ -252,9 +255,12 @@ def test_outage_dead_letters_replay_and_right_to_be_forgotten(binary: str, tmp_p
     assert not server.running
     store = WeaviateStore.embedded(data, binary=binary, memory_limit="512MiB")
     try:
-        assert store.dead_letter_count() == 2
-        assert store.replay_dead_letters("alice") == 1
-        assert store.get("alice", [a.id, b.id]) == [a, b]
+        assert store.dead_letter_count() == 3
+        # A touch of the stored (older) version neither clears nor overwrites the queued edit.
+        store.touch("alice", [a.id], T0 + timedelta(days=1))
+        assert store.dead_letter_count() == 3
+        assert store.replay_dead_letters("alice") == 2
+        assert store.get("alice", [a.id, b.id]) == [edited, b]
         # A newer write of a dead-lettered record supersedes it: replay never resurrects old data.
         newer = c.evolve(content="bob's newer secret")
         store.upsert([newer], vecs(1, seed=2))
