@@ -1,0 +1,139 @@
+"""Operator CLI and traces against a real Weaviate server (see tests/weaviate_fixtures.py).
+
+* ``export`` from a LocalStore, ``import`` into Weaviate, ``export`` back: identical records, so a
+  store can move between backends losslessly;
+* ``list`` / ``stats`` / ``search`` / ``replay`` / ``forget`` with ``--weaviate URL``;
+* traces of a Weaviate-backed memory live in a local SQLite file under ``$XDG_STATE_HOME``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory.cli import main
+from hybrid_memory.stores.base import MemoryFilter
+from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.trace import default_trace_path
+from tests.weaviate_fixtures import WeaviateEndpoint
+
+pytestmark = pytest.mark.weaviate
+
+T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
+EVERY = MemoryFilter(statuses=("active", "superseded", "archived", "deleted"))
+
+
+def _records(store: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r.user_id, r.id): r.to_json_dict() for u in store.users() for r in store.list(u, filter=EVERY)}
+
+
+@pytest.fixture
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def wv_args(weaviate_endpoint: WeaviateEndpoint, weaviate_store_factory: Callable[..., Any]) -> Iterator[list[str]]:
+    store = weaviate_store_factory()  # a fresh collection, dropped after the test
+    yield [
+        "--weaviate",
+        weaviate_endpoint.url,
+        "--grpc-port",
+        str(weaviate_endpoint.grpc_port),
+        "--collection",
+        store.collection,
+    ]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_local_to_weaviate_and_back_is_lossless(
+    tmp_path: Path, wv_args: list[str], capsys: pytest.CaptureFixture[str], state_home: Path
+) -> None:
+    db = tmp_path / "memory.db"
+    mem = HybridMemory(store=LocalStore(db), embedder=HashingEmbedder(), clock=lambda: T0)
+    mem.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0, tags=("home",), metadata={"k": [1, 2]})
+    mem.remember("alice", "I moved to Munich, I live in Munich now", importance=0.8, timestamp=T0 + timedelta(days=2))
+    mem.remember_many("李雷", ["我喜欢喝乌龙茶，不要加糖", "下个月15号我要去东京出差，预算一万元"])
+    mem.recall("乌龙茶", user_id="李雷", now=T0)
+    mem.close()
+
+    dump = tmp_path / "dump.jsonl"
+    assert run(capsys, "export", "--store", str(db), "--out", str(dump), "--quiet")[0] == 0
+    code, out, _ = run(capsys, "import", str(dump), *wv_args, "--quiet")
+    assert code == 0 and "imported 4 memories" in out
+
+    code, out, _ = run(capsys, "stats", *wv_args, "--json")
+    st = json.loads(out)
+    assert code == 0 and (st["users"], st["memories"], st["dimension"]) == (2, 4, 256)
+    assert st["status"]["superseded"] == 1 and st["dead_letters"] == 0
+    code, out, _ = run(capsys, "search", "乌龙茶", *wv_args, "--user", "李雷", "--json")
+    hits = json.loads(out)
+    assert code == 0 and hits[0]["content"] == "我喜欢喝乌龙茶，不要加糖" and hits[0]["keyword_score"] > 0
+
+    back = tmp_path / "back.jsonl"
+    assert run(capsys, "export", *wv_args, "--out", str(back), "--quiet")[0] == 0
+    lines_a = [json.loads(x) for x in dump.read_text(encoding="utf-8").splitlines()[1:]]
+    lines_b = [json.loads(x) for x in back.read_text(encoding="utf-8").splitlines()[1:]]
+    rec_a = {(x["record"]["user_id"], x["record"]["id"]): x for x in lines_a}
+    rec_b = {(x["record"]["user_id"], x["record"]["id"]): x for x in lines_b}
+    assert rec_a.keys() == rec_b.keys()
+    for key, a in rec_a.items():
+        assert rec_b[key]["record"] == a["record"]
+        assert np.allclose(rec_b[key]["vector"], a["vector"], atol=1e-6)
+
+    code, out, _ = run(capsys, "forget", *wv_args, "--user", "alice", "--yes")
+    assert code == 0 and "forgot user 'alice': 2 memories" in out
+    code, out, _ = run(capsys, "list", *wv_args, "--json")
+    assert [r["user_id"] for r in json.loads(out)] == ["李雷"]
+
+
+def test_a_weaviate_memory_traces_to_a_local_file(
+    weaviate_store_factory: Callable[..., Any],
+    weaviate_endpoint: WeaviateEndpoint,
+    state_home: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store = weaviate_store_factory()
+    path = Path(default_trace_path(store))
+    assert path.parent == state_home / "hybrid-memory" / "traces"
+    assert path.name.endswith(f"_{store.collection}.sqlite")
+    mem = HybridMemory(store=store, embedder=HashingEmbedder(), trace=True, clock=lambda: T0)
+    mem.add_turn("alice", "s1", "user", "Remember: I am allergic to peanuts, call 13812345678", timestamp=T0)
+    mem.add_turn("alice", "s1", "user", "ok", timestamp=T0)
+    mem.build_context("peanut allergy", user_id="alice", session_id="s1", now=T0)
+    steps = mem.replay("s1")
+    assert [s.kind for s in steps] == ["add_turn", "add_turn", "build_context"]
+    assert path.exists() and b"13812345678" not in path.read_bytes()
+    snap = mem.metrics()
+    assert snap.store is not None and snap.store.users == {"alice": 1} and snap.store.dead_letters == 0
+
+    args = [
+        "--weaviate",
+        weaviate_endpoint.url,
+        "--grpc-port",
+        str(weaviate_endpoint.grpc_port),
+        "--collection",
+        store.collection,
+    ]
+    code, out, _ = run(capsys, "replay", "s1", *args)
+    assert code == 0 and "build_context" in out and "[PHONE]" in out
+
+    mem.forget_user("alice")
+    assert mem.replay("s1") == []
+    data = b"".join(p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name))
+    assert b"peanuts" not in data
+    mem.close()
