@@ -292,17 +292,32 @@ def embedder_study(
 
 
 def alpha_grid(datasets: Sequence[Dataset], embedder: CachedEmbedder, step: float = 0.05) -> dict[str, Any]:
-    """Recall@k of store-exact hybrid search on a fine alpha grid (1.0 = vector, 0.0 = BM25)."""
-    alphas = [round(a, 4) for a in np.arange(0.0, 1.0 + 1e-9, step)]
+    """Metrics of store-exact hybrid search on a fine alpha grid (1.0 = vector, 0.0 = BM25).
+
+    Both legs are computed once per question and fused for every alpha.
+    """
+    alphas = [round(float(a), 4) for a in np.arange(0.0, 1.0 + 1e-9, step)]
     an = Analyzer()
     out: dict[str, Any] = {"alphas": alphas}
     for ds in datasets:
         keys: tuple[str, ...] = ("recall@1", "recall@5", "recall@10", "ndcg@10")
         if ds.name == "longmemeval":
             keys = (*keys, "session_recall_all@5", "session_recall_all@10", "turn_recall_any@10")
+        rows: dict[float, list[tuple[Question, dict[str, float]]]] = {a: [] for a in alphas}
+        for g in ds.groups:
+            vecs = embedder.embed_documents([d.text for d in g.docs])
+            idx = PureIndex([d.id for d in g.docs], [d.text for d in g.docs], vecs, an)
+            qv = embedder.embed_queries([q.text for q in g.questions])
+            # the runner's store-level depth: whole corpus for LongMemEval, 50 otherwise
+            depth = len(g.docs) if ds.name == "longmemeval" else min(50, len(g.docs))
+            for qi, q in enumerate(g.questions):
+                legs = idx.legs(q.text, qv[qi], limit=depth)
+                for a in alphas:
+                    ranking: Ranking = [frozenset({i}) for i in PureIndex.fuse(legs, alpha=a, limit=depth)]
+                    rows[a].append((q, question_metrics(ds.name, g, q, ranking, 50)))
         curves: dict[str, list[float]] = {k: [] for k in keys}
         for a in alphas:
-            r = _rank_dataset(ds, alpha_search(a), analyzer=an, embedder=embedder)
+            r = aggregate(rows[a], dataset=ds.name)
             for k in keys:
                 curves[k].append(r[k])
         out[ds.name] = curves

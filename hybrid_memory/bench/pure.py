@@ -24,6 +24,7 @@ import numpy as np
 
 from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.ranking import (
+    KeywordCandidate,
     VectorCandidate,
     bm25_scores,
     candidate_limit,
@@ -67,6 +68,33 @@ class PureIndex:
         order = sorted(range(len(self.ids)), key=lambda i: (-float(sims[i]), self.ids[i]))[:k]
         return [VectorCandidate(self.ids[i], cosine_distance(float(sims[i]))) for i in order]
 
+    def legs(
+        self, query: str, vector: Vector | None, *, limit: int = 10
+    ) -> tuple[list[VectorCandidate] | None, list[KeywordCandidate]]:
+        """Both legs of a hybrid search, alpha-independent (fuse them with :meth:`fuse`)."""
+        k = candidate_limit(limit)
+        vec_leg = self.vector_leg(vector, k) if vector is not None and self.vectors is not None else None
+        return vec_leg, rank_keyword(self.keyword_scores(query))
+
+    @staticmethod
+    def fuse(
+        legs: tuple[list[VectorCandidate] | None, list[KeywordCandidate]],
+        *,
+        alpha: float,
+        limit: int = 10,
+        fusion: str = "relative",
+    ) -> list[str]:
+        """Ids of the top ``limit`` after fusing precomputed legs (1.0 = pure vector, 0.0 = pure BM25)."""
+        vec_leg, kw_leg = legs
+        hits = hybrid_fuse(
+            alpha=alpha,
+            vector_leg=vec_leg if alpha > 0 else None,
+            keyword_leg=kw_leg if alpha < 1 else None,
+            fusion="ranked" if fusion == "ranked" else "relative",
+            limit=limit,
+        )
+        return [h.id for h in hits]
+
     def search(
         self,
         query: str,
@@ -79,12 +107,5 @@ class PureIndex:
         """Ids of the top ``limit`` documents (``alpha`` 1.0 = pure vector, 0.0 = pure BM25)."""
         k = candidate_limit(limit)
         vec_leg = self.vector_leg(vector, k) if alpha > 0 and vector is not None else None
-        kw_leg = rank_keyword(self.keyword_scores(query)) if alpha < 1 else None
-        hits = hybrid_fuse(
-            alpha=alpha,
-            vector_leg=vec_leg,
-            keyword_leg=kw_leg,
-            fusion="ranked" if fusion == "ranked" else "relative",
-            limit=limit,
-        )
-        return [h.id for h in hits]
+        kw_leg = rank_keyword(self.keyword_scores(query)) if alpha < 1 else []
+        return self.fuse((vec_leg, kw_leg), alpha=alpha, limit=limit, fusion=fusion)
