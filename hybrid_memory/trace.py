@@ -652,8 +652,8 @@ class Observer:
                 after = self._dead_letters()
                 if after is not None:
                     m.observe_dead_lettered(after - b.dl_before)
-        if self.tracer is None or isinstance(exc, InvalidInputError):
-            return  # invalid calls did nothing worth tracing
+        if self.tracer is None or isinstance(exc, InvalidInputError) or getattr(mem, "_closed", False):
+            return  # invalid calls, or calls on a closed memory, did nothing worth tracing
         try:
             user = check_id(b.args.get("user_id"))
         except InvalidInputError:

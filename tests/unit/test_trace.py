@@ -340,3 +340,17 @@ def test_redaction_can_be_turned_off_for_traces(db: Path) -> None:
         assert step.turn is not None and PHONE in step.turn.content
     finally:
         m.close()
+
+
+def test_calls_on_a_closed_memory_raise_without_trace_noise(db: Path, caplog: pytest.LogCaptureFixture) -> None:
+    m = _mem(db, trace=True)
+    m.add_turn("alice", "s1", "user", "Remember: tea", timestamp=T0)
+    m.close()
+    with pytest.raises(StoreUnavailableError):
+        m.recall("tea", user_id="alice")
+    assert not [r for r in caplog.records if r.name == "hybrid_memory.trace"]
+    reader = TraceStore(f"{db}.traces.sqlite")
+    try:
+        assert [s.kind for s in reader.steps()] == ["add_turn"]
+    finally:
+        reader.close()
