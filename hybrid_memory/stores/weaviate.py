@@ -41,7 +41,10 @@ Search sends ``alpha`` explicitly (1.0 = pure vector, 0.0 = pure keyword (BM25))
 tokenisation keeps them) and the query vector. :attr:`StoreHit.score` is Weaviate's fused score;
 ``keyword_score`` is the BM25 score of the keyword leg (parsed from the server's explanation for
 relativeScoreFusion, fetched with a BM25 query over the hits for rankedFusion) and
-``vector_similarity`` is recomputed client-side from the stored vectors.
+``vector_similarity`` is recomputed client-side from the stored vectors. Where Weaviate's answer
+depends on its internal document ids (the order of exactly equal vector distances, BM25 ties at
+the 100th place) or on BlockMax-WAND pruning, no client can reproduce it; ``docs/weaviate.md``
+(*Parity*) lists what ``tests/integration/test_parity.py`` measured.
 
 Writes are gRPC batches (``data.insert_many``) whose failed objects are retried
 with exponential backoff and jitter; what still fails goes to a durable SQLite dead-letter queue
