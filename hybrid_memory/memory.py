@@ -96,6 +96,18 @@ def _check_k(k: object) -> int:
     return k
 
 
+def _str_tuple(value: object, name: str) -> tuple[str, ...]:
+    """``None`` -> ``()``; a non-str iterable of str -> tuple; anything else is rejected."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidInputError(f"{name} must be a sequence of str, got {type(value).__name__}")
+    out = tuple(value)
+    if not all(isinstance(t, str) for t in out):
+        raise InvalidInputError(f"{name} must be a sequence of str")
+    return out
+
+
 def _check_alpha(alpha: object) -> float:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
@@ -584,9 +596,11 @@ class HybridMemory:
         imp = data.pop("importance", None)
         if imp is not None and (isinstance(imp, bool) or not isinstance(imp, (int, float)) or not 0 <= imp <= 1):
             raise InvalidInputError(f"importance must be a number in [0, 1], got {imp!r}")
-        tags = data.pop("tags", ()) or ()
-        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
-            raise InvalidInputError("tags must be a sequence of str")
+        tags = _str_tuple(data.pop("tags", None), "tags")
+        provenance = _str_tuple(data.pop("provenance", None), "provenance")
+        metadata = data.pop("metadata", None)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidInputError(f"metadata must be a mapping, got {type(metadata).__name__}")
         session_id = data.pop("session_id", None)
         if session_id is not None:
             check_id(session_id, name="session_id")
@@ -598,10 +612,10 @@ class HybridMemory:
             importance=0.5 if imp is None else float(imp),
             category=data.pop("category", None) or infer_category(content),
             source=data.pop("source", None) or "user",
-            tags=tuple(tags),
-            metadata=dict(data.pop("metadata", None) or {}),
+            tags=tags,
+            metadata=dict(metadata or {}),
             session_id=session_id,
-            provenance=tuple(data.pop("provenance", ()) or ()),
+            provenance=provenance,
         )
 
     def _score_missing(
@@ -660,11 +674,11 @@ class HybridMemory:
                     "importance": importance,
                     "category": category,
                     "source": source,
-                    "tags": tuple(tags),
-                    "metadata": dict(metadata) if metadata is not None else None,
+                    "tags": tags,
+                    "metadata": metadata,
                     "timestamp": timestamp,
                     "session_id": session_id,
-                    "provenance": tuple(provenance),
+                    "provenance": provenance,
                 }
             ],
             progress=False,
