@@ -43,10 +43,11 @@ Example (``...`` stands for the old memory's id):
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import threading
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,7 +56,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, Field
 
-from hybrid_memory.analyzer import ENGLISH_STOPWORDS, Analyzer
+from hybrid_memory.analyzer import ENGLISH_STOPWORDS
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import InvalidInputError, ScoringError
@@ -125,47 +126,54 @@ _NEGATION = re.compile(
     r"\bhate\b|\bdislike\b|\banymore\b)",
     re.I,
 )
+# Negation words that do not negate a statement ("No worries", "没问题", "不客气", "不错").
+_NOT_NEGATION = re.compile(
+    r"(\bno (?:worries|problem|prob|way|doubt|kidding|idea|clue)\b|^\W*no\b[,.!]|\bnot (?:only|just|bad|sure)\b|"
+    r"\bcan'?t wait\b|\bcannot wait\b|\bdon'?t mention it\b|\bdon'?t worry\b|"
+    r"没问题|没事|不客气|不错|不过|不好意思|不用谢|不知道|差不多|不管|不得不|忍不住|别客气|别担心)",
+    re.I,
+)
+# Explicit declarations that something changed (weak cues such as "now" or "new" are not enough).
 _CHANGE = re.compile(
-    r"(改喝|改吃|改用|改成|改为|换成|换了|换到|搬到|搬去|搬家|不再|现在|如今|已经|以后|从今天|从现在|"
-    r"\bnow\b|\bswitched\b|\bchanged\b|\bmoved\b|\bno longer\b|\banymore\b|\binstead\b|\bactually\b|"
-    r"from now on|these days|\bnew\b)",
+    r"(改喝|改吃|改用|改成|改为|换成|换了|换到|搬到|搬去|搬家了|不再|已经不|现在不|从今天起|从现在起|以后不|"
+    r"\bswitched (?:to|from)\b|\bchanged (?:to|my)\b|\bmoved (?:to|out|from)\b|\bno longer\b|\bnot anymore\b|"
+    r"\bany ?more\b|\binstead of\b|\bfrom now on\b|\bthese days i\b|\bnow (?:i|i'm|prefer|drink|eat|use|live|work)\b|"
+    r"\bi'm now\b|\bgave up\b|\bquit\b|\bstopped\b)",
     re.I,
 )
 _CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _NUMBER = re.compile(r"\d+(?:\.\d+)?|[零一二两三四五六七八九十百千万]+(?=[个岁年月号日点元块公里小时天次只位千万])")
-_DOMAINS: Mapping[str, re.Pattern[str]] = {
-    name: re.compile(p, re.I)
-    for name, p in {
-        "drink": r"(喝|茶|咖啡|奶茶|牛奶|果汁|酒|饮料|饮品|\bdrinks?\b|\btea\b|coffee|latte|espresso|juice|\bmilk\b|beer|wine|soda|decaf)",
-        "food": r"(吃|菜|饭|辣|肉|素|口味|料理|\beat\b|\beats\b|food|cuisine|meat|vegetarian|vegan|spicy|\bdish|\bmeals?\b)",
-        "home": r"(住在|住|搬|地址|老家|\blive\b|\blives\b|\bliving\b|\bmoved\b|address|apartment|\bflat\b)",
-        "work": r"(工作|上班|公司|职位|入职|\bjob\b|\bwork\b|\bworks\b|employer|company|\bposition\b)",
-        "name": r"(叫我|名字|我叫|call me|my name|name is)",
-        "transport": r"(开车|汽车|地铁|高铁|火车|飞机|航班|骑车|\bdrive\b|\bcar\b|\btrain\b|\bflights?\b|\bbike\b|\bcycle\b|commute)",
-        "language": r"(中文|英文|英语|日语|语言|english|chinese|mandarin|spanish|language)",
-        "tools": r"(电脑|手机|系统|编辑器|windows|linux|\bmac\b|iphone|android|\bvim\b|emacs|vs ?code|\bide\b|python|java|rust)",
-        "schedule": r"(起床|睡觉|几点|会议|开会|\bwake\b|\bsleep\b|meetings?|schedule)",
-        "pet": r"(狗|猫|宠物|\bdogs?\b|\bcats?\b|\bpets?\b)",
-        "seat": r"(座位|靠窗|过道|\bseats?\b|window|aisle)",
-        "exercise": r"(跑步|健身|游泳|瑜伽|\brun\b|\bruns\b|\bgym\b|\bswim|yoga|workout|exercise)",
-    }.items()
+_DOMAIN_PATTERNS: Mapping[str, str] = {
+    "drink": r"(喝|茶|咖啡|奶茶|牛奶|果汁|饮料|饮品|\bdrinks?\b|\bdrinking\b|\btea\b|coffee|latte|espresso|juice|\bmilk\b|\bbeer\b|\bwine\b|\bsoda\b|decaf)",
+    "food": r"(吃|菜|辣|肉|素食|口味|料理|\beat\b|\beats\b|\beating\b|cuisine|\bmeat\b|vegetarian|vegan|spicy)",
+    "home": r"(住在|我住|搬到|搬去|地址|\bi live\b|\bliving in\b|\bmoved to\b|my address|my apartment)",
+    "job": r"(工作是|在.{1,10}(工作|上班)|公司|职位|入职|辞职|\bmy job\b|\bi work (?:at|for|as)\b|\bemployer\b|\bjoined\b)",
+    "name": r"(叫我|我的名字|我叫|call me|my name is)",
+    "transport": r"(开车|地铁|高铁|火车|骑车|\bi drive\b|\bcommute|\bby (?:car|train|bike|bus)\b)",
+    "language": r"(中文|英文|英语|日语|\benglish\b|\bchinese\b|\bmandarin\b|\bspanish\b)",
+    "tools": r"(电脑|手机|编辑器|windows|linux|\bmac\b|iphone|android|\bvim\b|emacs|vs ?code|\bide\b)",
+    "schedule": r"(起床|睡觉|几点|\bwake up\b|\bgo to bed\b|\bbedtime\b)",
+    "seat": r"(座位|靠窗|过道|\bseats?\b|\baisle\b|\bwindow seat)",
 }
+# One pass over the text finds every domain (named groups).
+_DOMAINS = re.compile("|".join(f"(?P<{k}>{p})" for k, p in _DOMAIN_PATTERNS.items()), re.I)
 _STOP_CJK = frozenset("我你他她它们的了是在也都很还就吗呢吧啊哦呀和与及现")
 _STOP_EN = frozenset({"i", "im", "my", "me", "we", "our", "am", "have", "has", "do", "does", "m", "s", "ve", "ll", "d"})
 _PREFERENCE = re.compile(
-    r"(喜欢|偏好|爱|讨厌|最爱|习惯|改喝|改吃|改用|prefer|favou?rite|\blove\b|\blike\b|hate|enjoy|rather)", re.I
+    r"(喜欢|偏好|爱喝|爱吃|讨厌|最爱|习惯|改喝|改吃|改用|prefer|favou?rite|\blove\b|\blike\b|hate|enjoy|rather)", re.I
 )
+_SPEAKER = re.compile(r"^\s*([A-Z][\w .'-]{0,30}|[\u4e00-\u9fff]{1,6})\s*[:：]\s")
+_WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff\uf900-\ufaff]+")
+#: Texts longer than this are never judged by the heuristic (long chat turns mix many subjects).
+_MAX_JUDGED_CHARS = 280
 
 
-def _numbers(text: str) -> set[float]:
+def _numbers(text: str) -> frozenset[float]:
     out: set[float] = set()
     for m in _NUMBER.finditer(text):
-        s = m.group(0)
-        if s[0].isdigit():
-            out.add(float(s))
-        else:
-            out.add(float(_cn_number(s)))
-    return out
+        g = m.group(0)
+        out.add(float(g) if g[0].isdigit() else float(_cn_number(g)))
+    return frozenset(out)
 
 
 def _cn_number(s: str) -> int:
@@ -188,19 +196,51 @@ def _cn_number(s: str) -> int:
     return total + section + digit
 
 
-class HeuristicConflictJudge:
-    """Rule-based contradiction check (the offline default).
+@dataclass(frozen=True)
+class _Features:
+    text: str
+    speaker: str | None
+    question: bool
+    negated: bool
+    numbers: frozenset[float]
+    change: bool
+    preference: bool
+    domains: frozenset[str]
+    subject: frozenset[str]
 
-    A new memory *contradicts* an existing one when they talk about the same subject (token
-    overlap after removing negations, numbers and change words) and
+
+def _subject_tokens(text: str) -> frozenset[str]:
+    """Content tokens: Latin words, CJK characters and bigrams, minus function words."""
+    bare = _NUMBER.sub(" ", _CHANGE.sub(" ", _NEGATION.sub(" ", text.lower())))
+    out: set[str] = set()
+    for w in _WORD.findall(bare):
+        if w[0].isascii():
+            if w not in ENGLISH_STOPWORDS and w not in _STOP_EN:
+                out.add(w)
+            continue
+        out.update(c for c in w if c not in _STOP_CJK)
+        out.update(a + b for a, b in itertools.pairwise(w) if a not in _STOP_CJK and b not in _STOP_CJK)
+    return frozenset(out)
+
+
+class HeuristicConflictJudge:
+    """Rule-based contradiction check (the offline default), tuned for precision.
+
+    A new memory *contradicts* an existing one when both are short statements (not questions)
+    by the same speaker about the same subject (token overlap after removing negations, numbers
+    and change words) and
 
     * the negation flipped ("I eat meat" / "I no longer eat meat", 喜欢 / 不喜欢), or
     * a number changed ("I have 2 kids" / "I have 3 kids", 五千元 / 八千元), or
-    * the new one declares a change in the same domain (drinks, food, home, work, name, tools,
-      ...): 我喜欢喝茶 → 我现在改喝咖啡了.
+    * the new one explicitly declares a change (改喝, 搬到, 不再, switched to, no longer, moved
+      to, ...) in the same domain (drinks, food, home, job, name, tools, ...): 我喜欢喝茶 →
+      我现在改喝咖啡了.
 
     Two preferences in the same domain without a change word ("I like tea" / "I like coffee")
-    are only *suspected* (listed for review, both kept).
+    are only *suspected* (listed for review, both kept). Interjections ("No worries", "没问题")
+    are not negations, texts prefixed by different speakers ("Ann: …" / "Bob: …") are about
+    different people, and long chat turns are left alone: a wrong supersede hides a true memory,
+    so the rules prefer missing a conflict.
 
     Example:
         >>> j = HeuristicConflictJudge()
@@ -212,49 +252,82 @@ class HeuristicConflictJudge:
 
     name = "heuristic"
 
-    def __init__(self, *, analyzer: Analyzer | None = None, min_overlap: float = 0.5) -> None:
-        self.analyzer = analyzer if analyzer is not None else Analyzer()
+    def __init__(self, *, min_overlap: float = 0.5, cache_size: int = 20_000) -> None:
         self.min_overlap = min_overlap
+        self._cache: OrderedDict[str, _Features] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
 
-    def _subject(self, text: str) -> set[str]:
-        bare = _NUMBER.sub(" ", _CHANGE.sub(" ", _NEGATION.sub(" ", text)))
-        toks = self.analyzer.index_tokens(bare)
-        return {
-            t for t in toks if t not in ENGLISH_STOPWORDS and t not in _STOP_EN and not any(c in _STOP_CJK for c in t)
-        }
+    def features(self, text: str) -> _Features:
+        """The cached rule features of ``text``."""
+        with self._lock:
+            f = self._cache.get(text)
+            if f is not None:
+                self._cache.move_to_end(text)
+                return f
+        m = _SPEAKER.match(text)
+        body = text[m.end() :] if m else text
+        cleaned = _NOT_NEGATION.sub(" ", body)
+        f = _Features(
+            text=text,
+            speaker=m.group(1).strip() if m else None,
+            question=body.rstrip().endswith(("?", "？")),
+            negated=len(_NEGATION.findall(cleaned)) % 2 == 1,
+            numbers=_numbers(body),
+            change=bool(_CHANGE.search(body)),
+            preference=bool(_PREFERENCE.search(body)),
+            domains=frozenset(m.lastgroup for m in _DOMAINS.finditer(body) if m.lastgroup),
+            subject=_subject_tokens(body),
+        )
+        with self._lock:
+            self._cache[text] = f
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return f
 
     @staticmethod
-    def _jaccard(a: set[str], b: set[str]) -> float:
+    def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
         if not a or not b:
             return 0.0
         return len(a & b) / len(a | b)
 
+    def _comparable(self, a: _Features, b: _Features) -> bool:
+        if a.question or b.question:
+            return False
+        if len(a.text) > _MAX_JUDGED_CHARS or len(b.text) > _MAX_JUDGED_CHARS:
+            return False
+        return a.speaker is None or b.speaker is None or a.speaker == b.speaker
+
+    def _hard(self, a: _Features, b: _Features) -> Verdict | None:
+        numbers_changed = bool(a.numbers and b.numbers and a.numbers != b.numbers)
+        if not numbers_changed and a.negated == b.negated:
+            return None
+        if self._jaccard(a.subject, b.subject) < self.min_overlap:
+            return None
+        if numbers_changed:
+            old = ", ".join(f"{x:g}" for x in sorted(b.numbers - a.numbers) or sorted(b.numbers))
+            new = ", ".join(f"{x:g}" for x in sorted(a.numbers - b.numbers) or sorted(a.numbers))
+            return Verdict("contradicts", f"number changed ({old} → {new})", self.name)
+        return Verdict("contradicts", "negation flipped", self.name)
+
     def hard_conflict(self, new: str, old: str) -> Verdict | None:
         """Flipped negation or changed number on the same subject, else ``None``."""
-        overlap = self._jaccard(self._subject(new), self._subject(old))
-        if overlap < self.min_overlap:
+        a, b = self.features(new), self.features(old)
+        if a.question != b.question:
             return None
-        n_new, n_old = _numbers(new), _numbers(old)
-        if n_new and n_old and n_new != n_old:
-            a = ", ".join(f"{x:g}" for x in sorted(n_old - n_new) or sorted(n_old))
-            b = ", ".join(f"{x:g}" for x in sorted(n_new - n_old) or sorted(n_new))
-            return Verdict("contradicts", f"number changed ({a} → {b})", self.name)
-        neg_new = len(_NEGATION.findall(new)) % 2 == 1
-        neg_old = len(_NEGATION.findall(old)) % 2 == 1
-        if neg_new != neg_old:
-            return Verdict("contradicts", "negation flipped", self.name)
-        return None
+        return self._hard(a, b)
 
     def _one(self, new: str, old: str) -> Verdict:
-        hard = self.hard_conflict(new, old)
+        a, b = self.features(new), self.features(old)
+        if not self._comparable(a, b):
+            return Verdict("unrelated", "", self.name)
+        hard = self._hard(a, b)
         if hard is not None:
             return hard
-        dom_new = {d for d, p in _DOMAINS.items() if p.search(new)}
-        dom_old = {d for d, p in _DOMAINS.items() if p.search(old)}
-        shared = sorted(dom_new & dom_old)
-        if shared and _CHANGE.search(new):
+        shared = sorted(a.domains & b.domains)
+        if shared and a.change:
             return Verdict("contradicts", f"declared change ({shared[0]})", self.name)
-        if shared and _PREFERENCE.search(new) and _PREFERENCE.search(old):
+        if shared and a.preference and b.preference:
             return Verdict("suspected", f"two preferences about {shared[0]}", self.name)
         return Verdict("unrelated", "", self.name)
 
