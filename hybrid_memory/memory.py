@@ -979,6 +979,7 @@ class HybridMemory:
         return np.stack([self._turn_vectors[t.id] for t in turns])
 
     # ------------------------------------------------------------------ management
+    @observed("put")
     def put(self, record: MemoryRecord) -> WriteOutcome:
         """Store exactly ``record`` under its id, replacing any previous version.
 

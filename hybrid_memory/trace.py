@@ -76,7 +76,7 @@ from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, StoreError, StoreUnavailableError
 from hybrid_memory.metrics import MemoryMetrics
 from hybrid_memory.privacy import PiiRedactor
-from hybrid_memory.records import FusedContext, RecallHit, Turn, WriteOutcome, check_id, utcnow
+from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, Turn, WriteOutcome, check_id, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
     from hybrid_memory.scoring import ScoreBatch
@@ -485,7 +485,7 @@ class _Builder:
         self.scorer_fallback: str | None = None
 
 
-_WRITE_KINDS = frozenset({"add_turn", "remember", "remember_many", "end_session"})
+_WRITE_KINDS = frozenset({"add_turn", "remember", "remember_many", "end_session", "put"})
 
 
 class Observer:
@@ -654,6 +654,9 @@ class Observer:
                     m.observe_dead_lettered(after - b.dl_before)
         if self.tracer is None or isinstance(exc, InvalidInputError) or getattr(mem, "_closed", False):
             return  # invalid calls, or calls on a closed memory, did nothing worth tracing
+        record = b.args.get("record")
+        if b.args.get("user_id") is None and isinstance(record, MemoryRecord):
+            b.args["user_id"], b.args["session_id"] = record.user_id, record.session_id
         try:
             user = check_id(b.args.get("user_id"))
         except InvalidInputError:
@@ -725,7 +728,7 @@ class Observer:
         params = {
             k: _jsonable(v)
             for k, v in a.items()
-            if k not in ("self", "user_id", "session_id", "query", "content", "items", "filter")
+            if k not in ("self", "user_id", "session_id", "query", "content", "items", "filter", "record")
         }
         if flt is not None:
             params["filter"] = _jsonable(flt)

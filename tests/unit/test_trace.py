@@ -354,3 +354,14 @@ def test_calls_on_a_closed_memory_raise_without_trace_noise(db: Path, caplog: py
         assert [s.kind for s in reader.steps()] == ["add_turn"]
     finally:
         reader.close()
+
+
+def test_put_is_traced_as_its_own_step(mem: HybridMemory) -> None:
+    from hybrid_memory.records import MemoryRecord
+
+    rec = MemoryRecord.create(user_id="alice", content="key-value note 13812345678", session_id="kv", timestamp=T0)
+    out = mem.put(rec)
+    (step,) = mem.replay("kv")
+    assert step.kind == "put" and step.user_id == "alice"
+    assert [(w.action, w.content) for w in step.writes] == [(out.action, "key-value note [PHONE]")]
+    assert "record" not in step.params
