@@ -2,7 +2,7 @@
 
 Tracing is opt-in per :class:`~hybrid_memory.memory.HybridMemory` (``HybridMemory(...,
 trace=True)`` or ``HYBRID_MEMORY_TRACE__ENABLED=true``). Every ``add_turn``, ``recall``,
-``build_context``, ``remember``/``remember_many`` and ``end_session`` then records one
+``build_context``, ``remember``/``remember_many``, ``end_session`` and ``put`` then records one
 :class:`TraceStep` with:
 
 * the query (or the turn) and the call's parameters;
