@@ -1009,7 +1009,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--user", help="only this user's steps")
     p.add_argument(
         "--kind",
-        choices=("add_turn", "recall", "build_context", "remember", "remember_many", "end_session", "background_write"),
+        choices=(
+            "add_turn",
+            "recall",
+            "build_context",
+            "remember",
+            "remember_many",
+            "end_session",
+            "put",
+            "background_write",
+        ),
     )
     p.add_argument("--json", action="store_true", help="one JSON object per step (JSON lines)")
     p.add_argument("--width", type=_positive, default=100, help="clip text to this width")
