@@ -90,6 +90,9 @@ def register(subparsers: Any) -> None:
         p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
         p.set_defaults(func=run)
+    from hybrid_memory.bench.perf import register_perf
+
+    register_perf(sub)
 
 
 def make_embedder(name: str, *, cache: bool = True) -> Any:

@@ -1,0 +1,148 @@
+"""``hybrid-memory bench perf`` at tiny sizes: JSON schema, real measurements, rendering, CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hybrid_memory.bench.cli import register
+from hybrid_memory.bench.perf import (
+    SCHEMA_VERSION,
+    PerfOptions,
+    check_targets,
+    make_corpus,
+    numpy_floor_topk,
+    project_cluster,
+    render_markdown,
+    run_perf,
+    write_outputs,
+)
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    opts = PerfOptions(
+        sizes=(150, 400),
+        queries=6,
+        warmup=1,
+        weaviate=False,
+        embedder=False,
+        import_runs=1,
+        concurrency=(1, 2),
+        concurrency_seconds=0.15,
+        concurrency_size=150,
+        remember_items=40,
+        profile=True,
+    )
+    return run_perf(opts)
+
+
+def test_corpus_is_realistic_and_unique(tmp_path: Path) -> None:
+    c = make_corpus(300, 5, dim=32, seed=1, data_dir=tmp_path)  # empty dir: synthetic vocabulary
+    assert len(set(c.texts)) == 300
+    assert c.vectors.shape == (300, 32) and c.vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(c.vectors, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(np.linalg.norm(c.query_vectors, axis=1), 1.0, atol=1e-5)
+    # Each query vector is closest (or nearly) to the memory it was made from.
+    sims = c.vectors @ c.query_vectors.T
+    for j, t in enumerate(c.query_targets):
+        assert sims[t, j] > 0.5
+    assert "synthetic" in c.source
+
+
+def test_numpy_floor_is_exact_top_k() -> None:
+    rng = np.random.default_rng(0)
+    m = rng.standard_normal((50, 8)).astype(np.float32)
+    q = rng.standard_normal(8).astype(np.float32)
+    top = numpy_floor_topk(m, q, 5)
+    assert top.tolist() == np.argsort(-(m @ q))[:5].tolist()
+
+
+def test_report_schema_and_real_numbers(report: dict[str, Any]) -> None:
+    assert report["schema_version"] == SCHEMA_VERSION
+    assert len(report["loadavg_start"]) == 3 and all(_finite(x) for x in report["loadavg_start"])
+    assert _finite(report["import"]["median_s"]) and report["import"]["median_s"] > 0
+    assert _finite(report["peak_rss_mb"]) and report["peak_rss_mb"] > 10
+    local = report["local"]
+    assert [s["n"] for s in local["sizes"]] == [150, 400]
+    for s in local["sizes"]:
+        assert _finite(s["ingest_upsert_per_s"]) and s["ingest_upsert_per_s"] > 0
+        assert s["target_in_candidates"] > 0.5  # queries find the memory they were aimed at
+        for key in ("numpy_floor", "numpy_floor_einsum", "store_search", "recall", "recall_no_touch", "build_context"):
+            st = s["latency"][key]
+            assert st["n"] == 6
+            assert all(_finite(st[p]) and st[p] > 0 for p in ("p50_ms", "p95_ms", "p99_ms"))
+            assert st["p50_ms"] <= st["p95_ms"] <= st["p99_ms"] <= st["max_ms"]
+    assert local["sizes"][-1]["profile_store_search"]["top_own_time"]
+    rm = local["remember_many"]
+    assert rm["items"] == 40 and rm["per_s"] > 0 and rm["actions"].get("added", 0) >= 1
+    runs = local["concurrency"]["runs"]
+    assert [r["threads"] for r in runs] == [1, 2]
+    assert all(r["calls"] > 0 and r["qps"] > 0 and not r["errors"] for r in runs)
+    assert report["weaviate"] is None
+    assert report["projection"] == {"skipped": "no Weaviate measurements"}
+    json.dumps(report, allow_nan=False)
+
+
+def test_targets_have_status(report: dict[str, Any]) -> None:
+    targets = check_targets(report)
+    assert {t["status"] for t in targets} <= {"met", "missed", "not measured"}
+    imp = next(t for t in targets if t["target"].startswith("import"))
+    assert imp["status"] in ("met", "missed") and _finite(imp["figure"])
+    assert any(t["status"] == "not measured" and "Weaviate" in t["target"] for t in targets)
+
+
+def test_projection_from_weaviate_figures() -> None:
+    lat = {"store_search": {"p95_ms": 9.0}}
+    fake = {
+        "weaviate": {
+            "sizes": [
+                {
+                    "n": 1000,
+                    "tenants": 4,
+                    "disk_bytes_per_memory": 5000.0,
+                    "server_rss_mb_before": 100.0,
+                    "server_rss_mb_after": 120.0,
+                    "server_cpu_ms_per_query": 2.0,
+                    "latency": lat,
+                }
+            ]
+        }
+    }
+    p = project_cluster(fake)
+    assert p["memories_total"] == 1_000_000_000
+    assert p["disk_one_copy_tb"] == pytest.approx(5.0)
+    assert p["measured_inputs"]["server_rss_mb_per_loaded_tenant"] == pytest.approx(5.0)
+    assert p["qps_per_node"] == pytest.approx(16 * 0.7 / 0.002)
+
+
+def test_outputs_and_markdown(report: dict[str, Any], tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("## Analysis\n\nhand-written", encoding="utf-8")
+    paths = write_outputs(report, tmp_path / "out", notes_path=notes)
+    names = {p.name for p in paths}
+    assert {"perf.json", "perf.md"} <= names
+    assert json.loads((tmp_path / "out" / "perf.json").read_text())["schema_version"] == SCHEMA_VERSION
+    md = (tmp_path / "out" / "perf.md").read_text()
+    assert "## Targets" in md and "Load average" in md and "hand-written" in md
+    assert "LocalStore recall latency" in md
+    assert render_markdown(report).count("| 400 |") >= 5
+
+
+def test_cli_registers_perf() -> None:
+    parser = argparse.ArgumentParser(prog="hybrid-memory")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "perf", "--sizes", "1000,10_000", "--no-weaviate", "--json"])
+    assert args.sizes == (1000, 10_000) and args.no_weaviate and args.json
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "perf", "--sizes", "0"])
