@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Literal
 
 from hybrid_memory.errors import ConfigurationError, MissingDependencyError
@@ -76,29 +75,16 @@ ENGLISH_STOPWORDS = frozenset(
 
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana, CJK symbols that are
 # letters (e.g. 々). Hangul is space-delimited and handled like Latin.
-_CJK_RANGES = (
-    (0x3005, 0x3007),
-    (0x3040, 0x30FF),
-    (0x31F0, 0x31FF),
-    (0x3400, 0x4DBF),
-    (0x4E00, 0x9FFF),
-    (0xF900, 0xFAFF),
-    (0x20000, 0x3134F),
-)
+_CJK_CLASS = "\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+# A word is a run of letters/numbers ([^\W_] = str.isalnum(), i.e. Unicode L* and N*, like Go's
+# unicode.IsLetter || unicode.IsNumber in Weaviate's `word`); runs are further split where the
+# script switches between CJK and everything else.
+_PIECE = re.compile(rf"(?:(?=[^\W_])[{_CJK_CLASS}])+|(?:(?![{_CJK_CLASS}])[^\W_])+")
+_CJK_CHAR = re.compile(rf"[{_CJK_CLASS}]")
 
 
 def _is_cjk(ch: str) -> bool:
-    o = ord(ch)
-    return any(lo <= o <= hi for lo, hi in _CJK_RANGES)
-
-
-@lru_cache(maxsize=1 << 16)
-def _is_word_char(ch: str) -> bool:
-    # Weaviate `word`: unicode.IsLetter || unicode.IsNumber (categories L* and N*).
-    return unicodedata.category(ch)[0] in ("L", "N")
-
-
-_SPLIT = re.compile(r"[^\w]|_", re.UNICODE)
+    return _CJK_CHAR.match(ch) is not None
 
 
 class Analyzer:
@@ -171,24 +157,7 @@ class Analyzer:
     def _pieces(self, text: str) -> list[str]:
         """Split into lower-cased word runs, further split at CJK / non-CJK boundaries."""
         norm = unicodedata.normalize("NFKC", text)
-        pieces: list[str] = []
-        buf: list[str] = []
-        buf_cjk = False
-        for ch in norm:
-            if not _is_word_char(ch):
-                if buf:
-                    pieces.append("".join(buf))
-                    buf = []
-                continue
-            c = _is_cjk(ch)
-            if buf and c != buf_cjk:
-                pieces.append("".join(buf))
-                buf = []
-            buf_cjk = c
-            buf.append(ch)
-        if buf:
-            pieces.append("".join(buf))
-        return [p if _is_cjk(p[0]) else p.lower() for p in pieces]
+        return [p if _is_cjk(p[0]) else p.lower() for p in _PIECE.findall(norm)]
 
     def _cjk_tokens(self, run: str) -> list[str]:
         if self._jieba is not None:

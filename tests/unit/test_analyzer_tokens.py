@@ -10,7 +10,16 @@ from hybrid_memory.tokens import TokenCounter
 def test_latin_follows_weaviate_word_tokenisation() -> None:
     # Split on every non-letter/non-number rune, lower-case (weaviate.md §2.6).
     assert Analyzer().index_tokens("Hello, World! don't e-mail x_y 3.14") == [
-        "hello", "world", "don", "t", "e", "mail", "x", "y", "3", "14",
+        "hello",
+        "world",
+        "don",
+        "t",
+        "e",
+        "mail",
+        "x",
+        "y",
+        "3",
+        "14",
     ]
 
 
@@ -36,7 +45,11 @@ def test_mixed_script_and_fullwidth_are_normalised() -> None:
 
 @pytest.mark.parametrize(
     ("mode", "expected"),
-    [("bigram", ["苹果", "果汁"]), ("unigram", ["苹", "果", "汁"]), ("bigram+unigram", ["苹", "苹果", "果", "果汁", "汁"])],
+    [
+        ("bigram", ["苹果", "果汁"]),
+        ("unigram", ["苹", "果", "汁"]),
+        ("bigram+unigram", ["苹", "苹果", "果", "果汁", "汁"]),
+    ],
 )
 def test_cjk_modes(mode: str, expected: list[str]) -> None:
     assert Analyzer(cjk=mode).index_tokens("苹果汁") == expected  # type: ignore[arg-type]
@@ -75,3 +88,21 @@ def test_approximate_counter() -> None:
     assert c.count("") == 0
     assert c.count("我喜欢") == 3
     assert c.truncate("abcdefgh", 1) == "abcd"
+
+
+def test_word_characters_are_exactly_weaviate_letters_and_numbers() -> None:
+    import unicodedata
+
+    from hybrid_memory.analyzer import _PIECE
+
+    mismatches = [
+        cp
+        for cp in range(0x30000)
+        if not 0xD800 <= cp <= 0xDFFF and (unicodedata.category(chr(cp))[0] in "LN") != bool(_PIECE.fullmatch(chr(cp)))
+    ]
+    assert mismatches == []
+
+
+def test_cjk_punctuation_inside_kana_splits() -> None:
+    # U+30FB (katakana middle dot) is punctuation: Weaviate's `word` splits on it.
+    assert Analyzer(cjk="unigram").index_tokens("カタ・カナ") == ["カ", "タ", "カ", "ナ"]
