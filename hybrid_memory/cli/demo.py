@@ -24,7 +24,7 @@ SCRIPT: list[tuple[str, str, int, str, str]] = [
     ("li_lei", "s1", 0, "assistant", "你好，有什么可以帮你？"),
     ("li_lei", "s1", 0, "user", "记住：我对花生过敏，任何菜都不要放花生。"),
     ("li_lei", "s1", 0, "assistant", "好的，我记住了，推荐菜时会避开花生。"),
-    ("li_lei", "s1", 0, "user", "我喜欢喝茶，尤其是乌龙茶，不要加糖。"),
+    ("li_lei", "s1", 0, "user", "我喜欢喝乌龙茶，不要加糖。"),
     ("li_lei", "s1", 0, "user", "下个月15号我要去东京出差，预算一万元。"),
     ("li_lei", "s1", 0, "user", "哈哈好的，谢谢"),
     ("alice", "a1", 0, "user", "Hi there!"),
@@ -33,7 +33,7 @@ SCRIPT: list[tuple[str, str, int, str, str]] = [
     ("alice", "a1", 0, "user", "My daughter Emma turns 7 on June 3 and loves dinosaurs."),
     ("alice", "a1", 0, "user", "I'm training for the Berlin marathon in September, 5 runs a week."),
     ("alice", "a1", 0, "user", "ok thanks"),
-    ("li_lei", "s2", 4, "user", "我现在改喝咖啡了，每天早上一杯美式。"),
+    ("li_lei", "s2", 4, "user", "我现在改喝咖啡了，不喝茶了。"),
     ("li_lei", "s2", 4, "user", "记住：我对花生过敏，任何菜都不要放花生。"),
 ]
 
