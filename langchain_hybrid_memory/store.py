@@ -421,6 +421,7 @@ class HybridMemoryStore(BaseStore):
         self.memory.put(record)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
+        _check_page(op.limit, op.offset)
         prefix = tuple(op.namespace_prefix)
         scope = self._scope(prefix)
         if scope is None or op.limit <= 0:
@@ -470,6 +471,7 @@ class HybridMemoryStore(BaseStore):
             k = min(k * 4, _MAX_RECALL)
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        _check_page(op.limit, op.offset)
         conditions = tuple(op.match_conditions or ())
         users: list[str] | None = None
         for cond in conditions:
@@ -507,3 +509,10 @@ class HybridMemoryStore(BaseStore):
         """Async twin of :meth:`batch` (runs it in a worker thread)."""
         materialized = list(ops)
         return await asyncio.to_thread(self.batch, materialized)
+
+
+def _check_page(limit: object, offset: object) -> None:
+    """``limit`` and ``offset`` must be non-negative ints (a float or None would fail deep inside)."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInputError(f"{name} must be a non-negative int, got {value!r}")
