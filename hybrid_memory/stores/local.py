@@ -907,6 +907,10 @@ class LocalStore(AsyncFromSyncStore):
         for i in ids:
             if not isinstance(i, str):
                 raise InvalidInputError(f"memory ids must be str, got {type(i).__name__}")
+            try:
+                i.encode("utf-8")
+            except UnicodeEncodeError as exc:  # SQLite cannot bind it (lone surrogate)
+                raise InvalidInputError("memory ids must be valid Unicode (lone surrogate?)") from exc
             if i not in seen:
                 seen.add(i)
                 out.append(i)
