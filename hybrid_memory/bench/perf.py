@@ -864,7 +864,6 @@ def _weaviate_size(opts: PerfOptions, w: _Weaviate, n: int) -> dict[str, Any]:
     if not small:
         for u in users:
             store.delete_user(u)
-    mem.close()
     return out
 
 
@@ -876,7 +875,6 @@ def _weaviate_remember(opts: PerfOptions, w: _Weaviate) -> dict[str, Any]:
     t0 = time.perf_counter()
     outcomes = mem.remember_many("perf-w-writer", items, progress=False)
     dt = time.perf_counter() - t0
-    mem.close()
     return {"items": n, "per_s": n / dt, "seconds": dt, "actions": dict(Counter(o.action for o in outcomes))}
 
 
@@ -941,7 +939,6 @@ def measure_weaviate(opts: PerfOptions, workdir: Path) -> dict[str, Any]:
             opts.concurrency_seconds,
             64,
         )
-        mem.close()
         return {
             "binary": binary,
             "startup_s": w.startup_s,
