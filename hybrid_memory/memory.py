@@ -715,7 +715,7 @@ class HybridMemory:
         check_id(user_id)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInputError("batch_size must be a positive int")
-        if isinstance(items, (str, bytes, Mapping)):
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise InvalidInputError("items must be an iterable of memories, not a single memory")
         materialized = list(items)
         drafts: list[MemoryRecord] = []
