@@ -211,6 +211,15 @@ def alpha_section(results: Mapping[str, Any], grid: Mapping[str, Any] | None) ->
             _table(["dataset", "primary metric", "best alpha", "value"], rows),
             "",
         ]
+        if "overall" in ba:
+            curve = ba["overall"]["curve"]
+            near = [a for a, v in zip(grid["alphas"], curve, strict=True) if v >= ba["overall"]["value"] - 0.005]
+            lines += [
+                f"Overall best store-level alpha: **{ba['overall']['alpha']:.2f}** (mean {ba['overall']['value']:.3f}); "
+                f"within 0.005 of it: alpha {', '.join(f'{a:.2f}' for a in near)}. Mean at alpha 0.5: "
+                f"{curve[grid['alphas'].index(0.5)]:.3f}.",
+                "",
+            ]
     api_rows = []
     means: dict[float, list[float]] = {}
     for ds in ("locomo", "longmemeval", "memorybank"):
@@ -383,7 +392,7 @@ def report_markdown(results: Mapping[str, Any], extra: Mapping[str, Any]) -> str
             "",
         ]
     if "embedders" in extra:
-        lines += ["## Embedders", "", "See [embedders.md](embedders.md).", ""]
+        lines += ["## Embedders", "", *embedder_summary(extra["embedders"], extra.get("embedder_speed")), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -581,3 +590,38 @@ def _speed_note(speed: Mapping[str, Any] | None) -> str:
         f"`embed_documents` over all texts). First load = a fresh interpreter importing the class, loading the model "
         f"and embedding one text (best of 3). Load average before each measurement: {loads}."
     )
+
+
+def embedder_summary(res: Mapping[str, Any], speed: Mapping[str, Any] | None) -> list[str]:
+    """A short table for report.md (details in embedders.md)."""
+    rows = []
+    for label, m in res["models"].items():
+        q = m["quality"]
+        sp = ((speed or {}).get("models", {}).get(label) or {}).get("speed", {})
+        rows.append(
+            (
+                label,
+                q["memorybank"]["dense"]["recall@5"],
+                q["locomo"]["dense"]["recall@10"],
+                q["longmemeval_subsample"]["dense"].get("session_recall_all@5"),
+                q["locomo"]["hybrid_alpha_0.5"]["recall@10"],
+                sp.get("batched_per_s"),
+                f"{m['install_bytes'] / 1e6:.0f} MB",
+            )
+        )
+    return [
+        _table(
+            [
+                "model",
+                "MemoryBank dense R@5",
+                "LoCoMo dense R@10",
+                "LME-sub dense session R_all@5",
+                "LoCoMo hybrid0.5 R@10",
+                "sentences/s batched",
+                "install",
+            ],
+            rows,
+        ),
+        "",
+        "Details, speed conditions and the LongMemEval subsample: [embedders.md](embedders.md).",
+    ]
