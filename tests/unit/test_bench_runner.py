@@ -254,3 +254,26 @@ def test_load_locomo_via_runner_limit(tmp_path: Path) -> None:
     path.write_text(json.dumps(LOCOMO))
     ds = load_locomo(path)
     assert ds.n_questions == 4
+
+
+def test_question_metrics_session_variants() -> None:
+    from hybrid_memory.bench.runner import aggregate, question_metrics
+
+    docs = (
+        Doc("noise_1", "x", session_id="noise"),
+        Doc("ans_1", "y", session_id="ans"),
+        Doc("ans_3", "z", session_id="ans"),
+    )
+    q = Question("q", "?", frozenset({"ans_3"}), "multi-session", gold_sessions=frozenset({"ans"}))
+    g = Group("q", docs, (q,))
+    # the top hit is a non-evidence turn of the answer session
+    m = question_metrics("longmemeval", g, q, [frozenset({"ans_1"}), frozenset({"noise_1"})], depth=50)
+    assert m["session_recall_all@1"] == 1.0  # any turn of the gold session retrieves it
+    assert m["session_official_recall_all@1"] == 0.0  # official: ans_1 maps to "noans" and does not count
+    assert m["turn_recall_any@1"] == 0.0
+    assert m["recall@10"] == 0.0
+    assert "turn_recall_any@50" in m and "recall@50" in m
+    shallow = question_metrics("longmemeval", g, q, [frozenset({"ans_3"})], depth=10)
+    assert shallow["turn_recall_any@1"] == 1.0 and "turn_recall_any@30" not in shallow
+    agg = aggregate([(q, m)], dataset="longmemeval")
+    assert agg["questions"] == 1 and agg["per_category"]["multi-session"]["session_recall_all@1"] == 1.0
