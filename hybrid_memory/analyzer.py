@@ -4,8 +4,12 @@ Both stores index the analyzer's tokens, so BM25 sees identical terms on :class:
 and on Weaviate (where the analysed text lives in a ``whitespace``-tokenised property).
 
 Latin script follows Weaviate's ``word`` tokenisation: NFKC-normalise, split on every rune that
-is not a letter or a number, lower-case. English stopwords (Weaviate's ``en`` preset) are removed
-from *queries only*; documents keep them, so document length matches Weaviate's ``dl``.
+is not a letter or a number, lower-case, then a light English stemmer (on by default: LoCoMo dev
+BM25 Recall@10 0.522 → 0.545). Stopwords are removed from *queries only*; documents keep them, so
+document length matches Weaviate's ``dl``. The query stopwords are Weaviate's ``en`` preset plus
+pronouns, auxiliaries and question words (:data:`QUERY_STOPWORDS`): "What did I do…" otherwise
+matches every memory containing "I" (LoCoMo dev BM25 Recall@10 0.545 → 0.608, LongMemEval turn
+Recall@10 0.933 → 0.940). Both stores receive the analysed query, so they stay in step.
 
 Chinese and Japanese ideographs/kana have no spaces: Weaviate's ``word`` would make
 "我喜欢吃苹果" one token and a query for 苹果 would never match. Runs of those scripts are emitted
@@ -17,20 +21,20 @@ Example:
     >>> a = Analyzer()
     >>> a.index_tokens("我喜欢吃苹果，I use Python写代码!")
     ['我', '我喜', '喜', '喜欢', '欢', '欢吃', '吃', '吃苹', '苹', '苹果', '果', 'i', 'use', 'python', '写', '写代', '代', '代码', '码']
-    >>> a.query_tokens("What is the apple?")
-    ['what', 'apple']
+    >>> a.query_tokens("What did I say about the apples?")
+    ['say', 'apple']
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Literal
 
 from hybrid_memory.errors import ConfigurationError, MissingDependencyError
 
-__all__ = ["ENGLISH_STOPWORDS", "Analyzer", "CjkMode"]
+__all__ = ["ENGLISH_STOPWORDS", "QUERY_STOPWORDS", "Analyzer", "CjkMode"]
 
 CjkMode = Literal["bigram+unigram", "bigram", "unigram", "jieba"]
 
@@ -73,6 +77,101 @@ ENGLISH_STOPWORDS = frozenset(
     ]
 )
 
+#: Default query stopwords: Weaviate's ``en`` preset plus pronouns, auxiliaries, question words
+#: and contraction fragments (measured on the dev benchmarks; see the module docstring).
+QUERY_STOPWORDS = ENGLISH_STOPWORDS | frozenset(
+    [
+        "i",
+        "me",
+        "my",
+        "myself",
+        "we",
+        "us",
+        "our",
+        "ours",
+        "ourselves",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "he",
+        "him",
+        "his",
+        "himself",
+        "she",
+        "her",
+        "hers",
+        "herself",
+        "its",
+        "itself",
+        "them",
+        "theirs",
+        "themselves",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "done",
+        "have",
+        "has",
+        "had",
+        "having",
+        "am",
+        "were",
+        "been",
+        "being",
+        "would",
+        "could",
+        "should",
+        "can",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "about",
+        "any",
+        "some",
+        "all",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "own",
+        "same",
+        "so",
+        "than",
+        "too",
+        "very",
+        "just",
+        "also",
+        "s",
+        "t",
+        "don",
+        "didn",
+        "doesn",
+        "isn",
+        "wasn",
+        "aren",
+        "weren",
+        "won",
+        "wouldn",
+        "couldn",
+        "shouldn",
+    ]
+)
+
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana, CJK symbols that are
 # letters (e.g. 々). Hangul is space-delimited and handled like Latin.
 _CJK_CLASS = "\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
@@ -93,7 +192,7 @@ class Analyzer:
     Args:
         cjk: How runs of Chinese/Japanese characters are tokenised.
         stem: Apply a light English suffix stemmer to Latin tokens (both index and query).
-        stopwords: Words removed from queries (not from documents), Weaviate ``en`` by default.
+        stopwords: Words removed from queries (not from documents); default :data:`QUERY_STOPWORDS`.
 
     Raises:
         ConfigurationError: unknown ``cjk`` mode.
@@ -104,14 +203,14 @@ class Analyzer:
         self,
         *,
         cjk: CjkMode = "bigram+unigram",
-        stem: bool = False,
-        stopwords: Sequence[str] | None = None,
+        stem: bool = True,
+        stopwords: Iterable[str] | None = None,
     ) -> None:
         if cjk not in ("bigram+unigram", "bigram", "unigram", "jieba"):
             raise ConfigurationError(f"unknown cjk mode {cjk!r}")
         self.cjk: CjkMode = cjk
         self.stem = stem
-        self.stopwords = frozenset(ENGLISH_STOPWORDS if stopwords is None else stopwords)
+        self.stopwords = frozenset(QUERY_STOPWORDS if stopwords is None else stopwords)
         self._jieba = None
         if cjk == "jieba":
             try:
@@ -179,6 +278,21 @@ class Analyzer:
         return _light_stem(word)
 
 
+_VOWELS = frozenset("aeiou")
+
+
+def _short_cvc(base: str) -> bool:
+    """A short consonant-vowel-consonant stem whose silent e was dropped (los, mak, hop)."""
+    return (
+        len(base) <= 4
+        and len(base) >= 3
+        and base[-1] not in _VOWELS
+        and base[-1] not in "wxy"
+        and base[-2] in _VOWELS
+        and base[-3] not in _VOWELS
+    )
+
+
 def _light_stem(w: str) -> str:
     """A small English stemmer (plural and common verb suffixes), deterministic and pure."""
     if len(w) <= 3 or not w.isascii() or not w.isalpha():
@@ -195,8 +309,13 @@ def _light_stem(w: str) -> str:
         if w.endswith(suf) and len(w) >= min_len:
             if suf == "s" and w.endswith(("ss", "us", "is")):
                 return w
+            if suf == "es" and not w[:-2].endswith(("s", "x", "z", "ch", "sh")):
+                continue  # "apples" -> "apple" (the "s" rule), "boxes" -> "box"
             base = w[: len(w) - len(suf)] + rep
-            if suf in ("ing", "ed") and len(base) > 2 and base[-1] == base[-2] and base[-1] not in "lsz":
-                base = base[:-1]
+            if suf in ("ing", "ed"):
+                if len(base) > 2 and base[-1] == base[-2] and base[-1] not in "lsz":
+                    base = base[:-1]  # running -> run, hopped -> hop
+                elif _short_cvc(base):
+                    base += "e"  # losing -> lose, baked -> bake (Porter step 1b)
             return base
     return w

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.analyzer import ENGLISH_STOPWORDS, Analyzer
 from hybrid_memory.embeddings import _BaseEmbedder
 
 __all__ = ["HashingEmbedder"]
@@ -30,13 +30,15 @@ class HashingEmbedder(_BaseEmbedder):
 
     Args:
         dim: Output dimension.
-        analyzer: Tokeniser (default :class:`~hybrid_memory.analyzer.Analyzer`).
+        analyzer: Tokeniser (default: ``Analyzer(stem=False, stopwords=ENGLISH_STOPWORDS)``).
     """
 
     def __init__(self, dim: int = 256, *, analyzer: Analyzer | None = None) -> None:
         super().__init__()
         self._dim = dim
-        self._analyzer = analyzer if analyzer is not None else Analyzer()
+        # A fixed tokenisation (no stemming, Weaviate's stopwords) keeps these vectors stable
+        # when the library's analyzer defaults are tuned.
+        self._analyzer = analyzer if analyzer is not None else Analyzer(stem=False, stopwords=ENGLISH_STOPWORDS)
         self.name = f"hashing-{dim}"
         self._dedup = 0.92
         self._stm = 0.8
