@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from hybrid_memory.analyzer import Analyzer
-from hybrid_memory.errors import ConfigurationError, SchemaError, StoreUnavailableError
+from hybrid_memory.errors import ConfigurationError, SchemaError, StoreError, StoreUnavailableError
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest
 from hybrid_memory.stores.weaviate import (
@@ -341,5 +341,29 @@ def test_server_footprint(binary: str, tmp_path: Path) -> None:
         assert server.startup_seconds < 60
         assert rss_idle < 512 * mib
         assert rss_loaded < 1536 * mib
+    finally:
+        server.stop()
+
+
+def test_api_key_authentication(binary: str, tmp_path: Path) -> None:
+    env = {
+        "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "false",
+        "AUTHENTICATION_APIKEY_ENABLED": "true",
+        "AUTHENTICATION_APIKEY_ALLOWED_KEYS": "test-key-123",
+        "AUTHENTICATION_APIKEY_USERS": "ci-user",
+    }
+    server = WeaviateServer(binary, data_path=tmp_path / "data", memory_limit="512MiB", environment=env).start()
+    try:
+        with pytest.raises(StoreError):
+            WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "a.sqlite")
+        store = WeaviateStore.connect(
+            server.url, grpc_port=server.grpc_port, api_key="test-key-123", dead_letter_path=tmp_path / "b.sqlite"
+        )
+        try:
+            store.upsert([rec("alice", "authenticated memory")], vecs(1))
+            [hit] = store.search(SearchRequest(user_id="alice", query="authenticated", vector=None, alpha=0.0))
+            assert hit.record.content == "authenticated memory"
+        finally:
+            store.close()
     finally:
         server.stop()
