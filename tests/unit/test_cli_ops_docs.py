@@ -1,7 +1,6 @@
 """The "Operating" documentation runs as written: its Python blocks, then its shell commands.
 
-The section is the README's ``## Operating``;
-the test reads whichever holds it. Python blocks run in order in a temporary directory with the
+The section is the README's ``## Operating``. Python blocks run in order in a temporary directory with the
 real default embedder; every ``hybrid-memory ...`` line of the ``bash`` blocks is then run through
 the CLI's ``main`` on the store they created (the blocking ``inspect --serve`` lines are parsed only).
 """
