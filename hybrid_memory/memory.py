@@ -857,7 +857,8 @@ class HybridMemory:
 
         Candidates come from the store's hybrid search (``alpha``: 1.0 = pure vector, 0.0 = pure
         keyword/BM25; default from the config), then are re-ranked by relevance, importance,
-        recency and heat. Recalled memories get ``access_count += 1``.
+        recency and heat. ``recall`` is a read: it changes nothing unless ``touch=True`` (or
+        ``config.rerank.touch_on_recall``); :meth:`build_context` counts what it injects as used.
 
         Args:
             query: What to look for.
@@ -965,7 +966,7 @@ class HybridMemory:
             stm_vectors=stm_vectors,
             stm_threshold=self.embedder.stm_threshold,
         )
-        if ctx.hits and self.config.rerank.touch_on_recall:
+        if ctx.hits and self.config.rerank.touch_on_inject:
             self.store.touch(user_id, [h.id for h in ctx.hits], when)
         return ctx
 

@@ -62,8 +62,33 @@ def test_remember_many_batches_and_keeps_order(mem: HybridMemory) -> None:
     items = [
         {"content": f"{w} is a word I learned", "metadata": {"i": i}, "timestamp": T0 + timedelta(minutes=i)}
         for i, w in enumerate(
-            "apple bridge candle dolphin engine forest garden harbor island jungle kettle lantern meadow "
-            "needle orchard pepper quartz river saddle tunnel umbrella violin walrus yogurt zebra".split()
+            [
+                "apple",
+                "bridge",
+                "candle",
+                "dolphin",
+                "engine",
+                "forest",
+                "garden",
+                "harbor",
+                "island",
+                "jungle",
+                "kettle",
+                "lantern",
+                "meadow",
+                "needle",
+                "orchard",
+                "pepper",
+                "quartz",
+                "river",
+                "saddle",
+                "tunnel",
+                "umbrella",
+                "violin",
+                "walrus",
+                "yogurt",
+                "zebra",
+            ]
         )
     ]
     outcomes = mem.remember_many("u", items, batch_size=7)
@@ -118,11 +143,14 @@ def test_build_context_skips_what_the_window_already_has(mem: HybridMemory) -> N
     assert "allergic to peanuts" in fresh.text and not fresh.skipped
 
 
-def test_recall_touches_memories(mem: HybridMemory) -> None:
+def test_recall_is_a_read_and_injection_counts_as_use(mem: HybridMemory) -> None:
     mem.remember("u", "favourite colour is teal")
     mem.recall("colour", user_id="u")
-    mem.recall("colour", user_id="u")
-    assert mem.list_memories("u")[0].access_count == 2
+    assert mem.list_memories("u")[0].access_count == 0
+    mem.recall("colour", user_id="u", touch=True)
+    assert mem.list_memories("u")[0].access_count == 1
+    ctx = mem.build_context("what is my favourite colour", user_id="u")
+    assert ctx.hits and mem.list_memories("u")[0].access_count == 2
 
 
 def test_filters_and_archived(mem: HybridMemory) -> None:
@@ -197,7 +225,11 @@ def test_put_replaces_by_id_without_write_policy(mem: HybridMemory) -> None:
     assert mem.now() == T0
 
 
-def test_recall_touch_can_be_disabled(mem: HybridMemory) -> None:
-    mem.remember("u", "favourite colour is teal")
-    mem.recall("colour", user_id="u", touch=False)
-    assert mem.list_memories("u")[0].access_count == 0
+def test_recall_touch_follows_the_config() -> None:
+    cfg = HybridMemoryConfig(rerank={"touch_on_recall": True})  # type: ignore[arg-type]
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), config=cfg)
+    m.remember("u", "favourite colour is teal")
+    m.recall("colour", user_id="u")
+    m.recall("colour", user_id="u", touch=False)
+    assert m.list_memories("u")[0].access_count == 1
+    m.close()
