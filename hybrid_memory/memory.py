@@ -804,8 +804,8 @@ class HybridMemory:
                 session_id=base.session_id,
                 statuses=(*base.statuses, "archived"),
             )
-        if self.store.count(user_id) == 0:
-            return []
+        if self.store.dimension is None:
+            return []  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
         self._ensure_bound()
         vector = self.embedder.embed_query(query) if a > 0 or self.config.retrieval.archive_fallback else None
         limit = max(k, self.config.retrieval.candidates)
