@@ -178,7 +178,10 @@ def as_matrix(vectors: Sequence[Sequence[float]] | Vector, n: int, dim: int | No
     Raises:
         InvalidInputError: wrong shape, count or non-finite values.
     """
-    m = np.asarray(vectors, dtype=np.float32)
+    try:
+        m = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"vectors must be numbers: {exc}") from exc
     if m.ndim != 2 or m.shape[0] != n:
         raise InvalidInputError(f"expected {n} vectors as a 2-D array, got shape {m.shape}")
     if dim is not None and m.shape[1] != dim:

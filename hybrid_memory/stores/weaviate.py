@@ -785,6 +785,30 @@ def _cosine(a: Vector, b: Vector) -> float:
     return float(np.dot(a.astype(np.float64), b.astype(np.float64)) / (na * nb))
 
 
+def _check_ids(ids: object) -> list[str]:
+    """Memory ids as a de-duplicated list; anything but a sequence of valid str is InvalidInputError."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidInputError("ids must be a sequence of str (not a single str)")
+    for i in ids:
+        if not isinstance(i, str):
+            raise InvalidInputError(f"memory ids must be str, got {type(i).__name__}")
+        try:
+            i.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError("memory ids must be valid Unicode (lone surrogate?)") from exc
+    return list(dict.fromkeys(ids))
+
+
+def _check_records(records: object) -> list[MemoryRecord]:
+    if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
+        raise InvalidInputError("records must be a sequence of MemoryRecord")
+    out = list(records)
+    for r in out:
+        if not isinstance(r, MemoryRecord):
+            raise InvalidInputError(f"expected MemoryRecord, got {type(r).__name__}")
+    return out
+
+
 def _chunks(items: Sequence[T], n: int) -> Iterable[Sequence[T]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]
@@ -1788,7 +1812,7 @@ class WeaviateStore(AsyncFromSyncStore):
             StoreError: some records were rejected by the server; also dead-lettered.
         """
         self._check_open()
-        records = list(records)
+        records = _check_records(records)
         if not records:
             return
         m = as_matrix(vectors, len(records), None)
@@ -1805,7 +1829,7 @@ class WeaviateStore(AsyncFromSyncStore):
             NotFoundError: an id does not exist for its user (nothing is written).
         """
         self._check_open()
-        records = list(records)
+        records = _check_records(records)
         if not records:
             return
         by_user: dict[str, list[MemoryRecord]] = {}
@@ -1837,7 +1861,7 @@ class WeaviateStore(AsyncFromSyncStore):
         """
         self._check_open()
         when = ensure_utc(when, name="when")
-        stored = self._fetch(user_id, list(ids), vectors=True)
+        stored = self._fetch(user_id, _check_ids(ids), vectors=True)
         if not stored:
             return
         recs: list[MemoryRecord] = []
@@ -1887,7 +1911,8 @@ class WeaviateStore(AsyncFromSyncStore):
     def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records with these ids that exist for ``user_id`` (missing skipped), in order."""
         self._check_open()
-        stored = self._fetch(user_id, list(ids), vectors=False)
+        ids = _check_ids(ids)
+        stored = self._fetch(user_id, ids, vectors=False)
         out: list[MemoryRecord] = []
         seen: set[str] = set()
         for i in ids:
@@ -1899,7 +1924,7 @@ class WeaviateStore(AsyncFromSyncStore):
     def get_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         """Stored (unit-normalised) vectors by id for ``user_id``."""
         self._check_open()
-        stored = self._fetch(user_id, list(ids), vectors=True)
+        stored = self._fetch(user_id, _check_ids(ids), vectors=True)
         return {i: v for i, (_, v) in stored.items() if v is not None}
 
     def count(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int:
@@ -1964,7 +1989,7 @@ class WeaviateStore(AsyncFromSyncStore):
         from weaviate.classes.query import Filter
 
         check_id(user_id)
-        ids = list(dict.fromkeys(ids))
+        ids = _check_ids(ids)
         if not ids:
             return 0
         self._dlq.remove(user_id, ids)
