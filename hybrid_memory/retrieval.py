@@ -15,7 +15,7 @@ Example:
     >>> now = datetime(2024, 1, 8, tzinfo=timezone.utc)
     >>> old = MemoryRecord.create(user_id="u", content="old", timestamp=now - timedelta(days=7))
     >>> new = MemoryRecord.create(user_id="u", content="new", timestamp=now)
-    >>> hits = rerank([StoreHit(old, 1.0), StoreHit(new, 0.9)], now=now)
+    >>> hits = rerank([StoreHit(old, 1.0), StoreHit(new, 1.0)], now=now)
     >>> [(h.content, round(h.recency, 2)) for h in hits]
     [('new', 1.0), ('old', 0.5)]
 """

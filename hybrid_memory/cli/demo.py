@@ -97,10 +97,10 @@ def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
             print(f"   {user}: {mem.store.count(user)} memories")
 
         print("\n2. A new session, two days later: recall with every score component")
+        rr = mem.config.rerank
         print(
-            "   final = 0.5·relevance + 0.2·importance + 0.2·recency + 0.1·heat  (alpha",
-            mem.config.retrieval.alpha,
-            ")",
+            f"   final = {rr.w_relevance:g}·relevance + {rr.w_importance:g}·importance + {rr.w_recency:g}·recency"
+            f" + {rr.w_heat:g}·heat  (alpha {mem.config.retrieval.alpha:g}: 1.0 = pure vector, 0.0 = pure BM25)"
         )
         for user, query, day in QUERIES:
             now = DAY0 + timedelta(days=day)

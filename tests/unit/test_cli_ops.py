@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.cli import build_parser, main
 from hybrid_memory.cli import ops as ops_module
 from hybrid_memory.records import MemoryRecord
@@ -132,7 +132,8 @@ def test_search_shows_every_component_and_changes_nothing(db: Path, capsys: pyte
     before = records(db)
     code, out, _ = run(capsys, "search", "乌龙茶", "--store", str(db), "--user", "李雷", "--now", "2025-03-04T09:00Z")
     assert code == 0
-    assert "score = 0.5·relevance + 0.2·importance + 0.2·recency + 0.1·heat" in out
+    rr = HybridMemoryConfig().rerank
+    assert f"score = {rr.w_relevance:g}·relevance + {rr.w_importance:g}·importance + {rr.w_recency:g}·recency" in out
     header = out.splitlines()[1].split()
     assert header == ["#", "score", "relev", "bm25", "cosine", "imp", "recency", "heat", "memory"]
     assert out.splitlines()[2].split()[-1] == "我喜欢喝乌龙茶，不要加糖"

@@ -47,7 +47,7 @@ def test_rerank_components_and_weights() -> None:
         StoreHit(rec("relevant but old", days_ago=28, importance=0.1), 1.0, 2.0, 0.9),
         StoreHit(rec("less relevant, important, fresh, hot", importance=1.0, access=9), 0.5, None, 0.6),
     ]
-    out = rerank(hits, now=NOW, config=RerankConfig())
+    out = rerank(hits, now=NOW, config=RerankConfig(w_relevance=0.5, w_importance=0.2, w_recency=0.2, w_heat=0.1))
     top = out[0]
     assert top.content.startswith("less relevant")
     assert math.isclose(top.heat, 1.0) and math.isclose(top.recency, 1.0)
