@@ -61,7 +61,10 @@ _SECTIONS = {
 }
 _IMPORTANT = {"en": "important", "zh": "重要"}
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
-_TAGLIKE = re.compile(r"</?\s*memory-context\s*>", re.I)
+#: Anything an LLM could read as our delimiter: ``< /memory-context>``, ``</memory_context >``,
+#: full-width ``＜／memory-context＞`` (NFKC turns it into ASCII) ...
+_TAGLIKE = re.compile(r"[<＜]\s*[/／]?\s*memory[\s_\-－]*context\s*[>＞]", re.I)
+_NEUTRAL = str.maketrans({"<": "‹", ">": "›", "＜": "‹", "＞": "›"})
 
 
 def detect_language(text: str) -> str:
@@ -123,7 +126,7 @@ def _section_of(category: str) -> str:
 def _sanitize(text: str) -> str:
     """One line, no delimiter look-alikes, no markdown headers: memories stay data."""
     flat = " ".join(text.split())
-    flat = _TAGLIKE.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), flat)
+    flat = _TAGLIKE.sub(lambda m: m.group(0).translate(_NEUTRAL), flat)
     return flat.lstrip("#").strip()
 
 
