@@ -215,6 +215,10 @@ class HybridMemory:
     def _now(self, now: datetime | None = None) -> datetime:
         return ensure_utc(now, name="now") if now is not None else ensure_utc(self._clock(), name="clock()")
 
+    def _redact(self, text: str) -> str:
+        """``text`` with PII replaced when ``writer.redact_pii`` (before it reaches an embedder or a store)."""
+        return self.writer.redactor.redact(text).text if self.config.writer.redact_pii else text
+
     def _ensure_open(self) -> None:
         if self._closed:
             raise StoreUnavailableError("this HybridMemory is closed")
@@ -807,6 +811,7 @@ class HybridMemory:
         if self.store.dimension is None:
             return []  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
         self._ensure_bound()
+        query = self._redact(query)  # the query goes to the embedder and the store: no raw PII
         vector = self.embedder.embed_query(query) if a > 0 or self.config.retrieval.archive_fallback else None
         limit = max(k, self.config.retrieval.candidates)
         hits = self._search(query, user_id, limit=limit, alpha=a, filt=base, fusion=fz, vector=vector)
@@ -973,7 +978,7 @@ class HybridMemory:
     def _turn_matrix(self, turns: Sequence[Turn]) -> Vector:
         missing = [t for t in turns if t.id not in self._turn_vectors]
         if missing:
-            vecs = self.embedder.embed_documents([t.content for t in missing])
+            vecs = self.embedder.embed_documents([self._redact(t.content) for t in missing])
             with self._lock:
                 for t, v in zip(missing, vecs, strict=True):
                     self._turn_vectors[t.id] = v
