@@ -133,7 +133,8 @@ def _json(value: Any, what: str) -> str:
 
 
 def _unit_rows(m: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    norms = np.linalg.norm(m, axis=1, keepdims=True).astype(np.float32)
+    with np.errstate(over="ignore", under="ignore"):  # an overflowing norm is rejected just below
+        norms = np.linalg.norm(m, axis=1, keepdims=True).astype(np.float32)
     if np.any(norms == 0) or not np.all(np.isfinite(norms)):
         raise InvalidInputError("vectors must have a non-zero, finite norm (cosine distance needs a direction)")
     out: npt.NDArray[np.float32] = (m / norms).astype(np.float32)
