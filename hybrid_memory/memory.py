@@ -383,7 +383,10 @@ class HybridMemory:
         minutes = self.config.buffer.idle_flush_minutes
         if minutes <= 0:
             return
-        cutoff = now - timedelta(minutes=minutes)
+        try:
+            cutoff = now - timedelta(minutes=minutes)
+        except OverflowError:  # ``now`` within minutes of datetime.min: nothing can be idle before it
+            return
         with self._lock:
             stale = [
                 k for k, at in self._last_turn_at.items() if k[0] == user_id and k[1] != session_id and at <= cutoff
