@@ -293,7 +293,10 @@ class HybridMemoryStore(BaseStore):
         return (*t, category)
 
     def _key_id(self, namespace: tuple[str, ...], key: str) -> str:
-        return str(uuid.uuid5(_KEY_NAMESPACE, json.dumps([list(namespace), key], ensure_ascii=False)))
+        try:
+            return str(uuid.uuid5(_KEY_NAMESPACE, json.dumps([list(namespace), key], ensure_ascii=False)))
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError("namespace labels and keys must be valid Unicode (lone surrogate?)") from exc
 
     def _view(self, record: MemoryRecord) -> _View:
         meta = record.metadata.get(_META)
