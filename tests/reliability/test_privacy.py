@@ -169,7 +169,11 @@ def test_forget_user_weaviate_no_trace_in_server_data_or_dead_letters(
     server = private_weaviate()
     dl_dir = tmp_path / "client-state"
     store = WeaviateStore.connect(
-        server.url, grpc_port=server.grpc_port, collection="Privacy", dead_letter_path=dl_dir / "dead-letters.sqlite"
+        server.url,
+        grpc_port=server.grpc_port,
+        collection="Privacy",
+        dead_letter_path=dl_dir / "dead-letters.sqlite",
+        insert_timeout=3,  # a write to a hung server waits this long before it is dead-lettered
     )
     mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=16), summarizer=SessionSummarizer(),
                        config=HybridMemoryConfig(buffer={"summary_every": 3}))  # fmt: skip
