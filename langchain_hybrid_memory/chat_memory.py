@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMe
 from pydantic import ConfigDict, Field
 
 from hybrid_memory.memory import HybridMemory
-from hybrid_memory.records import FusedContext, Turn, check_id
+from hybrid_memory.records import FusedContext, Turn, check_id, check_text
 from langchain_hybrid_memory._utils import message_text
 
 __all__ = ["HybridChatMemory"]
@@ -60,17 +60,26 @@ class _SessionHistory(BaseChatMessageHistory):
         turns = await asyncio.to_thread(self.memory.short_term, self.user_id, self.session_id)
         return [_turn_to_message(t) for t in turns]
 
+    @staticmethod
+    def _turns(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+        """``(role, text)`` of the messages with text, all validated before any is added.
+
+        An AI message that only calls tools carries no text to remember. Validating first keeps
+        ``save_context`` atomic: a bad output never leaves the input half-recorded.
+        """
+        turns = [(_role_of(m), message_text(m)) for m in messages]
+        turns = [(r, t) for r, t in turns if t.strip()]
+        for _, text in turns:
+            check_text(text)
+        return turns
+
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        for m in messages:
-            text = message_text(m)
-            if text.strip():  # an AI message that only calls tools carries no text to remember
-                self.memory.add_turn(self.user_id, self.session_id, _role_of(m), text)
+        for role, text in self._turns(messages):
+            self.memory.add_turn(self.user_id, self.session_id, role, text)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        for m in messages:
-            text = message_text(m)
-            if text.strip():
-                await self.memory.aadd_turn(self.user_id, self.session_id, _role_of(m), text)
+        for role, text in self._turns(messages):
+            await self.memory.aadd_turn(self.user_id, self.session_id, role, text)
 
     def clear(self) -> None:
         self.memory.clear_session(self.user_id, self.session_id)
