@@ -943,6 +943,7 @@ class WeaviateStore(AsyncFromSyncStore):
         replication_factor: int | None = None,
         dead_letter_path: str | os.PathLike[str] | None = None,
         max_retries: int = 3,
+        trust_env: bool = False,
     ) -> WeaviateStore:
         """Connect to a server by URL (``http://`` or ``https://``); the store owns the client.
 
@@ -962,6 +963,9 @@ class WeaviateStore(AsyncFromSyncStore):
             replication_factor: See :class:`WeaviateStore`.
             dead_letter_path: Default ``.../dead-letters/<host>_<port>_<collection>.sqlite``.
             max_retries: See :class:`WeaviateStore`.
+            trust_env: Let the client read ``SSL_CERT_FILE`` (REST) and proxy variables from the
+                environment, e.g. to trust a private CA for an ``https://`` server; gRPC reads
+                ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``. Default ``False``: certifi's CA bundle only.
 
         Raises:
             ConfigurationError: a malformed URL.
@@ -995,6 +999,7 @@ class WeaviateStore(AsyncFromSyncStore):
                 additional_config=AdditionalConfig(
                     timeout=Timeout(query=timeout, insert=insert_timeout, init=init_timeout),
                     grpc_config=GrpcConfig(channel_options=list(_GRPC_CHANNEL_OPTIONS)),
+                    trust_env=trust_env,
                 ),
                 auth_credentials=Auth.api_key(api_key) if api_key else None,
                 skip_init_checks=True,
