@@ -280,11 +280,22 @@ def findings(results: Mapping[str, Any]) -> list[str]:
         if best_a is not None:
             parts.append(f"best store-level search (alpha {best_a:g}) {_fmt(store[best_a].get(m))}")
         out.append(f"* {TITLES[ds]}, {m}: " + ", ".join(parts) + ".")
+    diffs = []
+    for ds, r in results.items():
+        nt = (r.get("baselines") or {}).get("default_no_touch", {}).get(PRIMARY[ds])
+        if nt is not None and r.get(PRIMARY[ds]) is not None and abs(nt - r[PRIMARY[ds]]) > 1e-9:
+            diffs.append(f"{ds} {r[PRIMARY[ds]]:.3f} vs {nt:.3f}")
+    if diffs:
+        out.append(
+            "* Access bumps change later answers: the default (questions asked one after another, each recall "
+            "bumping what it returned) differs from the same API without bumps: " + "; ".join(diffs) + "."
+        )
+    else:
+        out.append(
+            "* Access bumps do not change later answers: the default (questions asked one after another) equals the "
+            "same API with `touch_on_recall=False` on every dataset."
+        )
     out += [
-        "* Access bumps: `recall` sets `last_accessed_at = now` and `access_count += 1` on what it returns, and "
-        "recency is measured from the last access, so a memory recalled for one question gets recency 1.0 (and heat) "
-        "for every later question of the same user. On LoCoMo (about 150 questions per user) this drags earlier "
-        "answers into later results; compare `default` with `default, no access bumps`.",
         "* Write path: `write_outcomes` per dataset shows turns the default writer superseded, demoted or folded into "
         "another memory; superseded turns are not recallable through the API (the store-level baselines still search "
         "them).",
