@@ -1844,19 +1844,22 @@ class WeaviateStore(AsyncFromSyncStore):
             by_user.setdefault(r.user_id, []).append(r)
         recs: list[MemoryRecord] = []
         vecs: list[Vector] = []
-        for user_id, group in by_user.items():
-            stored = self._fetch(user_id, [r.id for r in group], vectors=True)
-            missing = [r.id for r in group if r.id not in stored]
-            if missing:
-                raise NotFoundError(f"memory {missing[0]!r} does not exist for user {user_id!r}")
-            for r in group:
-                vec = stored[r.id][1]
-                if vec is None:
-                    raise SchemaError(f"memory {r.id!r} has no stored vector")
-                recs.append(r)
-                vecs.append(vec)
-        items = self._pending(recs, np.stack(vecs).astype(np.float32))
-        self._raise_failures(self._write(items), len(items))
+        # Read-modify-write under the write lock: a delete/delete_user of this process cannot
+        # slip in between, so an update never re-inserts a memory that was just forgotten.
+        with self._write_lock:
+            for user_id, group in by_user.items():
+                stored = self._fetch(user_id, [r.id for r in group], vectors=True)
+                missing = [r.id for r in group if r.id not in stored]
+                if missing:
+                    raise NotFoundError(f"memory {missing[0]!r} does not exist for user {user_id!r}")
+                for r in group:
+                    vec = stored[r.id][1]
+                    if vec is None:
+                        raise SchemaError(f"memory {r.id!r} has no stored vector")
+                    recs.append(r)
+                    vecs.append(vec)
+            items = self._pending(recs, np.stack(vecs).astype(np.float32))
+            self._raise_failures(self._write(items), len(items))
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
         """``access_count += 1`` and ``last_accessed_at = when`` (missing ids are skipped).
@@ -1866,7 +1869,12 @@ class WeaviateStore(AsyncFromSyncStore):
         """
         self._check_open()
         when = ensure_utc(when, name="when")
-        stored = self._fetch(user_id, _check_ids(ids), vectors=True)
+        ids = _check_ids(ids)
+        with self._write_lock:  # see update(): never re-insert a memory forgotten meanwhile
+            self._touch(user_id, ids, when)
+
+    def _touch(self, user_id: str, ids: list[str], when: datetime) -> None:
+        stored = self._fetch(user_id, ids, vectors=True)
         if not stored:
             return
         recs: list[MemoryRecord] = []
