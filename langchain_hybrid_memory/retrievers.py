@@ -85,6 +85,11 @@ class HybridMemoryRetriever(BaseRetriever):
         default=None, description="Category / tag / time / session restrictions (MemoryFilter or dict)."
     )
     include_archived: bool = Field(default=False, description="Also search archived memories.")
+    count_access: bool = Field(
+        default=True,
+        description="Count returned documents as used (access_count, recency), like build_context does for "
+        "what it injects: a retriever's documents go into the prompt.",
+    )
 
     def __init__(self, **data: Any) -> None:
         if "filter" in data:
@@ -104,6 +109,7 @@ class HybridMemoryRetriever(BaseRetriever):
             "alpha": self.alpha if alpha is None else alpha,
             "filter": self.filter if filter is None else as_memory_filter(filter),
             "include_archived": self.include_archived if include_archived is None else include_archived,
+            "touch": self.count_access,
         }
 
     def _get_relevant_documents(

@@ -40,6 +40,8 @@ class HybridMemoryRetriever(BaseRetriever):
         alpha: Hybrid weight, 1.0 = pure vector, 0.0 = pure keyword (BM25); ``None`` uses the
             configured default.
         include_archived: Also search archived memories.
+        count_access: Count returned nodes as used (access_count, recency), like ``build_context``
+            does for what it injects.
         filter: Category / tags / time range / session restrictions.
         callback_manager: LlamaIndex callbacks.
         verbose: LlamaIndex verbosity.
@@ -69,6 +71,7 @@ class HybridMemoryRetriever(BaseRetriever):
         k: int = 5,
         alpha: float | None = None,
         include_archived: bool = False,
+        count_access: bool = True,
         filter: MemoryFilter | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
@@ -78,6 +81,7 @@ class HybridMemoryRetriever(BaseRetriever):
         self.k = k
         self.alpha = alpha
         self.include_archived = include_archived
+        self.count_access = count_access
         self.filter = filter
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -88,6 +92,7 @@ class HybridMemoryRetriever(BaseRetriever):
             "alpha": self.alpha,
             "include_archived": self.include_archived,
             "filter": self.filter,
+            "touch": self.count_access,
         }
 
     @staticmethod
