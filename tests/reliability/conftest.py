@@ -17,6 +17,7 @@ long variants (``HYBRID_MEMORY_RELIABILITY_SECONDS``, ``HYBRID_MEMORY_RELIABILIT
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -49,6 +50,14 @@ def runs(default: int) -> int:
     """Repetitions of a kill scenario: ``HYBRID_MEMORY_RELIABILITY_RUNS`` or ``default``."""
     raw = os.environ.get("HYBRID_MEMORY_RELIABILITY_RUNS")
     return int(raw) if raw else default
+
+
+def report(scenario: str, **values: object) -> None:
+    """Append one result line to ``HYBRID_MEMORY_RELIABILITY_REPORT`` (set by the benchmark)."""
+    path = os.environ.get("HYBRID_MEMORY_RELIABILITY_REPORT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"scenario": scenario, **values}, default=str) + "\n")
 
 
 @pytest.fixture

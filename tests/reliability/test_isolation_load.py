@@ -19,7 +19,7 @@ import pytest
 
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.testing import HashingEmbedder
-from tests.reliability.conftest import load_seconds
+from tests.reliability.conftest import load_seconds, report
 from tests.reliability.load import Ledger, run_tasks, run_threads, verify
 
 WORKERS, USERS = 8, 50
@@ -43,20 +43,27 @@ def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HybridMem
     mem.close()
 
 
-def _assert_clean(mem: HybridMemory, ledger: Ledger) -> None:
-    report = verify(mem, ledger, USERS)
+def _assert_clean(mem: HybridMemory, ledger: Ledger, mode: str) -> None:
+    result = verify(mem, ledger, USERS)
+    report(
+        f"isolation load: {type(mem.store).__name__}, {WORKERS} {mode} x {USERS} users",
+        seconds=SECONDS,
+        **result,
+        leaks=sum("LEAK" in e for e in ledger.errors),
+        exceptions=sum("raised" in e for e in ledger.errors),
+    )
     assert ledger.errors == [], "\n".join(ledger.errors[:5])
-    assert report["lost"] == 0, report
-    assert report["resurrected"] == 0, report
-    assert report["acknowledged"] > 0 and report["checked_hits"] > 0, report
+    assert result["lost"] == 0, result
+    assert result["resurrected"] == 0, result
+    assert result["acknowledged"] > 0 and result["checked_hits"] > 0, result
     assert set(ledger.ops) >= {"remember", "recall", "build_context", "add_turn", "forget"}, ledger.ops
 
 
 def test_threads_never_see_another_users_memories(memory: HybridMemory) -> None:
     ledger = run_threads(memory, workers=WORKERS, users=USERS, seconds=SECONDS, seed=1)
-    _assert_clean(memory, ledger)
+    _assert_clean(memory, ledger, "threads")
 
 
 async def test_asyncio_tasks_never_see_another_users_memories(memory: HybridMemory) -> None:
     ledger = await run_tasks(memory, workers=WORKERS, users=USERS, seconds=SECONDS, seed=2)
-    _assert_clean(memory, ledger)
+    _assert_clean(memory, ledger, "asyncio tasks")

@@ -23,7 +23,7 @@ import pytest
 
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.testing import HashingEmbedder
-from tests.reliability.conftest import runs
+from tests.reliability.conftest import report, runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,8 @@ def test_kill9_of_a_writing_process_loses_no_acknowledged_write(tmp_path: Path, 
     assert child.returncode == -signal.SIGKILL
 
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        integrity = conn.execute("PRAGMA integrity_check").fetchall()
+        assert integrity == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
 
     written = {(str(x["user"]), str(x["id"])): str(x["content"]) for x in lines if x["op"] == "write"}
@@ -113,6 +114,13 @@ def test_kill9_of_a_writing_process_loses_no_acknowledged_write(tmp_path: Path, 
                 assert got == [], f"acknowledged forget of {mid} was undone"
             else:
                 assert [r.content for r in got] == [content], f"acknowledged write {mid} lost"
+        report(
+            "LocalStore writer process kill -9",
+            acknowledged_writes=len(written),
+            acknowledged_forgets=len(forgotten),
+            integrity=integrity[0][0],
+            lost=0,
+        )
         users = {u for u, _ in written}
         assert sum(store.count(u) for u in users) >= len(set(written) - forgotten)
         # The reopened store keeps working: search, write, delete.

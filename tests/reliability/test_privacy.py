@@ -38,6 +38,7 @@ from hybrid_memory.fusion import CLOSE, OPEN
 from hybrid_memory.records import MemoryRecord, check_text
 from hybrid_memory.summary import SessionSummarizer
 from hybrid_memory.testing import HashingEmbedder
+from tests.reliability.conftest import report
 from tests.reliability.test_fuzz import FUZZ
 
 CANARY = "CANARY-6f1d2b9e-kumquat-7731"
@@ -153,7 +154,9 @@ def test_forget_user_100k_local_no_trace_on_disk_or_in_process(tmp_path: Path) -
             "buffers": [],
         }
         # Every byte of every file of the data directory, while the store is open (no VACUUM).
-        assert files_containing(data_dir, CANARY, CANARY_USER) == []
+        left = files_containing(data_dir, CANARY, CANARY_USER)
+        report("forget_user, LocalStore", memories=deleted, seconds=round(elapsed, 2), files_with_canary=len(left))
+        assert left == []
     finally:
         mem.close()
     assert files_containing(data_dir, CANARY, CANARY_USER) == []
@@ -203,6 +206,13 @@ def test_forget_user_weaviate_no_trace_in_server_data_or_dead_letters(
         while files_containing(server.data_path, CANARY, CANARY_USER) and time.monotonic() - t0 < FORGET_BUDGET:
             time.sleep(0.5)
         elapsed = time.monotonic() - t0
+        left = files_containing(server.data_path, CANARY, CANARY_USER) + files_containing(dl_dir, CANARY, CANARY_USER)
+        report(
+            "forget_user, WeaviateStore (+ dead letters)",
+            memories=N_WEAVIATE + 20,
+            seconds=round(elapsed, 2),
+            files_with_canary=len(left),
+        )
         assert elapsed < FORGET_BUDGET
         assert files_containing(server.data_path, CANARY, CANARY_USER) == []
         assert files_containing(dl_dir, CANARY, CANARY_USER) == []

@@ -32,7 +32,7 @@ from hybrid_memory import HybridMemory, HybridMemoryConfig
 from hybrid_memory.errors import HybridMemoryError, StoreError, StoreUnavailableError
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.testing import HashingEmbedder
-from tests.reliability.conftest import runs
+from tests.reliability.conftest import report, runs
 
 pytestmark = [pytest.mark.weaviate, pytest.mark.slow]
 
@@ -219,7 +219,7 @@ def test_kill9_mid_batched_ingest_then_replay_brings_all_5000_exactly_once(
         assert store.dead_letter_count() == len(failed)
 
         restart(server)
-        wait_until_usable(store, "user-00")
+        recovery = wait_until_usable(store, "user-00")
 
         # Before the replay: acknowledged writes survived kill -9 (or are queued).
         before = stored_state(store, [f"user-{u:02d}" for u in range(users)])
@@ -242,6 +242,17 @@ def test_kill9_mid_batched_ingest_then_replay_brings_all_5000_exactly_once(
                 rec.metadata,
                 rec.importance,
             )
+        report(
+            "weaviate kill -9 mid-ingest (store batches)",
+            memories=n,
+            acknowledged=len(acked),
+            dead_lettered=len(failed),
+            replayed=replayed,
+            final=store.count(),
+            lost=len(lost),
+            duplicates=store.count() - len(set(after)),
+            recovery_s=round(recovery, 1),
+        )
         sample = [r.id for r in recs if r.user_id == "user-03"]
         got_vecs = store.get_vectors("user-03", sample)
         for mid in sample:
@@ -290,6 +301,15 @@ def test_kill9_during_facade_ingest_nothing_lost_silently(private_weaviate: Call
         for batch in raised:  # what an application does with a call that raised: submit it again
             mem.remember_many("user-00", batch)
         final = store.list("user-00", filter=None)
+        report(
+            "weaviate kill -9 mid-ingest (facade remember_many)",
+            memories=len(items),
+            acknowledged=len(acked),
+            raised=50 * len(raised),
+            dead_lettered=len(dead),
+            final=len(final),
+            lost=len(items) - len({r.content for r in final}),
+        )
         assert sorted(r.content for r in final) == sorted(it["content"] for it in items)
         assert len({r.id for r in final}) == len(items)
         assert store.dead_letter_count() == 0
@@ -333,6 +353,7 @@ def test_store_down_or_hanging_during_recall_and_build_context(
         os.kill(server.pid, signal.SIGKILL if fault == "kill9" else signal.SIGSTOP)
         # First calls right after the fault (both stores have just had a successful call),
         # then later ones: each fails typed and within the configured query timeout.
+        worst = 0.0
         for call in (
             lambda: strict.recall("peanuts", user_id="alice"),
             lambda: strict.build_context("Can I eat peanuts?", user_id="alice", session_id="s1"),
@@ -340,6 +361,7 @@ def test_store_down_or_hanging_during_recall_and_build_context(
             lambda: lenient.recall("peanuts", user_id="alice"),  # recall never degrades silently
         ):
             elapsed, out = _timed(call)
+            worst = max(worst, elapsed)
             assert isinstance(out, StoreUnavailableError), f"{fault}: got {out!r}"
             assert elapsed <= QUERY_TIMEOUT + SLACK, f"{fault}: took {elapsed:.1f}s"
         # degrade_on_store_error=True: build_context returns short-term only and says so.
@@ -360,6 +382,14 @@ def test_store_down_or_hanging_during_recall_and_build_context(
         assert wait_until_usable(strict.store, "alice", limit=60) <= 10.0
         assert strict.recall("peanuts allergy", user_id="alice")[0].record.content == "Alice is allergic to peanuts"
         assert not lenient.build_context("Can I eat peanuts?", user_id="alice", session_id="s1").degraded
+        report(
+            f"weaviate {fault} during recall/build_context",
+            typed_errors=4,
+            slowest_error_s=round(worst, 2),
+            timeout_s=QUERY_TIMEOUT,
+            degraded_context=True,
+            lost=0,
+        )
     finally:
         lenient.close()
         cleanup(server, strict.store, strict)
