@@ -90,6 +90,13 @@ _MAX_K = 1000
 _DEFAULT_MIN_SIMILARITY = 0.3
 
 
+def _fallback_note(batch: ScoreBatch) -> str | None:
+    """A visible note when the scorer fell back (e.g. the LLM failed and the heuristic scored)."""
+    if batch.fallback_reason is None:
+        return None
+    return f"scorer fallback ({batch.scorer}): {batch.fallback_reason}"
+
+
 def _check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > _MAX_K:
         raise InvalidInputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
@@ -279,7 +286,8 @@ class HybridMemory:
         check_text(content)
         ts = self._now(timestamp)
         self._flush_idle(user_id, session_id, ts)
-        scored = self._score([content], roles=[role]).items[0]
+        batch = self._score([content], roles=[role])
+        scored = batch.items[0]
         key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance
         with self._lock:
             turn = Turn(
@@ -292,6 +300,7 @@ class HybridMemory:
                 importance=scored.importance,
                 key_frame=key,
                 tokens=max(1, self.counter.count(content)),
+                scoring_note=_fallback_note(batch),
             )
             evicted = self._buffer(user_id, session_id).add(turn)
             to_write = [x for x in evicted if x.id not in self._written_turns]
@@ -312,10 +321,12 @@ class HybridMemory:
         if not self.config.writer.store_turns:
             return []
         drafts: list[MemoryRecord] = []
+        notes: list[str | None] = []
         for t in turns:
             if t.importance < self.config.writer.turn_min_importance and not t.key_frame:
                 continue
             category = infer_category(t.content) if t.key_frame else "turn"
+            notes.append(t.scoring_note)
             drafts.append(
                 MemoryRecord.create(
                     user_id=t.user_id,
@@ -336,7 +347,11 @@ class HybridMemory:
         if not drafts:
             return []
         self._ensure_bound()
-        return self._record(self.writer.write(drafts))
+        written = [
+            o.model_copy(update={"notes": (*o.notes, note)}) if note else o
+            for o, note in zip(self.writer.write(drafts), notes, strict=True)
+        ]
+        return self._record(written)
 
     @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
@@ -627,15 +642,17 @@ class HybridMemory:
 
     def _score_missing(
         self, items: Sequence[str | Mapping[str, Any]], drafts: list[MemoryRecord]
-    ) -> list[MemoryRecord]:
+    ) -> tuple[list[MemoryRecord], dict[int, str]]:
+        """Score drafts without an importance; also return a note per draft whose score fell back."""
         missing = [i for i, it in enumerate(items) if isinstance(it, str) or it.get("importance") is None]
         if not missing:
-            return drafts
+            return drafts, {}
         batch = self._score([drafts[i].content for i in missing])
         out = list(drafts)
         for i, s in zip(missing, batch.items, strict=True):
             out[i] = drafts[i].evolve(importance=s.importance)
-        return out
+        note = _fallback_note(batch)
+        return out, ({i: note for i in missing} if note else {})
 
     @observed("remember")
     def remember(
@@ -731,7 +748,7 @@ class HybridMemory:
                 drafts.append(self._draft(user_id, item, {}))
             except InvalidInputError as exc:
                 raise InvalidInputError(f"item {n}: {exc}") from exc
-        drafts = self._score_missing(materialized, drafts)
+        drafts, notes = self._score_missing(materialized, drafts)
         if not drafts:
             return []
         self._ensure_bound()
@@ -745,7 +762,13 @@ class HybridMemory:
         try:
             for i in range(0, len(drafts), batch_size):
                 chunk = drafts[i : i + batch_size]
-                outcomes.extend(self._record(self.writer.write(chunk)))
+                written = self.writer.write(chunk)
+                if notes:
+                    written = [
+                        o.model_copy(update={"notes": (*o.notes, notes[i + j])}) if (i + j) in notes else o
+                        for j, o in enumerate(written)
+                    ]
+                outcomes.extend(self._record(written))
                 if bar is not None:
                     bar.update(len(chunk))
         finally:

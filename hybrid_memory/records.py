@@ -324,13 +324,18 @@ class Turn(BaseModel):
     importance: float = 0.0
     key_frame: bool = False
     tokens: int = 0
+    scoring_note: str | None = None
 
 
 WriteAction = Literal["added", "deduplicated", "superseded", "demoted", "rejected", "updated"]
 
 
 class WriteOutcome(BaseModel):
-    """What a write did. ``record`` is the stored (or matched) memory, if any."""
+    """What a write did. ``record`` is the stored (or matched) memory, if any.
+
+    ``notes`` records anything else worth knowing, e.g. that the importance came from the
+    heuristic scorer because the LLM scorer failed.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -338,3 +343,4 @@ class WriteOutcome(BaseModel):
     record: MemoryRecord | None = None
     reason: str | None = None
     related_id: str | None = None
+    notes: tuple[str, ...] = ()
