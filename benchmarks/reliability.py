@@ -1,0 +1,327 @@
+"""``python -m benchmarks.reliability``: the long variants of ``tests/reliability`` and the report.
+
+Runs the reliability suite with long settings (60 s load per store and caller kind, repeated
+kill -9 runs, more fuzzing examples with random seeds, forget_user of 100,000 memories on both
+stores), collects the numbers every test reports, and writes
+``benchmarks/results/reliability.md`` (+ ``reliability.json``): one row per fault, how many runs,
+what survived, what was lost (must be 0) and the command that reproduces it.
+
+    python -m benchmarks.reliability                  # the long variants (about 30 min on 2 cores)
+    python -m benchmarks.reliability --quick          # the default-suite settings (about 4 min)
+    python -m benchmarks.reliability --seconds 60 --runs 5 --fuzz-examples 500 --forget-n 100000
+
+Needs the ``weaviate-server`` binary (``WEAVIATE_BINARY``, ``PATH`` or ``$GOPATH/bin``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+#: scenario prefix -> (fault, what survived, test node ids to rerun it)
+SCENARIOS: list[tuple[str, str, str, str]] = [
+    (
+        "weaviate kill -9 mid-ingest (store batches)",
+        "weaviate-server killed with SIGKILL during a batched ingest of 5,000 memories (10 users), restarted",
+        "acknowledged writes in Weaviate; the rest in the dead-letter queue; replay -> all 5,000 exactly once "
+        "(ids, content, metadata, vectors)",
+        "tests/reliability/test_weaviate_faults.py::test_kill9_mid_batched_ingest_then_replay_brings_all_5000_exactly_once",
+    ),
+    (
+        "weaviate kill -9 mid-ingest (facade remember_many)",
+        "same, through HybridMemory.remember_many (writer dedup read included)",
+        "every call returned or raised StoreUnavailableError; replay + resubmitting the raised calls -> all stored once",
+        "tests/reliability/test_weaviate_faults.py::test_kill9_during_facade_ingest_nothing_lost_silently",
+    ),
+    (
+        "weaviate kill9 during recall/build_context",
+        "weaviate-server SIGKILL right after a successful call, then restarted",
+        "typed StoreUnavailableError within the 3 s query timeout; degraded build_context (short-term only, "
+        "FusedContext.degraded); same store object recovers",
+        "tests/reliability/test_weaviate_faults.py::test_store_down_or_hanging_during_recall_and_build_context[kill9]",
+    ),
+    (
+        "weaviate sigstop during recall/build_context",
+        "weaviate-server SIGSTOP (hung: TCP accepted, no answer), then SIGCONT",
+        "as above",
+        "tests/reliability/test_weaviate_faults.py::test_store_down_or_hanging_during_recall_and_build_context[sigstop]",
+    ),
+    (
+        "LocalStore writer process kill -9",
+        "a child process ingesting (remember, remember_many, add_turn, forget) killed with SIGKILL at a random point",
+        "PRAGMA integrity_check ok; every acknowledged write present, every acknowledged forget still gone",
+        "tests/reliability/test_local_faults.py",
+    ),
+    (
+        "LLM faults",
+        "fake OpenAI endpoint over real HTTP: timeout, 429, 500, 503, truncated (finish_reason=length), "
+        "malformed, wrong schema, non-JSON body, connection cut",
+        "retries with exponential backoff, heuristic fallback recorded (ScoreBatch.fallback_reason / "
+        "ExtractionResult.error / background_errors); nothing raised to the agent; API key never logged",
+        "tests/reliability/test_llm_faults.py",
+    ),
+    (
+        "isolation load",
+        "8 callers (threads, asyncio tasks) x 50 users, mixed add_turn/remember/recall/build_context/forget, "
+        "queries naming other users' marker tokens",
+        "every hit and fused block checked: no other user's memory; no unexpected exception; every "
+        "acknowledged write present; no forgotten memory back",
+        "tests/reliability/test_isolation_load.py",
+    ),
+    (
+        "fuzz",
+        "hypothesis: empty/whitespace, NUL, lone surrogates, 1 MB, RTL/emoji, SQL/GraphQL-like text, odd ids, "
+        "NaN/inf/wrong-dim vectors, naive/far-future datetimes, negative k, alpha outside [0,1], wrong types",
+        "only HybridMemoryError subclasses (documented framework exceptions for adapter constructors and "
+        "LangGraph namespaces); store unchanged after every rejected call",
+        "tests/reliability/test_fuzz.py",
+    ),
+    (
+        "forget_user, LocalStore",
+        "forget_user of a user with 100,000 memories (+ write log, review queue, summary, buffer, caches)",
+        "done under 30 s; canary text and user id in no file of the data directory (no VACUUM needed); "
+        "other users intact",
+        "tests/reliability/test_privacy.py::test_forget_user_100k_local_no_trace_on_disk_or_in_process",
+    ),
+    (
+        "forget_user, WeaviateStore (+ dead letters)",
+        "forget_user of a tenant (+ 20 dead letters written while the server hung)",
+        "done under 30 s; canary in no file of the server's data directory nor the dead-letter file",
+        "tests/reliability/test_privacy.py::test_forget_user_weaviate_no_trace_in_server_data_or_dead_letters",
+    ),
+]
+
+EXTRA_TESTS = [
+    (
+        "PII",
+        "phones (CN mobile, landline, +86, +1), e-mails, CN ID numbers (check digit), Luhn bank cards via "
+        "remember / remember_many / add_turn / eviction / build_context / recall",
+        "no raw PII in any stored record, embedder call, log record or file",
+        "tests/reliability/test_privacy.py::test_pii_never_reaches_a_store_an_embedder_or_a_log",
+    ),
+    (
+        "memories are data",
+        "stored 'ignore previous instructions', fake delimiters (</memory-context>, < /memory-context>, "
+        "full-width, _), '## System' headers, chat-template tokens",
+        "inside the one delimited block, one line each (core, LangChain agent system message, chat memory, "
+        "hypothesis property)",
+        "tests/reliability/test_privacy.py -k 'inject or block'",
+    ),
+    (
+        "Weaviate API key / TLS",
+        "AUTHENTICATION_APIKEY_ENABLED server; HTTPS + gRPC TLS with a private CA",
+        "no/wrong key -> typed StoreError; works with the key; untrusted CA refused; trust_env=True works; "
+        "key never logged",
+        "tests/reliability/test_weaviate_security.py",
+    ),
+]
+
+
+FINDINGS = """## Bugs the tests found
+
+Fixed (each in its own commit, message names the bug):
+
+| bug | found by | fix |
+|---|---|---|
+| First Weaviate call after the server died took ~64 s (weaviate-client's internal UNAVAILABLE retry 1+2+...+32 s); a hung server cost the query timeout plus 2 s per retry | kill -9 / SIGSTOP during recall | `WeaviateStore._call` watchdog: liveness probe every 0.5 s while a request runs, whole call bounded by the query timeout (landed inside a1b010b, recorded in 6ce3696) |
+| The same client stayed unusable ~63 s after the server restarted (grpc reconnect backoff towards 120 s) | kill -9 + restart | gRPC reconnect backoff 250 ms..2 s in `connect()`/`embedded()` (same commits) |
+| Removing replayed dead letters: one fsync per row (3,500 rows 10.5 s) and per record of every upsert once the queue file existed | kill -9 mid-ingest + replay | one transaction (1ec2166) |
+| A batch spanning N users slept through the retry backoff once per user during an outage | kill -9 mid-ingest | later tenants tried once after the server proved unreachable (ff666ab) |
+| A recall's `touch` (read-modify-write upsert) resurrected a memory forgotten at the same moment; same for `update` and `forget_user` | isolation load on Weaviate (1 of 42 forgets) | fetch+write under the write lock that deletes take (2e055bc) |
+| Raw PII reached the embedder (recall/build_context query, short-term turns embedded for dedup) and the store's keyword leg (query) | embedder wrapper recording every text | query and turns redacted like memories (aa3c2ff) |
+| Delimiter look-alikes `< /memory-context>`, `</memory_context>`, full-width `＜/memory-context＞` survived the fuser | injection tests | broader neutralising pattern (3c0dab5) |
+| `connect("https://...")` could not trust a private CA | TLS against a real server | `connect(trust_env=True)` (378c4fa) |
+| Untyped errors: `remember(tags=None/metadata=False/provenance=None)` TypeError, `remember_many(None)` TypeError, LocalStore ids with lone surrogates UnicodeEncodeError, WeaviateStore ids None/5/[b'x']/['\\udfff'] TypeError/AttributeError/UnicodeEncodeError, non-numeric vectors ValueError, LangGraph store float/None limit/offset TypeError and surrogate keys UnicodeEncodeError, `add_turn(timestamp=datetime(1,1,1,utc))` OverflowError, float32-overflowing vectors RuntimeWarning | hypothesis fuzzing | typed `InvalidInputError` (29421d5, b9e4135, ccceeaa, 9c805c8, 7b0a9cd, 9749dd1, a2c92dd, 64b0500) |
+| `HybridChatMemory.save_context` with a bad output had already recorded the input (a key frame in long-term memory) | fuzzing: store changed after a rejected call | validate all messages first (f521648) |
+
+Not fixed (reported):
+
+* The facade drops `ScoreBatch.fallback_reason`: an LLM-scorer fallback is recorded by the scorer but
+  not visible in `Turn`, `WriteOutcome` or `write_log` (strict xfail
+  `test_scorer_fallback_is_visible_in_the_facade_outcome`). Extraction failures are visible in
+  `background_errors`.
+* The LLM scorer, extractor and summarizer receive raw turn text (PII included); only embedder and
+  store calls are redacted. Metadata and tags are stored as given (never redacted).
+* Writes to a Weaviate that just died wait ~15 s (client-internal retry), to a hung one
+  `insert_timeout`, before being dead-lettered (writes are deliberately not abandoned mid-flight).
+* `touch`/`update` vs. delete is serialised within one process only; several processes on one
+  collection can still resurrect a memory being forgotten.
+"""
+
+
+def run_suite(args: argparse.Namespace, report: Path, junit: Path) -> int:
+    env = dict(os.environ)
+    env.update(
+        {
+            "HYBRID_MEMORY_RELIABILITY_REPORT": str(report),
+            "HYBRID_MEMORY_RELIABILITY_SECONDS": str(args.seconds),
+            "HYBRID_MEMORY_RELIABILITY_RUNS": str(args.runs),
+            "HYBRID_MEMORY_FUZZ_EXAMPLES": str(args.fuzz_examples),
+            "HYBRID_MEMORY_FUZZ_RANDOM": "0" if args.quick else "1",
+            "HYBRID_MEMORY_FORGET_N": str(args.forget_n),
+            "HYBRID_MEMORY_FORGET_N_WEAVIATE": str(args.forget_n_weaviate),
+        }
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/reliability",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--junitxml={junit}",
+        "--timeout",
+        str(max(600, int(args.seconds) * 4 + 300)),
+    ]
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
+
+
+def junit_counts(junit: Path) -> dict[str, dict[str, int]]:
+    """``{test file or node prefix: {passed, failed, skipped, xfailed}}``."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    if not junit.exists():
+        return out
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        path = case.get("classname", "").replace(".", "/") + ".py::" + case.get("name", "")
+        if case.find("failure") is not None or case.find("error") is not None:
+            state = "failed"
+        elif (sk := case.find("skipped")) is not None:
+            state = "xfailed" if "xfail" in (sk.get("type", "") + sk.get("message", "")) else "skipped"
+        else:
+            state = "passed"
+        out[path][state] += 1
+    return out
+
+
+def matches(test_ref: str, node: str) -> bool:
+    ref, _, k = test_ref.partition(" -k ")
+    ok = node.startswith(ref) if "::" in ref else node.split("::")[0] == ref
+    if ok and k:  # the simple "-k 'a or b'" form used in SCENARIOS
+        ok = any(term in node.split("::")[-1] for term in k.strip("'\"").split(" or "))
+    return ok
+
+
+def summarise(lines: list[dict[str, Any]], counts: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    rows = []
+    for prefix, fault, survived, test in SCENARIOS + EXTRA_TESTS:
+        got = [x for x in lines if str(x["scenario"]).startswith(prefix)]
+        states: dict[str, int] = defaultdict(int)
+        for node, c in counts.items():
+            if matches(test, node):
+                for k, v in c.items():
+                    states[k] += v
+        lost = sum(int(x.get("lost", 0)) + int(x.get("resurrected", 0)) + int(x.get("leaks", 0)) for x in got)
+        lost += sum(int(x.get("files_with_canary", 0)) for x in got)
+        rows.append(
+            {
+                "fault": prefix,
+                "injected": fault,
+                "runs": len(got) if got else states.get("passed", 0) + states.get("failed", 0),
+                "tests": dict(states),
+                "survived": survived,
+                "measured": got,
+                "lost": lost if got else (0 if states.get("failed", 0) == 0 and states else None),
+                "command": f"python -m pytest {test}",
+            }
+        )
+    return rows
+
+
+def measured_text(row: dict[str, Any]) -> str:
+    m = row["measured"]
+    if not m:
+        return ""
+    keys = [k for k in m[0] if k not in ("scenario", "lost")]
+    if len(m) == 1:
+        return ", ".join(f"{k}={m[0][k]}" for k in keys)
+    parts = []
+    for k in keys:
+        vals = [x.get(k) for x in m]
+        if all(isinstance(v, (int, float)) for v in vals):
+            parts.append(f"{k}={min(vals)}..{max(vals)}" if min(vals) != max(vals) else f"{k}={vals[0]}")
+    return ", ".join(parts)
+
+
+def write_report(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float, rc: int) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "reliability.json").write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=2) + "\n")
+    lines = [
+        "# Reliability and security report",
+        "",
+        f"Generated by `python -m benchmarks.reliability{' --quick' if args.quick else ''}` "
+        f"({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores, "
+        f"weaviate-server 1.39.0, {seconds / 60:.1f} min, pytest exit code {rc}). Settings: load "
+        f"{args.seconds:g} s per store and caller kind, {args.runs} run(s) per kill scenario, "
+        f"{args.fuzz_examples} hypothesis examples per fuzz test ({'fixed' if args.quick else 'random'} seeds), "
+        f"forget_user of {args.forget_n:,} (LocalStore) / {args.forget_n_weaviate:,} (Weaviate) memories.",
+        "",
+        "Every fault is injected for real (SIGKILL, SIGSTOP, a real HTTP server returning errors); "
+        "'lost' counts lost acknowledged writes, resurrected forgotten memories, cross-user leaks and "
+        "files still holding a forgotten user's canary. It must be 0.",
+        "",
+        "| fault injected | runs | what survived (asserted) | measured | lost | reproduce |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        tests = r["tests"]
+        extra = "".join(f", {tests[k]} {k}" for k in ("failed", "xfailed", "skipped") if tests.get(k))
+        runs = f"{r['runs']} ({tests.get('passed', 0)} passed{extra})"
+        lost = "n/a" if r["lost"] is None else str(r["lost"])
+        lines.append(
+            f"| **{r['fault']}**: {r['injected']} | {runs} | {r['survived']} | {measured_text(r)} | {lost} "
+            f"| `{r['command']}` |"
+        )
+    lines += [
+        "",
+        "Long variants: `python -m benchmarks.reliability` (see its docstring for the options).",
+        "",
+        FINDINGS,
+    ]
+    (RESULTS / "reliability.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="the default-suite settings")
+    p.add_argument("--seconds", type=float, default=None, help="load duration per store and caller kind")
+    p.add_argument("--runs", type=int, default=None, help="repetitions of each kill scenario")
+    p.add_argument("--fuzz-examples", type=int, default=None)
+    p.add_argument("--forget-n", type=int, default=100_000)
+    p.add_argument("--forget-n-weaviate", type=int, default=None)
+    args = p.parse_args(argv)
+    quick = args.quick
+    args.seconds = args.seconds if args.seconds is not None else (5.0 if quick else 60.0)
+    args.runs = args.runs if args.runs is not None else (1 if quick else 5)
+    args.fuzz_examples = args.fuzz_examples if args.fuzz_examples is not None else (100 if quick else 500)
+    args.forget_n_weaviate = (
+        args.forget_n_weaviate if args.forget_n_weaviate is not None else (3000 if quick else 100_000)
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        report, junit = Path(tmp) / "report.jsonl", Path(tmp) / "junit.xml"
+        t0 = time.monotonic()
+        rc = run_suite(args, report, junit)
+        elapsed = time.monotonic() - t0
+        lines = [json.loads(x) for x in report.read_text().splitlines()] if report.exists() else []
+        rows = summarise(lines, junit_counts(junit))
+    write_report(rows, args, elapsed, rc)
+    print(f"wrote {RESULTS / 'reliability.md'} (pytest exit code {rc})")
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
