@@ -102,6 +102,7 @@ def traces_in_process(mem: HybridMemory, user: str) -> dict[str, Any]:
         "summary": mem.session_summary(user, "s1"),
         "writer_index": user in getattr(mem.writer, "_index", {}),
         "buffers": [k for k in getattr(mem, "_buffers", {}) if k[0] == user],
+        "trace_steps": len(mem.replay("s1", user_id=user)) + len(mem.replay(None, user_id=user)),
     }
 
 
@@ -123,6 +124,7 @@ def test_forget_user_100k_local_no_trace_on_disk_or_in_process(tmp_path: Path) -
         embedder=HashingEmbedder(dim=16),
         summarizer=SessionSummarizer(),
         config=HybridMemoryConfig(buffer={"summary_every": 3}),
+        trace=True,  # traces go to memory.db.traces.sqlite, inside the data directory
     )
     try:
         recs, vecs = canary_records(N_LOCAL, CANARY_USER, tag="c")
@@ -135,6 +137,7 @@ def test_forget_user_100k_local_no_trace_on_disk_or_in_process(tmp_path: Path) -
         fill_facade_traces(mem, CANARY_USER)
         before = traces_in_process(mem, CANARY_USER)
         assert before["write_log"] and before["review_queue"] and before["short_term"] and before["summary"]
+        assert before["trace_steps"]
         assert files_containing(data_dir, CANARY), "the canary must be on disk before forgetting"
 
         t0 = time.monotonic()
@@ -152,6 +155,7 @@ def test_forget_user_100k_local_no_trace_on_disk_or_in_process(tmp_path: Path) -
             "summary": None,
             "writer_index": False,
             "buffers": [],
+            "trace_steps": 0,
         }
         # Every byte of every file of the data directory, while the store is open (no VACUUM).
         left = files_containing(data_dir, CANARY, CANARY_USER)
@@ -179,7 +183,8 @@ def test_forget_user_weaviate_no_trace_in_server_data_or_dead_letters(
         insert_timeout=3,  # a write to a hung server waits this long before it is dead-lettered
     )
     mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=16), summarizer=SessionSummarizer(),
-                       config=HybridMemoryConfig(buffer={"summary_every": 3}))  # fmt: skip
+                       config=HybridMemoryConfig(buffer={"summary_every": 3}),
+                       trace=str(dl_dir / "traces.sqlite"))  # fmt: skip
     try:
         recs, vecs = canary_records(N_WEAVIATE, CANARY_USER, tag="c")
         for i in range(0, N_WEAVIATE, 500):
@@ -218,7 +223,8 @@ def test_forget_user_weaviate_no_trace_in_server_data_or_dead_letters(
         assert files_containing(dl_dir, CANARY, CANARY_USER) == []
         assert store.count(CANARY_USER) == 0 and store.dead_letters(CANARY_USER) == []
         assert store.count("someone-else") == 50
-        assert traces_in_process(mem, CANARY_USER)["write_log"] == []
+        after = traces_in_process(mem, CANARY_USER)
+        assert after["write_log"] == [] and after["trace_steps"] == 0
     finally:
         store.drop()
         mem.close()
@@ -278,7 +284,12 @@ def pii_memory(
         store: Any = LocalStore(tmp_path / "pii.db")
     else:
         store = request.getfixturevalue("weaviate_store_factory")()
-    mem = HybridMemory(store=store, embedder=emb, config=HybridMemoryConfig(buffer={"max_tokens": 64}))
+    mem = HybridMemory(
+        store=store,
+        embedder=emb,
+        config=HybridMemoryConfig(buffer={"max_tokens": 64}),
+        trace=str(tmp_path / "traces.sqlite"),  # traced text must be redacted too (grepped below)
+    )
     yield mem, emb, tmp_path
     mem.close()
 
@@ -311,9 +322,10 @@ def test_pii_never_reaches_a_store_an_embedder_or_a_log(
     assert leaked([ctx.text]) == [] and leaked([h.record.content for h in hits]) == []
     assert leaked(emb.seen) == [], "raw PII reached the embedder"
     assert leaked([r.getMessage() for r in caplog.records]) == [], "raw PII reached a log record"
-    if isinstance(mem.store, LocalStore):
-        mem.store.close()
-        assert files_containing(tmp_path, *PII.values()) == []
+    steps = mem.replay("s1", user_id="alice") + mem.replay("s2", user_id="alice")
+    assert steps and leaked([str(s.to_json_dict()) for s in steps]) == []
+    mem.close()  # checkpoints the SQLite files (store, trace, dead letters) before the grep
+    assert files_containing(tmp_path, *PII.values()) == []
 
 
 # --------------------------------------------------------------------------- memories are data
