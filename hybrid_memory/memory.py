@@ -1051,6 +1051,8 @@ class HybridMemory:
         """
         self._ensure_open()
         check_id(user_id)
+        if isinstance(memory_ids, (str, bytes)) or not isinstance(memory_ids, Iterable):
+            raise InvalidInputError("memory_ids must be a sequence of str (not a single str)")
         ids = [i for i in memory_ids if isinstance(i, str) and i]
         if ids:
             self.store.touch(user_id, ids, self._now(now))
