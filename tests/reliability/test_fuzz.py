@@ -357,6 +357,12 @@ def test_get_list_forget_consolidate_and_friends(
     check(store, lambda: mem.review_queue(user))
     check(store, lambda: mem.clear_session(user, memory_id))
     check(store, lambda: mem.end_session(user, memory_id))
+    check(store, lambda: mem.replay(memory_id, user_id=user))
+    check(store, lambda: mem.metrics())
+    check(store, lambda: mem.users())
+    check(store, lambda: mem.put(memory_id))
+    check(store, lambda: mem.touch(user, memory_id, now=now))
+    check(store, lambda: mem.touch(user, [memory_id, limit], now=now))
     if user not in ("alice", "bob"):  # accepted calls on the seeded users legitimately change them
         check(store, lambda: mem.consolidate(user, now=now))
         check(store, lambda: mem.forget_user(user))
