@@ -1094,7 +1094,10 @@ class HybridMemory:
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidInputError("memory_id must be a non-empty str")
         found = self.store.get(user_id, [memory_id]) if self._obs.tracer is not None else []
-        deleted = self.store.delete(user_id, [memory_id]) > 0
+        # Under the writer's lock: a concurrent remember reads a related memory, then updates it
+        # (dedup bump, supersede); a delete in between made that update raise NotFoundError.
+        with self.writer._lock:
+            deleted = self.store.delete(user_id, [memory_id]) > 0
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])
         return deleted
 
@@ -1126,7 +1129,10 @@ class HybridMemory:
                     self._turn_vectors.pop(t.id, None)
                     self._written_turns.discard(t.id)
         self._obs.forget_user(user_id)
-        return self.store.delete_user(user_id)
+        with self.writer._lock:  # see forget(): no write of this user interleaves with the delete
+            n = self.store.delete_user(user_id)
+            self.writer.forget_user(user_id)
+        return n
 
     # ------------------------------------------------------------------ observability
     def replay(self, session_id: str | None, *, user_id: str | None = None) -> list[TraceStep]:
