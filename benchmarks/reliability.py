@@ -147,6 +147,7 @@ Fixed (each in its own commit, message names the bug):
 | Untyped errors: `remember(tags=None/metadata=False/provenance=None)` TypeError, `remember_many(None)` TypeError, LocalStore ids with lone surrogates UnicodeEncodeError, WeaviateStore ids None/5/[b'x']/['\\udfff'] TypeError/AttributeError/UnicodeEncodeError, non-numeric vectors ValueError, LangGraph store float/None limit/offset TypeError and surrogate keys UnicodeEncodeError, `add_turn(timestamp=datetime(1,1,1,utc))` OverflowError, float32-overflowing vectors RuntimeWarning | hypothesis fuzzing | typed `InvalidInputError` (29421d5, b9e4135, ccceeaa, 9c805c8, 7b0a9cd, 9749dd1, a2c92dd, 64b0500) |
 | `HybridChatMemory.save_context` with a bad output had already recorded the input (a key frame in long-term memory) | fuzzing: store changed after a rejected call | validate all messages first (f521648) |
 | `HybridMemory.touch(user, 0)` TypeError; a single str touched its characters | fuzzing | InvalidInputError (28a132d) |
+| `remember` raised `NotFoundError` when another thread forgot the memory the writer was about to bump or supersede | 60 s isolation load, LocalStore | `forget`/`forget_user` delete under the writer's lock (e6d518e) |
 
 Not fixed (reported):
 
@@ -158,8 +159,9 @@ Not fixed (reported):
   store calls are redacted. Metadata and tags are stored as given (never redacted).
 * Writes to a Weaviate that just died wait ~15 s (client-internal retry), to a hung one
   `insert_timeout`, before being dead-lettered (writes are deliberately not abandoned mid-flight).
-* `touch`/`update` vs. delete is serialised within one process only; several processes on one
-  collection can still resurrect a memory being forgotten.
+* `touch`/`update` vs. delete, and the writer's read-modify-write vs. `forget`, are serialised
+  within one process only; several processes on one store can still resurrect a memory being
+  forgotten (Weaviate) or make a `remember` fail with `NotFoundError`.
 """
 
 
