@@ -149,12 +149,13 @@ Fixed (each in its own commit, message names the bug):
 | `HybridMemory.touch(user, 0)` TypeError; a single str touched its characters | fuzzing | InvalidInputError (28a132d) |
 | `remember` raised `NotFoundError` when another thread forgot the memory the writer was about to bump or supersede | 60 s isolation load, LocalStore | `forget`/`forget_user` delete under the writer's lock (e6d518e) |
 
+Fixed by the core engineer after the reliability test reported it (29e51f7): the facade dropped
+`ScoreBatch.fallback_reason`, so an LLM-scorer fallback was not visible in `Turn`, `WriteOutcome` or
+`write_log` (now `Turn.scoring_note`, `WriteOutcome.notes`; asserted by
+`test_scorer_fallback_is_visible_in_the_facade_outcome`).
+
 Not fixed (reported):
 
-* The facade drops `ScoreBatch.fallback_reason`: an LLM-scorer fallback is recorded by the scorer but
-  not visible in `Turn`, `WriteOutcome` or `write_log` (strict xfail
-  `test_scorer_fallback_is_visible_in_the_facade_outcome`). Extraction failures are visible in
-  `background_errors`.
 * The LLM scorer, extractor and summarizer receive raw turn text (PII included); only embedder and
   store calls are redacted. Metadata and tags are stored as given (never redacted).
 * Writes to a Weaviate that just died wait ~15 s (client-internal retry), to a hung one
