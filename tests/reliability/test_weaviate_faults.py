@@ -33,6 +33,7 @@ from hybrid_memory.errors import HybridMemoryError, StoreError, StoreUnavailable
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.testing import HashingEmbedder
 from tests.reliability.conftest import report, runs
+from tests.reliability.load import WORDS
 
 pytestmark = [pytest.mark.weaviate, pytest.mark.slow]
 
@@ -43,49 +44,7 @@ QUERY_TIMEOUT = 3.0
 #: Allowed overshoot of that timeout (thread wake-ups, one probe round trip, a busy 2-core CI box).
 SLACK = 1.5
 
-_WORDS = [
-    "amber",
-    "basil",
-    "cedar",
-    "delta",
-    "ember",
-    "fjord",
-    "granite",
-    "harbor",
-    "indigo",
-    "juniper",
-    "kelp",
-    "lantern",
-    "meadow",
-    "nectar",
-    "orchid",
-    "pepper",
-    "quartz",
-    "raven",
-    "saffron",
-    "thistle",
-    "umber",
-    "velvet",
-    "willow",
-    "xenon",
-    "yarrow",
-    "zephyr",
-    "anchor",
-    "bramble",
-    "cobalt",
-    "dune",
-    "eagle",
-    "falcon",
-    "glacier",
-    "hazel",
-    "iris",
-    "jasper",
-    "kestrel",
-    "lotus",
-    "marble",
-    "nutmeg",
-    "olive",
-]
+_WORDS = [w for w in WORDS if w.isascii()]  # the shared workload words, Latin only
 
 
 def connect(server: Any, tmp_path: Path, **kwargs: Any) -> Any:
