@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import _BaseEmbedder
 
 __all__ = [
@@ -599,7 +600,7 @@ def _local_size(opts: PerfOptions, n: int, workdir: Path) -> dict[str, Any]:
         "numpy_floor_einsum": [],
         "store_search": [],
         "recall": [],
-        "recall_no_touch": [],
+        "recall_touch": [],
         "build_context": [],
     }
     hit_target = 0
@@ -619,8 +620,8 @@ def _local_size(opts: PerfOptions, n: int, workdir: Path) -> dict[str, Any]:
         mem.recall(q, user_id=user, k=opts.k)
         lat["recall"].append(time.perf_counter() - s)
         s = time.perf_counter()
-        mem.recall(q, user_id=user, k=opts.k, touch=False)
-        lat["recall_no_touch"].append(time.perf_counter() - s)
+        mem.recall(q, user_id=user, k=opts.k, touch=True)
+        lat["recall_touch"].append(time.perf_counter() - s)
         s = time.perf_counter()
         mem.build_context(q, user_id=user)
         lat["build_context"].append(time.perf_counter() - s)
@@ -805,7 +806,7 @@ def _weaviate_size(opts: PerfOptions, w: _Weaviate, n: int) -> dict[str, Any]:
         "bare_hybrid_same_request": [],
         "store_search": [],
         "recall": [],
-        "recall_no_touch": [],
+        "recall_touch": [],
         "build_context": [],
     }
     hit_target = 0
@@ -826,8 +827,8 @@ def _weaviate_size(opts: PerfOptions, w: _Weaviate, n: int) -> dict[str, Any]:
         mem.recall(q, user_id=u, k=opts.k)
         lat["recall"].append(time.perf_counter() - s)
         s = time.perf_counter()
-        mem.recall(q, user_id=u, k=opts.k, touch=False)
-        lat["recall_no_touch"].append(time.perf_counter() - s)
+        mem.recall(q, user_id=u, k=opts.k, touch=True)
+        lat["recall_touch"].append(time.perf_counter() - s)
         s = time.perf_counter()
         mem.build_context(q, user_id=u)
         lat["build_context"].append(time.perf_counter() - s)
@@ -919,7 +920,7 @@ def measure_weaviate(opts: PerfOptions, workdir: Path) -> dict[str, Any]:
         remember = _weaviate_remember(opts, w)
         small = min(opts.weaviate_sizes or opts.sizes)
         corpus = make_corpus(small, 2, dim=opts.dim, seed=opts.seed + small)
-        alpha = 0.5
+        alpha = HybridMemoryConfig().retrieval.alpha
         activation: dict[str, Any]
         try:
             activation = _tenant_activation(
@@ -1115,6 +1116,7 @@ def run_perf(opts: PerfOptions | None = None) -> dict[str, Any]:
         },
         "loadavg_start": _load(),
         "options": {k: v for k, v in asdict(opts).items() if k != "progress"},
+        "retrieval": HybridMemoryConfig().retrieval.model_dump(),
     }
     workdir = Path(tempfile.mkdtemp(prefix="hybrid-memory-perf-"))
     try:
@@ -1187,16 +1189,22 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         f"Python {report['machine']['python']}, numpy {report['machine']['numpy']}); "
         f"{_fmt(report.get('duration_s'), 0)} s. Load average (1/5/15 min) at start {report.get('loadavg_start')}, "
         f"after the local tables {report.get('loadavg_after_local')}, at the end {report.get('loadavg_end')} — "
-        "the machine was shared with other jobs, so absolute numbers are pessimistic; floors were measured in the "
-        "same run with queries interleaved, so ratios are fair.",
+        + (
+            "the machine was shared with other jobs, so absolute numbers are pessimistic; "
+            if max(report.get("loadavg_start") or [0.0]) > 1.5
+            else "the machine was otherwise idle; "
+        )
+        + "floors were measured in the same run with queries interleaved, so ratios are fair.",
         "",
         "Reproduce: `hybrid-memory bench perf --out benchmarks/results` (about 10 minutes on 2 cores; "
         "`--sizes 1000,10000 --no-weaviate` for a quick run).",
         "",
         f"Corpus: {report.get('corpus')}; {opts.get('dim')}-d topic-mixture unit vectors, precomputed; k={opts.get('k')}, "
-        "default config (alpha 0.5, 20 candidates re-ranked, relativeScoreFusion). `recall` = `HybridMemory.recall` "
-        "with a precomputed query vector (embedder out of the timing; `touch` on = the default access-count write); "
-        "`recall_no_touch` = `touch=False`.",
+        f"default config (alpha {report.get('retrieval', {}).get('alpha')}, "
+        f"{report.get('retrieval', {}).get('candidates')} candidates re-ranked, relativeScoreFusion). "
+        "`recall` = `HybridMemory.recall` with a precomputed query vector (embedder out of the timing; the default "
+        "`touch=False`, a pure read); `recall_touch` = `touch=True` (one access-count write per recall); "
+        "`build_context` touches what it injects, as by default.",
         "",
         "## Targets",
         "",
@@ -1213,7 +1221,7 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         md += ["## LocalStore recall latency", "", "![latency vs memories](latency_vs_memories.png)", ""]
         md += _lat_rows(
             local["sizes"],
-            ("numpy_floor", "numpy_floor_einsum", "store_search", "recall", "recall_no_touch", "build_context"),
+            ("numpy_floor", "numpy_floor_einsum", "store_search", "recall", "recall_touch", "build_context"),
         )
         md += [
             "",
@@ -1248,7 +1256,7 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         ]
         md += _lat_rows(
             wv["sizes"],
-            ("bare_hybrid", "bare_hybrid_same_request", "store_search", "recall", "recall_no_touch", "build_context"),
+            ("bare_hybrid", "bare_hybrid_same_request", "store_search", "recall", "recall_touch", "build_context"),
         )
         md += [
             "",

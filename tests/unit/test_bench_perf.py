@@ -78,7 +78,7 @@ def test_report_schema_and_real_numbers(report: dict[str, Any]) -> None:
     for s in local["sizes"]:
         assert _finite(s["ingest_upsert_per_s"]) and s["ingest_upsert_per_s"] > 0
         assert s["target_in_candidates"] > 0.5  # queries find the memory they were aimed at
-        for key in ("numpy_floor", "numpy_floor_einsum", "store_search", "recall", "recall_no_touch", "build_context"):
+        for key in ("numpy_floor", "numpy_floor_einsum", "store_search", "recall", "recall_touch", "build_context"):
             st = s["latency"][key]
             assert st["n"] == 6
             assert all(_finite(st[p]) and st[p] > 0 for p in ("p50_ms", "p95_ms", "p99_ms"))
