@@ -54,6 +54,12 @@ class RetrievalConfig(_Section):
     archive_fallback: bool = Field(
         default=True, description="search archived memories when active ones have nothing relevant"
     )
+    time_windows: bool = Field(
+        default=True,
+        description="date-aware query analysis: when the query names a time ('5月2日', 'last week'), also search "
+        "that period and favour memories created in it (re-rank weight w_time)",
+    )
+    max_time_windows: int = Field(default=3, ge=0, le=20, description="extra period searches per recall")
 
 
 class RerankConfig(_Section):
@@ -68,6 +74,11 @@ class RerankConfig(_Section):
     w_importance: float = Field(default=0.2, ge=0.0)
     w_recency: float = Field(default=0.1, ge=0.0)
     w_heat: float = Field(default=0.1, ge=0.0)
+    w_time: float = Field(
+        default=0.2,
+        ge=0.0,
+        description="bonus for a memory created inside a period the query names (retrieval.time_windows)",
+    )
     half_life_days: float = Field(default=7.0, gt=0.0)
     touch_on_recall: bool = Field(
         default=False,

@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import threading
 import uuid
@@ -72,6 +73,7 @@ from hybrid_memory.retrieval import rerank
 from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch, infer_category
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
 from hybrid_memory.summary import SessionSummarizer
+from hybrid_memory.temporal import TimeWindow, find_time_windows
 from hybrid_memory.tokens import TokenCounter
 from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
 from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
@@ -861,9 +863,49 @@ class HybridMemory:
                 if self._hit_relevant(h)
             ]
             hits = hits + extra
-        ranked = rerank(hits, now=when, config=self.config.rerank, fusion=fz)  # type: ignore[arg-type]
+        windows = self._time_windows(query, when, base)
+        if windows:
+            hits = self._search_windows(
+                hits, windows, query, user_id, limit=limit, alpha=a, base=base, fusion=fz, vector=vector
+            )
+        ranked = rerank(hits, now=when, config=self.config.rerank, fusion=fz, windows=windows)  # type: ignore[arg-type]
         self._obs.candidates(ranked, k)
         return ranked[:k]
+
+    def _time_windows(self, query: str, when: datetime, base: MemoryFilter) -> list[TimeWindow]:
+        """Periods the query names (none when disabled or when the caller already set a time range)."""
+        cfg = self.config.retrieval
+        if not cfg.time_windows or cfg.max_time_windows == 0 or base.since is not None or base.until is not None:
+            return []
+        return find_time_windows(query, when)[: cfg.max_time_windows]
+
+    def _search_windows(
+        self,
+        hits: list[StoreHit],
+        windows: Sequence[TimeWindow],
+        query: str,
+        user_id: str,
+        *,
+        limit: int,
+        alpha: float,
+        base: MemoryFilter,
+        fusion: str,
+        vector: Vector | None,
+    ) -> list[StoreHit]:
+        """Add the best hits created inside each named period (a memory found twice keeps its higher score)."""
+        best = {h.record.id: h for h in hits}
+        order = [h.record.id for h in hits]
+        for w in windows:
+            narrowed = dataclasses.replace(base, since=w.start, until=w.end)
+            for h in self._search(
+                query, user_id, limit=limit, alpha=alpha, filt=narrowed, fusion=fusion, vector=vector
+            ):
+                seen = best.get(h.record.id)
+                if seen is None:
+                    order.append(h.record.id)
+                if seen is None or h.score > seen.score:
+                    best[h.record.id] = h
+        return [best[i] for i in order]
 
     def _hit_relevant(self, h: StoreHit) -> bool:
         return passes_floor(

@@ -249,7 +249,7 @@ def _first_error(exc: ValidationError) -> str:
 class RecallHit(BaseModel):
     """A recalled memory with its final score and every score component.
 
-    ``score = w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat``.
+    ``score = w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat + w_time·time_match``.
     ``relevance`` is the fused hybrid score (relativeScoreFusion: 0..1, where alpha 1.0 = pure
     vector, 0.0 = pure keyword/BM25); ``keyword_score`` is the raw BM25 score (``None`` when the
     keyword leg did not find it) and ``vector_similarity`` the cosine similarity to the query.
@@ -265,6 +265,7 @@ class RecallHit(BaseModel):
     importance: float
     recency: float
     heat: float
+    time_match: float = 0.0
 
     @property
     def id(self) -> str:
@@ -286,6 +287,7 @@ class RecallHit(BaseModel):
             "importance": self.importance,
             "recency": self.recency,
             "heat": self.heat,
+            "time_match": self.time_match,
         }
 
 

@@ -1,12 +1,15 @@
 """Re-ranking of hybrid candidates (Generative Agents style). Pure functions, no IO.
 
-``final = w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat`` with
+``final = w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat + w_time·time_match``
+with
 
 * ``relevance``: the fused hybrid score in 0..1 (relativeScoreFusion; rankedFusion scores are
   rescaled by their maximum 1/60 so they also lie in 0..1);
 * ``recency = 0.5 ** (Δt / half_life)``, Δt since the later of last access and last update;
 * ``heat = log1p(access_count) / log1p(max access_count among the candidates)`` (0 when none
-  was ever accessed).
+  was ever accessed);
+* ``time_match``: 1.0 when the memory was created inside one of the periods the query names
+  (``windows``, from :func:`hybrid_memory.temporal.find_time_windows`), else 0.0.
 
 Example:
     >>> from datetime import datetime, timedelta, timezone
@@ -29,6 +32,7 @@ from datetime import datetime
 from hybrid_memory.config import RerankConfig
 from hybrid_memory.records import MemoryRecord, RecallHit
 from hybrid_memory.stores.base import FusionType, StoreHit
+from hybrid_memory.temporal import TimeWindow
 
 __all__ = ["freshness", "recency", "relevance_of", "rerank"]
 
@@ -66,8 +70,9 @@ def rerank(
     now: datetime,
     config: RerankConfig | None = None,
     fusion: FusionType = "relative",
+    windows: Sequence[TimeWindow] = (),
 ) -> list[RecallHit]:
-    """Score store hits with relevance, importance, recency and heat; best first.
+    """Score store hits with relevance, importance, recency, heat and time match; best first.
 
     Ties on the final score keep the store's order (which is deterministic).
     """
@@ -80,7 +85,10 @@ def rerank(
         rec = recency(h.record, now, cfg.half_life_days)
         heat = math.log1p(h.record.access_count) / denom if denom > 0 else 0.0
         imp = h.record.importance
-        final = cfg.w_relevance * rel + cfg.w_importance * imp + cfg.w_recency * rec + cfg.w_heat * heat
+        tm = 1.0 if any(h.record.created_at in w for w in windows) else 0.0
+        final = (
+            cfg.w_relevance * rel + cfg.w_importance * imp + cfg.w_recency * rec + cfg.w_heat * heat + cfg.w_time * tm
+        )
         out.append(
             RecallHit(
                 record=h.record,
@@ -91,6 +99,7 @@ def rerank(
                 importance=imp,
                 recency=rec,
                 heat=heat,
+                time_match=tm,
             )
         )
     order = sorted(range(len(out)), key=lambda i: (-out[i].score, i))
