@@ -2,8 +2,10 @@
 
 Writes ``benchmarks/results/``: ``report.md``, one JSON per dataset (the ``hybrid-memory bench
 --json`` object), ``alpha_grid.json``, ``analyzer.{md,json}``, ``embedders.{md,json}`` and PNG
-plots. Data paths default to ``../shared/data`` relative to the repository root. Embeddings are
-cached under ``~/.cache/hybrid-memory-bench`` so reruns are fast.
+plots. The dataset runs include the LangChain / LlamaIndex peer baselines and the token counts
+(full context, ``build_context`` injection, peers' top-k text). Data paths default to
+``../shared/data`` relative to the repository root. Embeddings are cached under
+``~/.cache/hybrid-memory-bench`` so reruns are fast.
 
     python -m benchmarks                       # everything
     python -m benchmarks --only main,alpha     # the dataset runs and the alpha grid only

@@ -35,7 +35,14 @@ METHOD_LABEL = {
     "relevance_only": "relevance-only profile",
     "bm25": "BM25 only (alpha 0)",
     "vector": "vector only (alpha 1)",
+    "langchain_vectorstore_memory": "LangChain VectorStoreRetrieverMemory (doc per turn, dense)",
+    "llamaindex_vector_block": "LlamaIndex VectorMemoryBlock (node per 3,000-token flush, dense)",
 }
+LLAMA_FLUSH_PREFIX = "llamaindex_vector_block_flush"
+#: mem0's published LoCoMo token figures (mem0 paper, 2025): memories vs the full conversation.
+MEM0_TOKENS = (1764, 26031)
+#: Issue 7 target: median injected context per LoCoMo question.
+INJECT_TARGET = 1000
 
 
 def _fmt(v: Any) -> str:
@@ -61,7 +68,78 @@ def _label(name: str) -> str:
         return METHOD_LABEL[name]
     if name.startswith("hybrid_alpha_"):
         return f"hybrid alpha {name.removeprefix('hybrid_alpha_')}"
+    if name.startswith(LLAMA_FLUSH_PREFIX):
+        return f"LlamaIndex VectorMemoryBlock (node per {name.removeprefix(LLAMA_FLUSH_PREFIX)}-token flush, dense)"
     return name
+
+
+def _tokrow(label: str, stats: Mapping[str, Any] | None, *extra: Any) -> tuple[Any, ...]:
+    st = stats or {}
+    return (label, _num(st.get("median"), 0), _num(st.get("mean"), 0), _num(st.get("p95"), 0), *extra)
+
+
+def tokens_section(ds: str, r: Mapping[str, Any]) -> list[str]:
+    """The "Tokens injected" section of one dataset: full context, build_context, peers' top-k text."""
+    tok = r.get("tokens")
+    if not tok:
+        return []
+    inj = tok.get("injected") or {}
+    base = r.get("baselines") or {}
+    rows = [
+        _tokrow("full context (every document of the corpus, per question)", tok.get("full_context"), "all"),
+        _tokrow(
+            "**default**: `build_context` block (skipped = 0 tokens)",
+            inj,
+            f"injected-memory recall {_fmt(inj.get('recall'))}",
+        ),
+        _tokrow("default: `build_context` block, injected questions only", inj.get("injected_only"), ""),
+    ]
+    for name, per_k in (tok.get("peers") or {}).items():
+        for key, stats in per_k.items():
+            k = key.removeprefix("top")
+            rows.append(
+                _tokrow(f"{_label(name)}, top {k}", stats, f"recall@{k} {_fmt(base.get(name, {}).get(f'recall@{k}'))}")
+            )
+    enc = f"`{tok.get('encoding')}`" + ("" if tok.get("exact") else " (approximate counter: tiktoken cache missing)")
+    lines = [
+        f"### Tokens injected: {TITLES.get(ds, ds)}",
+        "",
+        f"Tokens per question, counted with the fuser's tiktoken encoding {enc}. The default pipeline's block is "
+        "what `HybridMemory.build_context(question, user_id=..., now=<question time>)` returns (default settings, "
+        "run after the recall pass on its own facade so its access bumps cannot change the numbers above); "
+        f"injection was skipped for {_pct(inj.get('skipped_fraction'))} of the questions "
+        f"({_reasons(inj.get('skipped_reasons'))}); it held {_fmt(inj.get('memories_mean'))} memories on average, "
+        f"and {_pct(inj.get('any_gold'))} of the blocks held at least one gold document. A peer's cost is the text "
+        "its memory returns for the top k (LangChain joins documents with newlines; a LlamaIndex node is a whole "
+        "flushed batch wrapped in `<message>` tags, so its node-level recall counts a hit when any gold turn is "
+        "somewhere in a big node: read it together with the tokens).",
+        "",
+        _table(["what is put in the prompt", "median", "mean", "p95", "recall"], rows),
+        "",
+    ]
+    if ds == "locomo":
+        med = inj.get("median")
+        verdict = (
+            "" if med is None else f" Default median {float(med):g} ({'met' if med <= INJECT_TARGET else 'missed'})."
+        )
+        lines += [
+            f"Issue 7 target: median injected context ≤ {INJECT_TARGET:,} tokens per LoCoMo question.{verdict} "
+            f"For comparison, mem0 reports {MEM0_TOKENS[0]:,} tokens of memories per LoCoMo question against "
+            f"{MEM0_TOKENS[1]:,} for the full conversation (their figures and tokenizer; ours cover the 5 dev "
+            "conversations).",
+            "",
+        ]
+    return lines
+
+
+def _pct(v: Any) -> str:
+    return "–" if v is None else f"{100 * float(v):.1f} %"
+
+
+def _reasons(reasons: Mapping[str, int] | None) -> str:
+    if not reasons:
+        return "no skips"
+    return "; ".join(f"{why}: {n}" for why, n in sorted(reasons.items(), key=lambda x: -x[1]))
 
 
 def _methods(result: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -329,6 +407,15 @@ def report_markdown(results: Mapping[str, Any], extra: Mapping[str, Any]) -> str
         "* **relevance-only profile**: the same API with re-rank weights (1, 0, 0, 0): the hybrid relevance alone.",
         "* **BM25 only / hybrid alpha x / vector only**: store-level `LocalStore.search` (Weaviate-exact BM25 and "
         "relativeScoreFusion) over every stored turn with the same vectors (each text embedded once, cached).",
+        "* **LangChain VectorStoreRetrieverMemory**: the framework's vector memory, `VectorStoreRetrieverMemory` over "
+        "`InMemoryVectorStore(...).as_retriever(search_kwargs={'k': depth})`, one `Document` per turn (dataset id in "
+        "the metadata), queried through `load_memory_variables`; same embedder through a LangChain `Embeddings` "
+        "adapter.",
+        "* **LlamaIndex VectorMemoryBlock**: the real `VectorMemoryBlock`; consecutive turns are cut into batches by "
+        "`Memory`'s flush rule (`token_flush_size`, default 3,000 tokens; a 300-token variant too) and each batch is "
+        "`aput` as one node, as a flush does; questions go through `aget` with `similarity_top_k` = depth, no session "
+        "filter, in an exact in-memory store (`VectorMemoryBlock` rejects `SimpleVectorStore`). A node counts for "
+        "every turn in it.",
         "",
     ]
     lines += findings(results)
@@ -363,6 +450,9 @@ def report_markdown(results: Mapping[str, Any], extra: Mapping[str, Any]) -> str
             rows.append((name, m["questions"], *(m.get(h) for h in head[:3]), *(b.get(h) for h in head[:3])))
         hdr = ["category", "n", *[f"default {h}" for h in head[:3]], *[f"{_label(best or '')} {h}" for h in head[:3]]]
         lines += ["Per category (default / best store-level method):", "", _table(hdr, rows), ""]
+        for name, reason in (r.get("peers_skipped") or {}).items():
+            lines += [f"{_label(name)}: skipped ({reason}).", ""]
+        lines += tokens_section(ds, r)
         if "apart" in r:
             a = r["apart"]["category_5_adversarial"]
             lines += [

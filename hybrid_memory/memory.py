@@ -85,7 +85,19 @@ _SUMMARY_NAMESPACE = uuid.UUID("5f2b9c1e-7a3d-5e8f-b4c6-1d9e2a7f3b60")
 
 _ROLES = ("user", "assistant", "system", "tool")
 _ITEM_KEYS = frozenset(
-    {"content", "importance", "category", "source", "tags", "metadata", "timestamp", "session_id", "provenance", "id"}
+    {
+        "content",
+        "importance",
+        "category",
+        "source",
+        "tags",
+        "metadata",
+        "timestamp",
+        "session_id",
+        "provenance",
+        "id",
+        "context",
+    }
 )
 _MAX_K = 1000
 #: Relevance floor on vector similarity per embedder family (cosine); see benchmarks/results.
@@ -202,6 +214,9 @@ class HybridMemory:
         self._lock = threading.RLock()
         self._buffers: dict[tuple[str, str], KeyFrameBuffer] = {}
         self._turn_vectors: dict[str, Vector] = {}
+        # Search context of buffered turns (the previous turn of the session), by turn id.
+        self._turn_context: dict[str, str] = {}
+        self._last_content: dict[tuple[str, str], str] = {}
         self._written_turns: set[str] = set()
         self._bound = False
         self._closed = False
@@ -311,6 +326,10 @@ class HybridMemory:
             for x in evicted:
                 self._turn_vectors.pop(x.id, None)
             self._last_turn_at[(user_id, session_id)] = ts
+            prev = self._last_content.get((user_id, session_id))
+            if prev is not None:
+                self._turn_context[turn.id] = prev
+            self._last_content[(user_id, session_id)] = content
         if to_write:
             self._write_turns(to_write, category_hint=scored.category)
         if evicted:
@@ -324,7 +343,9 @@ class HybridMemory:
             return []
         drafts: list[MemoryRecord] = []
         notes: list[str | None] = []
-        for t in turns:
+        with self._lock:
+            contexts = [self._turn_context.pop(t.id, "") for t in turns]
+        for t, context in zip(turns, contexts, strict=True):
             if t.importance < self.config.writer.turn_min_importance and not t.key_frame:
                 continue
             category = infer_category(t.content) if t.key_frame else "turn"
@@ -342,6 +363,7 @@ class HybridMemory:
                     timestamp=t.timestamp,
                     metadata={"role": t.role, "turn_id": t.id},
                     provenance=(t.id,),
+                    context=context,
                 )
             )
         with self._lock:
@@ -368,6 +390,7 @@ class HybridMemory:
             for t in turns:
                 self._turn_vectors.pop(t.id, None)
             self._last_turn_at.pop((user_id, session_id), None)
+            self._last_content.pop((user_id, session_id), None)
         outcomes = self._write_turns(pending)
         with self._lock:
             self._written_turns.difference_update(t.id for t in turns)
@@ -597,9 +620,11 @@ class HybridMemory:
         check_id(session_id, name="session_id")
         with self._lock:
             buf = self._buffers.pop((user_id, session_id), None)
+            self._last_content.pop((user_id, session_id), None)
             if buf is not None:
                 for t in buf.clear():
                     self._turn_vectors.pop(t.id, None)
+                    self._turn_context.pop(t.id, None)
                     self._written_turns.discard(t.id)
 
     def _draft(self, user_id: str, item: str | Mapping[str, Any], defaults: Mapping[str, Any]) -> MemoryRecord:
@@ -628,6 +653,9 @@ class HybridMemory:
         session_id = data.pop("session_id", None)
         if session_id is not None:
             check_id(session_id, name="session_id")
+        context = data.pop("context", None)
+        if context is not None and context != "":
+            check_text(context, name="context")
         return MemoryRecord.create(
             user_id=user_id,
             content=content,
@@ -640,6 +668,7 @@ class HybridMemory:
             metadata=dict(metadata or {}),
             session_id=session_id,
             provenance=provenance,
+            context=context or "",
         )
 
     def _score_missing(
@@ -670,6 +699,7 @@ class HybridMemory:
         timestamp: datetime | None = None,
         session_id: str | None = None,
         provenance: Sequence[str] = (),
+        context: str = "",
     ) -> WriteOutcome:
         """Write one long-term memory directly; it is recallable at once.
 
@@ -685,6 +715,9 @@ class HybridMemory:
             timestamp: When it was stated (aware; default now).
             session_id: The session it came from.
             provenance: Ids of the turns or memories it was derived from.
+            context: Text that situates the memory for keyword search without being part of it,
+                e.g. the question a turn answers (``add_turn`` sets the previous turn). It is
+                redacted like the content, never embedded and never injected.
 
         Returns:
             What happened (``added``, ``deduplicated``, ``rejected`` ... with the reason).
@@ -705,6 +738,7 @@ class HybridMemory:
                     "timestamp": timestamp,
                     "session_id": session_id,
                     "provenance": provenance,
+                    "context": context,
                 }
             ],
             progress=False,
@@ -1161,6 +1195,8 @@ class HybridMemory:
                 self._summaries.pop(key, None)
             for key in [k for k in self._last_turn_at if k[0] == user_id]:
                 self._last_turn_at.pop(key, None)
+            for key in [k for k in self._last_content if k[0] == user_id]:
+                self._last_content.pop(key, None)
             self._outcomes.pop(user_id, None)
             self.writer.forget_user(user_id)
             clear = getattr(self.scorer, "clear_cache", None)
@@ -1169,6 +1205,7 @@ class HybridMemory:
             for key in [k for k in self._buffers if k[0] == user_id]:
                 for t in self._buffers.pop(key).clear():
                     self._turn_vectors.pop(t.id, None)
+                    self._turn_context.pop(t.id, None)
                     self._written_turns.discard(t.id)
         self._obs.forget_user(user_id)
         with self.writer._lock:  # see forget(): no write of this user interleaves with the delete
@@ -1231,6 +1268,8 @@ class HybridMemory:
         with self._lock:
             self._buffers.clear()
             self._turn_vectors.clear()
+            self._turn_context.clear()
+            self._last_content.clear()
         self._obs.close()
         self.store.close()
 

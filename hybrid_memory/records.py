@@ -147,6 +147,10 @@ class MemoryRecord(BaseModel):
     The embedding vector is kept by the store, not on the record. ``metadata`` must be
     JSON-serialisable and round-trips unchanged. ``provenance`` lists the ids of the turns (or
     memories) a derived memory was built from.
+
+    ``context`` situates the memory for search without being part of it: for a conversation turn,
+    the turn it answers. The keyword (BM25) index reads :attr:`search_text` (context, then
+    content); the embedding, deduplication and the injected text use ``content`` only.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -169,6 +173,17 @@ class MemoryRecord(BaseModel):
     supersedes: str | None = None
     superseded_by: str | None = None
     provenance: tuple[str, ...] = ()
+    context: str = ""
+
+    @property
+    def search_text(self) -> str:
+        """What the keyword index reads: ``context`` (when set) and ``content``, a line apart."""
+        return f"{self.context}\n{self.content}" if self.context else self.content
+
+    @field_validator("context")
+    @classmethod
+    def _context_ok(cls, v: str) -> str:
+        return check_text(v, name="context") if v else v
 
     @field_validator("created_at", "updated_at", "last_accessed_at")
     @classmethod

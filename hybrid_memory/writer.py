@@ -688,10 +688,14 @@ class MemoryWriter:
         if not self.config.redact_pii:
             return d, None
         red = self.redactor.redact(d.content)
-        if not red.changed:
+        ctx = self.redactor.redact(d.context) if d.context else None
+        if not red.changed and (ctx is None or not ctx.changed):
             return d, None
         new_id = memory_id(d.user_id, red.text) if d.id == memory_id(d.user_id, d.content) else d.id
-        return d.evolve(content=red.text, id=new_id), f"PII redacted ({red.summary()})"
+        summary = red.summary() if red.changed else ""
+        if ctx is not None and ctx.changed:
+            summary = f"{summary}; context: {ctx.summary()}" if summary else f"context: {ctx.summary()}"
+        return d.evolve(content=red.text, id=new_id, context=ctx.text if ctx else ""), f"PII redacted ({summary})"
 
     def _write(self, drafts: list[MemoryRecord], vectors: Vector | None) -> list[WriteOutcome]:
         n = len(drafts)

@@ -79,6 +79,16 @@ def register(subparsers: Any) -> None:
             help="store-level alphas to compare, comma-separated (default 0,0.25,0.5,0.75,1)",
         )
         p.add_argument("--no-baselines", action="store_true", help="score the default pipeline only")
+        p.add_argument(
+            "--no-peers",
+            action="store_true",
+            help="skip the LangChain VectorStoreRetrieverMemory / LlamaIndex VectorMemoryBlock baselines",
+        )
+        p.add_argument(
+            "--no-tokens",
+            action="store_true",
+            help="skip the token counts (full context, build_context injection, peers' top-k text)",
+        )
         p.add_argument("--k", type=_positive, default=None, help="hits per recall (default 10; LongMemEval 50)")
         p.add_argument(
             "--embedder",
@@ -140,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
         alphas=args.alphas if args.alphas is not None else DEFAULT_ALPHAS,
         baselines=not args.no_baselines,
         k=args.k,
+        peers=not args.no_peers,
+        tokens=not args.no_tokens,
         progress=not args.quiet,
     )
     report = run_benchmark(ds, embedder=make_embedder(args.embedder, cache=not args.no_cache), options=opts)
@@ -178,7 +190,38 @@ def format_table(report: dict[str, Any]) -> str:
             v = r.get(c)
             cells.append(("-" if v is None else f"{v:.4f}").rjust(22))
         lines.append(name.ljust(width) + "".join(cells))
+    for name, reason in (report.get("peers_skipped") or {}).items():
+        lines.append(f"{name}: skipped ({reason})")
+    lines += _token_lines(report)
     return "\n".join(lines)
+
+
+def _tok(stats: dict[str, Any] | None) -> str:
+    if not stats or stats.get("median") is None:
+        return "-"
+    return f"median {stats['median']:g} / mean {stats['mean']:g} / p95 {stats['p95']:g}"
+
+
+def _token_lines(report: dict[str, Any]) -> list[str]:
+    """Token counts per question: full context, what build_context injects, the peers' top-k text."""
+    tok = report.get("tokens")
+    if not tok:
+        return []
+    inj = tok.get("injected") or {}
+    rows: list[tuple[str, str]] = [
+        ("full context (whole corpus)", _tok(tok.get("full_context"))),
+        (
+            "build_context injected",
+            f"{_tok(inj)}; skipped {inj.get('skipped_fraction', 0):.1%}, "
+            f"recall of injected memories {inj.get('recall', 0):.4f}",
+        ),
+    ]
+    for name, per_k in (tok.get("peers") or {}).items():
+        rows += [(f"{name} {key}", _tok(stats)) for key, stats in per_k.items()]
+    width = max(len(label) for label, _ in rows) + 2
+    lines = [f"tokens per question ({tok.get('encoding')}{'' if tok.get('exact') else ', approximate'}):"]
+    lines += [f"  {label.ljust(width)}{value}" for label, value in rows]
+    return lines
 
 
 if __name__ == "__main__":  # pragma: no cover

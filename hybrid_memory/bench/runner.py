@@ -4,7 +4,8 @@ For every group (a LoCoMo conversation, a LongMemEval haystack, a MemoryBank use
 
 1. stores the documents through the public API, ``HybridMemory.remember_many``, each with its
    timestamp, ``metadata={"bench_id": <dataset id>, "bench_session": <session>}`` and
-   ``provenance=(<dataset id>,)`` (the embedding of each text is computed once and cached on
+   ``provenance=(<dataset id>,)`` and ``context=<the previous document of the session>`` as
+   ``add_turn`` would record it (the embedding of each text is computed once and cached on
    disk, see :mod:`hybrid_memory.bench.cache`);
 2. runs the comparison methods on the same store with store-level hybrid search
    (``alpha`` 1.0 = pure vector, 0.0 = pure keyword/BM25) over every stored turn, superseded
@@ -12,7 +13,13 @@ For every group (a LoCoMo conversation, a LongMemEval haystack, a MemoryBank use
    relevance-only profile and the default profile without access bumps;
 3. runs the **default configuration** last: ``HybridMemory.recall(question, user_id=..., k=K,
    now=<time of the question>)`` with default settings, question after question, so access
-   bumps of earlier recalls count as they would for a real user.
+   bumps of earlier recalls count as they would for a real user;
+4. measures tokens: the whole group as one prompt (full context), and what
+   ``HybridMemory.build_context`` injects per question (on its own facade over the same store,
+   after step 3, so its access bumps cannot change the headline numbers);
+5. runs the peer baselines of :mod:`hybrid_memory.bench.peers` (LangChain's
+   ``VectorStoreRetrieverMemory``, LlamaIndex's ``VectorMemoryBlock``) on the same documents with
+   the same embedder, and counts the tokens of their top-k text.
 
 A hit stands for the dataset ids in its metadata and provenance, and for every document the
 writer folded into it (an exact duplicate of an earlier turn is stored once). The headline
@@ -28,6 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -46,14 +54,25 @@ from hybrid_memory.bench.metrics import (
     recall_at_k,
     session_recall_at_k,
 )
+from hybrid_memory.bench.peers import (
+    LANGCHAIN,
+    LLAMAINDEX,
+    LLAMAINDEX_FLUSH_TOKENS,
+    PeerRun,
+    missing_requirement,
+    run_langchain,
+    run_llamaindex,
+)
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.records import MemoryRecord
+from hybrid_memory.records import FusedContext, MemoryRecord
+from hybrid_memory.tokens import TokenCounter
 
 __all__ = [
     "DEFAULT_ALPHAS",
     "GENERIC_KS",
     "BenchOptions",
     "aggregate",
+    "previous_turns",
     "question_metrics",
     "run_benchmark",
 ]
@@ -62,6 +81,11 @@ __all__ = [
 GENERIC_KS = (1, 3, 5, 10, 20, 50)
 #: Store-level alphas compared in one run (1.0 = pure vector, 0.0 = pure keyword/BM25).
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: ``token_flush_size`` values of the LlamaIndex ``VectorMemoryBlock`` baseline: the library
+#: default (3,000 tokens per node) and a small batch closer to a turn-level index.
+DEFAULT_FLUSH_TOKENS = (LLAMAINDEX_FLUSH_TOKENS, 300)
+#: Cut-offs at which the tokens of a peer's top-k text are counted.
+TOKEN_KS = (5, 10)
 
 
 @dataclass(frozen=True)
@@ -77,6 +101,9 @@ class BenchOptions:
         k: Hits requested from ``recall`` (default: 50 for LongMemEval, 10 otherwise).
         depth: Hits requested from store-level searches (default: the whole corpus for
             LongMemEval, 50 otherwise).
+        peers: Also run the LangChain / LlamaIndex peer baselines (needs ``baselines``).
+        peer_flush_tokens: ``token_flush_size`` values of the LlamaIndex baseline (one method each).
+        tokens: Count full-context and injected tokens (runs ``build_context`` per question).
         progress: Print progress to stderr.
     """
 
@@ -86,6 +113,9 @@ class BenchOptions:
     api_alphas: tuple[float, ...] = ()
     k: int | None = None
     depth: int | None = None
+    peers: bool = True
+    peer_flush_tokens: tuple[int, ...] = DEFAULT_FLUSH_TOKENS
+    tokens: bool = True
     progress: bool = False
 
 
@@ -114,6 +144,20 @@ def _ids_of(record: MemoryRecord, alias: Mapping[str, set[str]]) -> frozenset[st
         ids.add(bid)
     ids |= alias.get(record.id, set())
     return frozenset(ids)
+
+
+def previous_turns(group: Group) -> list[str]:
+    """The search context of each document: the previous document of its session ("" for the first).
+
+    This is what :meth:`HybridMemory.add_turn` records for a conversation turn, so turns stored
+    with ``remember_many`` are indexed as a live conversation would index them.
+    """
+    out: list[str] = []
+    last: dict[str | None, str] = {}
+    for d in group.docs:
+        out.append(last.get(d.session_id, "") if d.session_id is not None else "")
+        last[d.session_id] = d.text
+    return out
 
 
 def _log(opts: BenchOptions, msg: str) -> None:
@@ -207,6 +251,93 @@ def _percentile(values: Sequence[float], p: float) -> float | None:
     return round(float(np.percentile(np.asarray(values), p)) * 1000.0, 3)
 
 
+def _stats(values: Sequence[float]) -> dict[str, Any]:
+    """Count, median, mean, p95 and max of token counts (``None`` without values)."""
+    if not values:
+        return {"n": 0, "median": None, "mean": None, "p95": None, "max": None}
+    arr = np.asarray(values, dtype=np.float64)
+    return {
+        "n": len(values),
+        "median": round(float(np.median(arr)), 1),
+        "mean": round(float(arr.mean()), 1),
+        "p95": round(float(np.percentile(arr, 95)), 1),
+        "max": round(float(arr.max()), 1),
+    }
+
+
+@dataclass
+class _TokenLog:
+    """Per-question token counts and what ``build_context`` injected."""
+
+    full: list[int] = field(default_factory=list)
+    injected: list[int] = field(default_factory=list)
+    skipped: list[bool] = field(default_factory=list)
+    recall: list[float] = field(default_factory=list)
+    any_gold: list[float] = field(default_factory=list)
+    memories: list[int] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def add_context(self, q: Question, ctx: FusedContext, alias: Mapping[str, set[str]]) -> None:
+        ids: set[str] = set()
+        for h in ctx.hits:
+            ids |= _ids_of(h.record, alias)
+        found = len(ids & q.gold)
+        self.injected.append(ctx.token_count)
+        self.skipped.append(ctx.skipped)
+        self.recall.append(found / len(q.gold))
+        self.any_gold.append(1.0 if found else 0.0)
+        self.memories.append(len(ctx.hits))
+        if ctx.skipped:
+            self.reasons[ctx.skipped_reason or "?"] += 1
+
+    def summary(self, counter: TokenCounter) -> dict[str, Any]:
+        injected = _stats(self.injected)
+        injected["injected_only"] = _stats([t for t, s in zip(self.injected, self.skipped, strict=True) if not s])
+        injected["skipped_fraction"] = round(mean(float(s) for s in self.skipped), 6)
+        injected["skipped_reasons"] = dict(self.reasons)
+        injected["recall"] = round(mean(self.recall), 6)
+        injected["any_gold"] = round(mean(self.any_gold), 6)
+        injected["memories_mean"] = round(mean(float(m) for m in self.memories), 3)
+        return {
+            "encoding": counter.encoding_name,
+            "exact": counter.exact,
+            "full_context": _stats(self.full),
+            "injected": injected,
+        }
+
+
+_PeerFn = Callable[[Group, Sequence[Question], Embedder, int], PeerRun]
+
+
+def _peer_plan(opts: BenchOptions) -> tuple[dict[str, _PeerFn], dict[str, str]]:
+    """The peer baselines to run, and those skipped with the reason."""
+    plan: dict[str, _PeerFn] = {}
+    skipped: dict[str, str] = {}
+    if not (opts.baselines and opts.peers):
+        return plan, skipped
+    reason = missing_requirement(LANGCHAIN)
+    if reason is not None:
+        skipped[LANGCHAIN] = reason
+    else:
+        plan[LANGCHAIN] = lambda g, qs, e, d: run_langchain(g.docs, qs, e, d)
+    reason = missing_requirement(LLAMAINDEX)
+    for flush in opts.peer_flush_tokens:
+        name = LLAMAINDEX if flush == LLAMAINDEX_FLUSH_TOKENS else f"{LLAMAINDEX}_flush{flush}"
+        if reason is not None:
+            skipped[name] = reason
+        else:
+            plan[name] = partial(_llama_peer, flush_tokens=flush)
+    return plan, skipped
+
+
+def _llama_peer(g: Group, qs: Sequence[Question], e: Embedder, d: int, *, flush_tokens: int) -> PeerRun:
+    return run_llamaindex(g.docs, qs, e, d, flush_tokens=flush_tokens)
+
+
+def _peer_tokens(run: PeerRun, questions: Sequence[Question], counter: TokenCounter) -> dict[str, Any]:
+    return {f"top{k}": _stats([counter.count(run.injected(q.id, k)) for q in questions]) for k in TOKEN_KS}
+
+
 def run_benchmark(
     dataset: Dataset,
     *,
@@ -224,7 +355,9 @@ def run_benchmark(
 
     Returns:
         A JSON-ready dict: ``questions``, the default pipeline's metrics (``recall@1`` ...),
-        ``per_category``, ``baselines`` and run information.
+        ``per_category``, ``baselines`` (store-level, API profiles and ``level="peer"`` entries),
+        ``peers_skipped`` (peer name -> why it could not run), ``tokens`` (``full_context``,
+        ``injected`` by ``build_context`` and the peers' top-k text) and run information.
     """
     from hybrid_memory.bench.cache import CachedEmbedder
     from hybrid_memory.config import HybridMemoryConfig
@@ -272,6 +405,11 @@ def run_benchmark(
         for a in opts.api_alphas:
             methods.append(_Method(f"default_no_touch_alpha_{a:g}", depth=k, alpha=a, profile="no_touch"))
 
+    peer_plan, peers_skipped = _peer_plan(opts)
+    peer_runs: dict[str, PeerRun] = {name: PeerRun() for name in peer_plan}
+    counter = TokenCounter(base_cfg.tokenizer_model)  # the fuser's counter (tiktoken, offline)
+    tokens = _TokenLog()
+
     # Warm the embedding cache in a few big batches (one pass over the corpus).
     t0 = time.perf_counter()
     if isinstance(emb, CachedEmbedder):
@@ -282,6 +420,8 @@ def run_benchmark(
     outcomes: Counter[str] = Counter()
     ingest_s = 0.0
     rows: dict[str, list[tuple[Question, dict[str, float]]]] = {m.name: [] for m in [default, *methods]}
+    rows.update({name: [] for name in peer_plan})
+    peer_depth: dict[str, int] = {}
     apart_rows: list[tuple[Question, dict[str, float]]] = []
     for gi, group in enumerate(dataset.groups):
         _log(opts, f"[{dataset.name}] group {gi + 1}/{len(dataset.groups)} {group.id}: {len(group.docs)} docs")
@@ -302,8 +442,9 @@ def run_benchmark(
                     "timestamp": d.timestamp,
                     "metadata": {"bench_id": d.id, "bench_session": d.session_id},
                     "provenance": (d.id,),
+                    "context": context,
                 }
-                for d in group.docs
+                for d, context in zip(group.docs, previous_turns(group), strict=True)
             ]
             res = mem.remember_many(group.id, items, progress=False)
             ingest_s += time.perf_counter() - t1
@@ -351,6 +492,18 @@ def run_benchmark(
                 if q in group.questions:
                     default.latencies.append(time.perf_counter() - t2)
                 default.rankings[q.id] = [_ids_of(h.record, alias) for h in hits]
+            if opts.tokens:
+                # build_context counts what it injects as used (config.rerank.touch_on_inject), so it
+                # would change later recalls. It runs on its own facade over the same store AFTER the
+                # default pass, when nothing else reads this store: the headline numbers cannot move.
+                # recall() does not touch by default (touch_on_recall=False), so build_context sees
+                # the store the default pass saw, and its own bumps accumulate question after
+                # question as they would for a real user.
+                ctx_mem = HybridMemory(store=store, embedder=emb, config=base_cfg, clock=clock)
+                full = counter.count("\n".join(d.text for d in group.docs))
+                for q in questions:
+                    tokens.full.append(full)
+                    tokens.add_context(q, ctx_mem.build_context(q.text, user_id=group.id, now=q.date or now), alias)
         finally:
             mem.close()
             close = getattr(store, "close", None)
@@ -359,6 +512,13 @@ def run_benchmark(
         for m in [default, *methods]:
             for q in group.questions:
                 rows[m.name].append((q, question_metrics(dataset.name, group, q, m.rankings[q.id], m.depth)))
+        for name, fn in peer_plan.items():
+            _log(opts, f"[{dataset.name}]   peer {name}")
+            got = fn(group, questions, emb, depth)
+            peer_runs[name].extend(got)
+            peer_depth[name] = max(peer_depth.get(name, 0), depth)
+            for q in group.questions:
+                rows[name].append((q, question_metrics(dataset.name, group, q, got.rankings[q.id], depth)))
         for q in group.apart:
             apart_rows.append((q, question_metrics(dataset.name, group, q, default.rankings[q.id], default.depth)))
 
@@ -381,6 +541,7 @@ def run_benchmark(
     }
     if apart_rows:
         report["apart"] = {"category_5_adversarial": aggregate(apart_rows, dataset=dataset.name)}
+    peer_tokens: dict[str, Any] = {}
     if methods:
         baselines: dict[str, Any] = {}
         for m in methods:
@@ -390,7 +551,22 @@ def run_benchmark(
             entry["depth"] = m.depth
             entry["search_ms_p50"] = _percentile(m.latencies, 50)
             baselines[m.name] = entry
+        for name, run in peer_runs.items():
+            entry = aggregate(rows[name], dataset=dataset.name)
+            entry["alpha"] = 1.0  # dense only
+            entry["level"] = "peer"
+            entry["depth"] = peer_depth.get(name, 0)
+            entry["units"] = run.units
+            entry["search_ms_p50"] = _percentile(run.latencies, 50)
+            entry["note"] = run.note
+            entry["tokens"] = peer_tokens[name] = _peer_tokens(run, [q for q, _ in rows[name]], counter)
+            baselines[name] = entry
         report["baselines"] = baselines
+    if peers_skipped:
+        report["peers_skipped"] = peers_skipped
+    if opts.tokens:
+        report["tokens"] = tokens.summary(counter)
+        report["tokens"]["peers"] = peer_tokens
     report["write_outcomes"] = dict(outcomes)
     report["skipped"] = dataset.skipped
     report["notes"] = list(dataset.notes)

@@ -106,6 +106,7 @@ CREATE TABLE IF NOT EXISTS memories (
     superseded_by    TEXT,
     provenance       TEXT NOT NULL,
     vector           BLOB NOT NULL,
+    context          TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (user_id, id)
 );
 CREATE INDEX IF NOT EXISTS memories_by_time ON memories (user_id, created_us, id);
@@ -113,7 +114,7 @@ CREATE INDEX IF NOT EXISTS memories_by_time ON memories (user_id, created_us, id
 
 _RECORD_COLUMNS = (
     "id, user_id, session_id, content, category, importance, source, created_at, updated_at, "
-    "last_accessed_at, access_count, tags, metadata, status, version, supersedes, superseded_by, provenance"
+    "last_accessed_at, access_count, tags, metadata, status, version, supersedes, superseded_by, provenance, context"
 )
 
 
@@ -579,6 +580,9 @@ class LocalStore(AsyncFromSyncStore):
                 self._set_meta("schema_version", SCHEMA_VERSION)
             elif version != SCHEMA_VERSION:
                 raise SchemaError(f"{self._path!r} has schema version {version}; this library reads {SCHEMA_VERSION}")
+            columns = {str(r[1]) for r in c.execute("PRAGMA table_info(memories)")}
+            if "context" not in columns:  # files written before memories had a search context (additive)
+                c.execute("ALTER TABLE memories ADD COLUMN context TEXT NOT NULL DEFAULT ''")
             stored = self._meta("analyzer")
             if stored != self.analyzer.name:
                 if stored is not None:
@@ -588,10 +592,13 @@ class LocalStore(AsyncFromSyncStore):
         self._dim: int | None = int(dim) if dim is not None else None
 
     def _reanalyze(self) -> None:
-        rows = self._conn.execute("SELECT user_id, id, content FROM memories").fetchall()
+        rows = self._conn.execute("SELECT user_id, id, content, context FROM memories").fetchall()
         self._conn.executemany(
             "UPDATE memories SET analyzed = ? WHERE user_id = ? AND id = ?",
-            [(self.analyzer.analyze(content), user_id, mid) for user_id, mid, content in rows],
+            [
+                (self.analyzer.analyze(f"{context}\n{content}" if context else content), user_id, mid)
+                for user_id, mid, content, context in rows
+            ],
         )
 
     def close(self) -> None:
@@ -765,6 +772,7 @@ class LocalStore(AsyncFromSyncStore):
             r.supersedes,
             r.superseded_by,
             _json(builtins.list(r.provenance), "provenance"),
+            r.context,
         )
 
     def upsert(self, records: Sequence[MemoryRecord], vectors: Vector | Sequence[Sequence[float]]) -> None:
@@ -782,7 +790,7 @@ class LocalStore(AsyncFromSyncStore):
             return
         m = as_matrix(vectors, len(recs), None)
         unit = _unit_rows(m)
-        analyzed = [self.analyzer.analyze(r.content) for r in recs]
+        analyzed = [self.analyzer.analyze(r.search_text) for r in recs]
         rows = [
             (*self._row(r, a), unit[i].astype("<f4").tobytes())
             for i, (r, a) in enumerate(zip(recs, analyzed, strict=True))
@@ -796,8 +804,8 @@ class LocalStore(AsyncFromSyncStore):
                 c.executemany(
                     "INSERT OR REPLACE INTO memories (user_id, id, session_id, content, analyzed, category, "
                     "importance, source, created_at, created_us, updated_at, last_accessed_at, access_count, "
-                    "tags, metadata, status, version, supersedes, superseded_by, provenance, vector) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tags, metadata, status, version, supersedes, superseded_by, provenance, context, vector) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
             self._dim = int(m.shape[1])
@@ -816,29 +824,29 @@ class LocalStore(AsyncFromSyncStore):
         recs = self._check_records(records)
         if not recs:
             return
-        analyzed = [self.analyzer.analyze(r.content) for r in recs]
+        analyzed = [self.analyzer.analyze(r.search_text) for r in recs]
         with self._guard():
             old_content: dict[tuple[str, str], str] = {}
             for r in recs:
                 row = self._conn.execute(
-                    "SELECT content FROM memories WHERE user_id = ? AND id = ?", (r.user_id, r.id)
+                    "SELECT content, context FROM memories WHERE user_id = ? AND id = ?", (r.user_id, r.id)
                 ).fetchone()
                 if row is None:
                     raise NotFoundError(f"memory {r.id!r} does not exist for user {r.user_id!r}")
-                old_content.setdefault((r.user_id, r.id), str(row[0]))
+                old_content.setdefault((r.user_id, r.id), f"{row[1]}\n{row[0]}" if row[1] else str(row[0]))
             with self._tx() as c:
                 c.executemany(
                     "UPDATE memories SET session_id = ?, content = ?, analyzed = ?, category = ?, importance = ?, "
                     "source = ?, created_at = ?, created_us = ?, updated_at = ?, last_accessed_at = ?, "
                     "access_count = ?, tags = ?, metadata = ?, status = ?, version = ?, supersedes = ?, "
-                    "superseded_by = ?, provenance = ? WHERE user_id = ? AND id = ?",
+                    "superseded_by = ?, provenance = ?, context = ? WHERE user_id = ? AND id = ?",
                     [(*self._row(r, a)[2:], r.user_id, r.id) for r, a in zip(recs, analyzed, strict=True)],
                 )
             for r, a in zip(recs, analyzed, strict=True):
                 part = self._partitions.get(r.user_id)
                 if part is not None:
-                    changed = old_content[(r.user_id, r.id)] != r.content
-                    old_content[(r.user_id, r.id)] = r.content
+                    changed = old_content[(r.user_id, r.id)] != r.search_text
+                    old_content[(r.user_id, r.id)] = r.search_text
                     part.update(_FilterFields.of(r), a.split() if changed else None)
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
@@ -1099,7 +1107,7 @@ def _where(user_id: str | None, flt: MemoryFilter | None) -> tuple[str, tuple[An
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
     (mid, user_id, session_id, content, category, importance, source, created_at, updated_at, last_accessed_at,
-     access_count, tags, metadata, status, version, supersedes, superseded_by, provenance) = row  # fmt: skip
+     access_count, tags, metadata, status, version, supersedes, superseded_by, provenance, context) = row  # fmt: skip
     return MemoryRecord.model_validate(
         {
             "id": mid,
@@ -1120,5 +1128,6 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
             "supersedes": supersedes,
             "superseded_by": superseded_by,
             "provenance": tuple(json.loads(provenance)),
+            "context": context,
         }
     )

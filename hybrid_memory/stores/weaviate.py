@@ -27,7 +27,7 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
   statistics are per user and deleting a user drops the whole shard;
 * one self-provided named vector ``default`` on a ``flat`` index, cosine, no quantization (exact
   brute force; ``dynamic``/``hnsw`` are options for large tenants);
-* ``search_text`` holds ``Analyzer.analyze(content)`` with ``whitespace`` tokenisation and is the
+* ``search_text`` holds ``Analyzer.analyze(record.search_text)`` (context + content) with ``whitespace`` tokenisation and is the
   **only** searchable property; every other text property has ``index_searchable=False`` (ids
   with ``field`` tokenisation), BM25 k1 = 1.2, b = 0.75;
 * object UUID = the record id when it is a canonical UUID (the default for
@@ -723,6 +723,7 @@ def _properties(record: MemoryRecord, analyzed: str) -> dict[str, Any]:
         "supersedes": record.supersedes,
         "superseded_by": record.superseded_by,
         "provenance": list(record.provenance),
+        "context": record.context or None,
     }
     return {k: v for k, v in props.items() if v is not None}
 
@@ -755,6 +756,7 @@ def _record(props: Mapping[str, Any]) -> MemoryRecord:
             supersedes=props.get("supersedes"),
             superseded_by=props.get("superseded_by"),
             provenance=tuple(props.get("provenance") or ()),
+            context=props.get("context") or "",
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise SchemaError(f"a stored object does not describe a memory: {exc}") from exc
@@ -1394,6 +1396,7 @@ class WeaviateStore(AsyncFromSyncStore):
             ident("supersedes"),
             ident("superseded_by"),
             blob("provenance", DataType.TEXT_ARRAY),
+            blob("context"),
         ]
 
     def _vector_config(self) -> Any:
@@ -1514,6 +1517,9 @@ class WeaviateStore(AsyncFromSyncStore):
                 f"collection {self.collection!r} has no whitespace-tokenised {SEARCH_PROPERTY!r} "
                 "property; it was not created by hybrid-memory"
             )
+        if "context" not in props:  # collections created before memories had a search context (additive)
+            ctx = next(p for p in self._property_defs() if p.name == "context")
+            self._call("add property", lambda: self._client.collections.use(self.collection).config.add_property(ctx))
         searchable = sorted(n for n, q in props.items() if getattr(q, "index_searchable", False))
         if searchable != [SEARCH_PROPERTY]:
             logger.warning(
@@ -1726,7 +1732,7 @@ class WeaviateStore(AsyncFromSyncStore):
         for chunk in _chunks(items, self.batch_size):
             objs = [
                 DataObject(
-                    properties=_properties(p.record, self.analyzer.analyze(p.record.content)),
+                    properties=_properties(p.record, self.analyzer.analyze(p.record.search_text)),
                     uuid=p.uuid,
                     vector={VECTOR_NAME: p.vector.tolist()},
                 )

@@ -506,3 +506,19 @@ def test_closed_store_raises(store: MemoryStore) -> None:
         search(store, "alice", "closing", vec(1), 0.5)
     with pytest.raises(StoreUnavailableError):
         store.upsert([rec("alice", "after close")], mat(vec(1)))
+
+
+def test_context_is_searched_by_keyword_but_never_returned_as_content(store: MemoryStore) -> None:
+    answer = rec("alice", "I went to the pottery class on Sunday", context="Bob: how was the weekend?")
+    other = rec("alice", "The weekend weather was rainy", minutes=1)
+    seed(store, [answer, other], [vec(1), vec(0, 1)])
+    (got,) = store.get("alice", [answer.id])
+    assert got.context == "Bob: how was the weekend?" and got.content == "I went to the pottery class on Sunday"
+    assert got.search_text == "Bob: how was the weekend?\nI went to the pottery class on Sunday"
+    # "Bob" is only in the context: BM25 finds the memory by it.
+    assert ids(search(store, "alice", "Bob", None, 0.0)) == [answer.id]
+    # Updating the context re-indexes it.
+    store.update([got.evolve(context="Carol asked about the weekend")])
+    assert search(store, "alice", "Bob", None, 0.0) == []
+    assert ids(search(store, "alice", "Carol", None, 0.0)) == [answer.id]
+    assert store.get("alice", [other.id])[0].context == ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -277,3 +278,103 @@ def test_question_metrics_session_variants() -> None:
     assert shallow["turn_recall_any@1"] == 1.0 and "turn_recall_any@30" not in shallow
     agg = aggregate([(q, m)], dataset="longmemeval")
     assert agg["questions"] == 1 and agg["per_category"]["multi-session"]["session_recall_all@1"] == 1.0
+
+
+# -- peer baselines and token counts ---------------------------------------------------------
+
+PEER_DOCS = (
+    Doc("a", "Ann adopted a kitten called Marmalade."),
+    Doc("b", "Bo played the violin at a wedding in Porto."),
+)
+
+
+def _peer_dataset() -> Dataset:
+    qs = (
+        Question("qa", PEER_DOCS[0].text, frozenset({"a"}), "4"),
+        Question("qb", PEER_DOCS[1].text, frozenset({"b"}), "4"),
+    )
+    return Dataset("locomo", "synthetic", (Group("u1", PEER_DOCS, qs),))
+
+
+def _o200k(text: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """An independent tiktoken count (the fuser's encoding for gpt-4o-mini), from the bundled cache."""
+    import tiktoken
+
+    from hybrid_memory.tokens import _bundled_cache
+
+    cache = _bundled_cache()
+    assert cache is not None
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", cache)
+    return len(tiktoken.get_encoding("o200k_base").encode(text))
+
+
+def test_runner_peer_baselines_and_token_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    opts = BenchOptions(k=3, alphas=(0.0,), peer_flush_tokens=(10**6, 1))
+    report = run_benchmark(_peer_dataset(), embedder=HashingEmbedder(), options=opts)
+    base = report["baselines"]
+    lc = base["langchain_vectorstore_memory"]
+    assert lc["level"] == "peer" and lc["units"] == 2
+    assert lc["recall@1"] == 1.0  # each question is the text of its gold turn
+    one_node = base["llamaindex_vector_block_flush1000000"]
+    assert one_node["units"] == 1 and one_node["recall@1"] == 1.0  # one node holding both turns
+    per_turn = base["llamaindex_vector_block_flush1"]
+    assert per_turn["units"] == 2 and per_turn["recall@1"] == 1.0
+    assert "peers_skipped" not in report
+
+    a, b = PEER_DOCS[0].text, PEER_DOCS[1].text
+    tok = report["tokens"]
+    assert tok["encoding"] == "o200k_base" and tok["exact"] is True
+    full = _o200k(f"{a}\n{b}", monkeypatch)
+    assert tok["full_context"]["n"] == 2 and tok["full_context"]["median"] == full
+    # LangChain: top 2 = the identical turn, then the other one, joined with newlines
+    lc_counts = [_o200k(f"{a}\n{b}", monkeypatch), _o200k(f"{b}\n{a}", monkeypatch)]
+    assert tok["peers"]["langchain_vectorstore_memory"]["top5"]["mean"] == round(sum(lc_counts) / 2, 1)
+    node = f"<message role='user'>{a}</message>\n<message role='user'>{b}</message>"
+    assert tok["peers"]["llamaindex_vector_block_flush1000000"]["top10"]["median"] == _o200k(node, monkeypatch)
+    assert lc["tokens"] == tok["peers"]["langchain_vectorstore_memory"]
+
+    inj = tok["injected"]
+    assert inj["n"] == 2 and inj["skipped_fraction"] == 0.0
+    assert inj["recall"] == 1.0 and inj["any_gold"] == 1.0 and inj["memories_mean"] >= 1.0
+    assert inj["median"] > 0 and inj["injected_only"]["n"] == 2
+
+    # build_context runs after the default pass: the headline numbers do not depend on it
+    plain = run_benchmark(
+        _peer_dataset(), embedder=HashingEmbedder(), options=BenchOptions(k=3, alphas=(0.0,), peers=False, tokens=False)
+    )
+    assert "tokens" not in plain and "langchain_vectorstore_memory" not in plain["baselines"]
+    for key in ("recall@1", "recall@3", "ndcg@3", "all@3"):
+        assert report[key] == plain[key]
+
+    text = format_table(report)
+    assert "langchain_vectorstore_memory" in text and "tokens per question (o200k_base)" in text
+    from benchmarks.report import report_markdown
+
+    md = report_markdown({"locomo": report}, {})
+    assert "### Tokens injected: LoCoMo" in md
+    assert "1,764" in md and "26,031" in md and "median injected context ≤ 1,000 tokens" in md
+    assert "| LangChain VectorStoreRetrieverMemory (doc per turn, dense) | 1.000 |" in md
+    assert "LlamaIndex VectorMemoryBlock (node per 1-token flush, dense), top 5" in md
+
+
+def test_runner_reports_missing_peers_as_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "langchain_core.vectorstores", None)
+    monkeypatch.setitem(sys.modules, "llama_index.core.memory", None)
+    report = run_benchmark(_peer_dataset(), embedder=HashingEmbedder(), options=BenchOptions(k=3, alphas=(0.0,)))
+    skipped = report["peers_skipped"]
+    assert set(skipped) == {
+        "langchain_vectorstore_memory",
+        "llamaindex_vector_block",
+        "llamaindex_vector_block_flush300",
+    }
+    assert "langchain_core.vectorstores" in skipped["langchain_vectorstore_memory"]
+    assert "llama_index.core.memory" in skipped["llamaindex_vector_block"]
+    assert not any(b["level"] == "peer" for b in report["baselines"].values())
+    assert report["tokens"]["peers"] == {}
+    assert report["recall@1"] == 1.0  # the rest of the run is unaffected
+    assert "llamaindex_vector_block: skipped (llama_index.core.memory" in format_table(report)
+    from benchmarks.report import report_markdown
+
+    assert "LangChain VectorStoreRetrieverMemory (doc per turn, dense): skipped (" in report_markdown(
+        {"locomo": report}, {}
+    )

@@ -311,6 +311,35 @@ def test_changed_analyzer_reindexes(tmp_path: Path) -> None:
         assert len(store.search(SearchRequest(user_id="li", query="苹果", vector=None, alpha=0.0))) == 1
 
 
+def test_file_from_before_search_context_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    old = MemoryRecord.create(user_id="li", content="green tea in the garden", timestamp=T0)
+    with LocalStore(path) as store:
+        store.upsert([old], np.ones((1, DIM), dtype=np.float32))
+    conn = sqlite3.connect(path)  # the layout written before memories had a search context
+    conn.execute("ALTER TABLE memories DROP COLUMN context")
+    conn.commit()
+    conn.close()
+    new = MemoryRecord.create(user_id="li", content="black coffee", context="what about the budget", timestamp=T0)
+    with LocalStore(path) as store:
+        assert store.get("li", [old.id]) == [old]
+        store.upsert([new], np.ones((1, DIM), dtype=np.float32))
+        hits = store.search(SearchRequest(user_id="li", query="budget", vector=None, alpha=0.0))
+        assert [h.record for h in hits] == [new]
+    with LocalStore(path) as store:  # and it stays readable
+        assert store.get("li", [new.id])[0].context == "what about the budget"
+
+
+def test_changed_analyzer_reindexes_the_context_too(tmp_path: Path) -> None:
+    path = tmp_path / "ctx.db"
+    r = MemoryRecord.create(user_id="li", content="我喜欢吃苹果", context="你喜欢什么水果", timestamp=T0)
+    with LocalStore(path) as store:
+        store.upsert([r], np.ones((1, DIM), dtype=np.float32))
+    with LocalStore(path, analyzer=Analyzer(cjk="bigram")) as store:
+        hits = store.search(SearchRequest(user_id="li", query="水果", vector=None, alpha=0.0))
+        assert [h.record.id for h in hits] == [r.id]
+
+
 def test_schema_version_mismatch(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     LocalStore(path).close()

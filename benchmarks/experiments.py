@@ -1,0 +1,273 @@
+"""Recall experiments on the dev files (issue 7, item 3): what each idea adds over plain hybrid search.
+
+Every variant ranks with :class:`~hybrid_memory.bench.pure.PureIndex` (the stores' Weaviate-exact
+maths) at the library's default alpha (1.0 = pure vector, 0.0 = pure keyword/BM25), so the numbers
+isolate the retrieval idea; the winners are then measured again through ``HybridMemory`` by
+``python -m benchmarks --only main``. Variants:
+
+* ``base``: the turn text as stored (LoCoMo ``"speaker: text"``).
+* ``ctx_prev_bm25`` / ``ctx_prev_vector`` / ``ctx_prev_both``: contextual text, the previous turn
+  of the same session prepended for the keyword leg, the vector leg or both (the memory itself
+  is unchanged).
+* ``date_text``: the session date appended to the keyword text ("8 May 2023").
+* ``neighbour_beta``: neighbour-turn expansion, ``score_i + beta * max(score_{i-1}, score_{i+1})``
+  over the fused scores of one session.
+* ``time_window``: date-aware query analysis (:mod:`hybrid_memory.temporal`): memories inside
+  a time window named by the question get ``+w`` on their fused score.
+
+    python -m benchmarks.experiments   # writes benchmarks/results/experiments.{json,md}
+
+Combinations are written ``first+then`` (e.g. ``ctx_prev_bm25+time_window_0.3``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.studies import composite, default_alpha, log, paired  # noqa: E402
+from hybrid_memory.analyzer import Analyzer  # noqa: E402
+from hybrid_memory.bench.cache import CachedEmbedder  # noqa: E402
+from hybrid_memory.bench.datasets import Dataset, Group  # noqa: E402
+from hybrid_memory.bench.metrics import Ranking  # noqa: E402
+from hybrid_memory.bench.pure import PureIndex  # noqa: E402
+from hybrid_memory.bench.runner import aggregate, previous_turns, question_metrics  # noqa: E402
+from hybrid_memory.embeddings import default_embedder  # noqa: E402
+from hybrid_memory.ranking import hybrid_fuse  # noqa: E402
+
+KEYS = ("recall@1", "recall@5", "recall@10", "ndcg@10")
+LME_KEYS = (*KEYS, "session_recall_all@5", "session_recall_all@10")
+
+Scorer = Callable[[Group, int, dict[str, float]], dict[str, float]]
+
+
+def _date_words(ts: datetime | None) -> str:
+    if ts is None:
+        return ""
+    return f"{ts.day} {ts.strftime('%B')} {ts.year}"
+
+
+def _prev_texts(g: Group) -> list[str]:
+    """``search_text`` of each document with the previous turn of its session as context."""
+    return [f"{c}\n{d.text}" if c else d.text for c, d in zip(previous_turns(g), g.docs, strict=True)]
+
+
+def _fused_scores(idx: PureIndex, q: str, v: np.ndarray, alpha: float, depth: int) -> dict[str, float]:
+    vec_leg, kw_leg = idx.legs(q, v, limit=depth)
+    hits = hybrid_fuse(
+        alpha=alpha,
+        vector_leg=vec_leg if alpha > 0 else None,
+        keyword_leg=kw_leg if alpha < 1 else None,
+        limit=depth,
+    )
+    return {h.id: float(h.score) for h in hits}
+
+
+def _mix_legs(kw: PureIndex, vec: PureIndex, q: str, v: np.ndarray, alpha: float, depth: int) -> dict[str, float]:
+    vec_leg, _ = vec.legs(q, v, limit=depth)
+    _, kw_leg = kw.legs(q, v, limit=depth)
+    hits = hybrid_fuse(alpha=alpha, vector_leg=vec_leg, keyword_leg=kw_leg, limit=depth)
+    return {h.id: float(h.score) for h in hits}
+
+
+def _neighbour(g: Group, scores: dict[str, float], beta: float) -> dict[str, float]:
+    ids = [d.id for d in g.docs]
+    sess = [d.session_id for d in g.docs]
+    out: dict[str, float] = {}
+    for i, did in enumerate(ids):
+        nb = 0.0
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(ids) and sess[j] == sess[i]:
+                nb = max(nb, scores.get(ids[j], 0.0))
+        s = scores.get(did, 0.0) + beta * nb
+        if s > 0:
+            out[did] = s
+    return out
+
+
+def _time_boost(g: Group, q_text: str, q_date: datetime | None, scores: dict[str, float], w: float) -> dict[str, float]:
+    from hybrid_memory.temporal import find_time_windows
+
+    now = q_date or g.now or datetime.now(timezone.utc)
+    windows = find_time_windows(q_text, now)
+    if not windows:
+        return scores
+    out = dict(scores)
+    for d in g.docs:
+        if d.timestamp is not None and any(wd.start <= d.timestamp < wd.end for wd in windows):
+            out[d.id] = out.get(d.id, 0.0) + w
+    return out
+
+
+def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alpha: float) -> dict[str, Any]:
+    an = Analyzer()
+    depth = 50
+    rows: dict[str, list[Any]] = {v: [] for v in variants}
+    per_q: dict[str, dict[str, dict[str, float]]] = {v: {} for v in variants}
+    for g in ds.groups:
+        ids = [d.id for d in g.docs]
+        texts = [d.text for d in g.docs]
+        vecs = emb.embed_documents(texts)
+        base = PureIndex(ids, texts, vecs, an)
+        need_ctx = any(v.startswith("ctx_prev") for v in variants)
+        ctx_texts = _prev_texts(g) if need_ctx else []
+        ctx_vecs = (
+            emb.embed_documents(ctx_texts) if any(v in ("ctx_prev_vector", "ctx_prev_both") for v in variants) else None
+        )
+        ctx_kw = PureIndex(ids, ctx_texts, vecs, an) if need_ctx else None
+        ctx_vec = PureIndex(ids, texts, ctx_vecs, an) if ctx_vecs is not None else None
+        ctx_both = PureIndex(ids, ctx_texts, ctx_vecs, an) if ctx_vecs is not None else None
+        dated = (
+            PureIndex(ids, [f"{t} {_date_words(d.timestamp)}" for t, d in zip(texts, g.docs, strict=True)], vecs, an)
+            if "date_text" in variants
+            else None
+        )
+        qv = emb.embed_queries([q.text for q in g.questions])
+        dep = min(depth, len(ids)) if ds.name != "longmemeval" else len(ids)
+        for qi, q in enumerate(g.questions):
+            v = qv[qi]
+            base_scores = _fused_scores(base, q.text, v, alpha, dep)
+            ctx_scores = _mix_legs(ctx_kw, base, q.text, v, alpha, dep) if ctx_kw is not None else {}
+            for name in variants:
+                first, _, then = name.partition("+")
+                sc = self_scores = base_scores if first != "ctx_prev_bm25" else ctx_scores
+                if then.startswith("neighbour_"):
+                    sc = _neighbour(g, self_scores, float(then.split("_")[1]))
+                elif then.startswith("time_window_"):
+                    sc = _time_boost(g, q.text, q.date, self_scores, float(then.split("_")[2]))
+                elif then:
+                    raise ValueError(name)
+                elif name == "base":
+                    sc = base_scores
+                elif name == "ctx_prev_bm25":
+                    sc = ctx_scores
+                elif name == "ctx_prev_vector":
+                    assert ctx_vec is not None
+                    sc = _fused_scores(ctx_vec, q.text, v, alpha, dep)
+                elif name == "ctx_prev_both":
+                    assert ctx_both is not None
+                    sc = _fused_scores(ctx_both, q.text, v, alpha, dep)
+                elif name == "date_text":
+                    assert dated is not None
+                    sc = _fused_scores(dated, q.text, v, alpha, dep)
+                elif name.startswith("neighbour_"):
+                    sc = _neighbour(g, base_scores, float(name.split("_")[1]))
+                elif name.startswith("time_window_"):
+                    sc = _time_boost(g, q.text, q.date, base_scores, float(name.split("_")[2]))
+                else:
+                    raise ValueError(name)
+                order = sorted(sc, key=lambda i: (-sc[i], i))[:dep]
+                ranking: Ranking = [frozenset({i}) for i in order]
+                m = question_metrics(ds.name, g, q, ranking, dep)
+                rows[name].append((q, m))
+                per_q[name][q.id] = m
+    keys = LME_KEYS if ds.name == "longmemeval" else KEYS
+    out: dict[str, Any] = {}
+    for name in variants:
+        agg = aggregate(rows[name], dataset=ds.name)
+        entry: dict[str, Any] = {k: agg.get(k) for k in keys}
+        entry["composite"] = composite(agg)
+        if name != "base":
+            entry["vs_base"] = paired(per_q["base"], per_q[name], ("recall@5", "recall@10"))
+        entry["per_category"] = {c: {k: e.get(k) for k in ("questions", *keys)} for c, e in agg["per_category"].items()}
+        out[name] = entry
+        log(f"{ds.name} {name}: " + " ".join(f"{k} {entry[k]:.4f}" for k in keys if entry.get(k) is not None))
+    return out
+
+
+VERDICTS = {
+    "ctx_prev_bm25": "**kept** (default: `add_turn` records the previous turn as `context`; keyword leg only)",
+    "ctx_prev_vector": "lost to ctx_prev_bm25 on MemoryBank-CN; would need a second embedding per memory",
+    "ctx_prev_both": "best LoCoMo R@10 but R@1 drops (0.30 → 0.23) and MemoryBank-CN R@5 below ctx_prev_bm25",
+    "date_text": "small gains, subsumed by the time windows",
+    "neighbour": "helps LoCoMo, hurts MemoryBank-CN once context is on: not kept",
+    "time_window": "**kept** (default: `retrieval.time_windows`, `rerank.w_time` 0.2)",
+}
+
+
+def _verdict(name: str) -> str:
+    first, _, then = name.partition("+")
+    if name == "base":
+        return "reference"
+    if then:
+        key = then.rsplit("_", 1)[0]
+        if first == "ctx_prev_bm25" and key == "time_window":
+            return "**kept: the default pipeline**"
+        return VERDICTS.get(key, "")
+    key = first if first in VERDICTS else first.rsplit("_", 1)[0]
+    return VERDICTS.get(key, "")
+
+
+def render(res: dict[str, Any]) -> str:
+    """Markdown tables of one experiments run: every variant, its paired wins/losses, the verdict."""
+    md = [
+        "# Recall experiments (dev files)",
+        "",
+        f"Store-exact hybrid search at alpha {res['alpha']} ({res['alpha_note']}), 50 candidates, no re-ranking, "
+        "so each idea is measured alone; the kept ones are then measured through `HybridMemory` in "
+        "[report.md](report.md). Wins/losses: questions whose R@10 went up/down against `base` (sign test p). "
+        f"Reproduce: `python -m benchmarks.experiments` ({res.get('seconds')} s).",
+        "",
+    ]
+    for ds, variants in res["datasets"].items():
+        keys = [k for k in next(iter(variants.values())) if k not in ("composite", "vs_base", "per_category")]
+        md += [f"## {ds}", "", "| variant | " + " | ".join(keys) + " | R@10 wins/losses (p) | verdict |"]
+        md += ["|---|" + "---:|" * len(keys) + "---|---|"]
+        for name, e in variants.items():
+            vs = e.get("vs_base", {}).get("recall@10")
+            p = "p<0.001" if vs and vs["sign_test_p"] < 0.001 else f"p={vs['sign_test_p']:.3f}" if vs else ""
+            wl = f"{vs['wins']}/{vs['losses']} ({p})" if vs else "-"
+            cells = " | ".join("-" if e.get(k) is None else f"{e[k]:.3f}" for k in keys)
+            md.append(f"| `{name}` | {cells} | {wl} | {_verdict(name)} |")
+        md.append("")
+    return "\n".join(md)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.__main__ import load_all
+
+    p = argparse.ArgumentParser(prog="python -m benchmarks.experiments", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "experiments.json")
+    p.add_argument("--render-only", action="store_true", help="rewrite the markdown from the JSON")
+    p.add_argument("--datasets", default="locomo,memorybank,longmemeval")
+    p.add_argument(
+        "--variants",
+        default="base,ctx_prev_bm25,ctx_prev_vector,ctx_prev_both,date_text,neighbour_0.1,neighbour_0.2,"
+        "neighbour_0.3,time_window_0.1,time_window_0.3",
+    )
+    args = p.parse_args(argv)
+    if args.render_only:
+        res = json.loads(args.out.read_text(encoding="utf-8"))
+        args.out.with_suffix(".md").write_text(render(res), encoding="utf-8")
+        return 0
+    data = load_all(args.data_dir)
+    emb = CachedEmbedder(default_embedder())
+    alpha = default_alpha()
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    t0 = time.perf_counter()
+    res: dict[str, Any] = {"alpha": alpha, "alpha_note": "1.0 = pure vector, 0.0 = pure keyword (BM25)", "datasets": {}}
+    for name in args.datasets.split(","):
+        res["datasets"][name] = run_variants(data[name], emb, variants, alpha)
+    res["seconds"] = round(time.perf_counter() - t0, 1)
+    emb.close()
+    args.out.write_text(json.dumps(res, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    args.out.with_suffix(".md").write_text(render(res), encoding="utf-8")
+    log(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""Search context: the turn a memory answers is indexed for keyword search, never injected."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.base import SearchRequest
+from hybrid_memory.testing import HashingEmbedder
+
+T0 = datetime(2025, 1, 6, 9, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def mem() -> HybridMemory:
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0)
+    yield m
+    m.close()
+
+
+def test_search_text_is_context_then_content() -> None:
+    r = MemoryRecord.create(user_id="u", content="Pottery, on Sunday", context="Bob: what did you do?")
+    assert r.search_text == "Bob: what did you do?\nPottery, on Sunday"
+    assert MemoryRecord.create(user_id="u", content="x").search_text == "x"
+
+
+@pytest.mark.parametrize("bad", ["   ", "a\x00b", "x" * 100_001])
+def test_bad_context_is_a_typed_error(mem: HybridMemory, bad: str) -> None:
+    with pytest.raises(InvalidInputError, match="context"):
+        mem.remember("u", "fine content", context=bad)
+    with pytest.raises(InvalidInputError, match="context"):
+        mem.remember_many("u", [{"content": "fine content", "context": bad}])
+    assert mem.store.count("u") == 0
+
+
+def test_remember_many_context_makes_an_answer_findable_by_its_question(mem: HybridMemory) -> None:
+    mem.remember_many(
+        "u",
+        [
+            {"content": "Pottery, every Sunday since May", "context": "Which hobby did Melanie pick up?"},
+            {"content": "The weather was rainy"},
+        ],
+    )
+    hits = mem.recall("Melanie hobby", user_id="u", k=2, alpha=0.0)
+    assert [h.content for h in hits] == ["Pottery, every Sunday since May"]
+    assert hits[0].record.context == "Which hobby did Melanie pick up?"
+    ctx = mem.build_context("what hobby does Melanie have", user_id="u")
+    assert "Pottery" in ctx.text and "Which hobby" not in ctx.text  # the context is never injected
+
+
+def test_add_turn_indexes_each_turn_with_the_turn_before_it() -> None:
+    # small buffer: turns get evicted and written; keep even low-importance turns
+    cfg = HybridMemoryConfig(buffer={"max_tokens": 40}, writer={"turn_min_importance": 0.0})
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), config=cfg, clock=lambda: T0)
+    try:
+        lines = [
+            ("user", "Where did you travel in spring for the conference?"),
+            ("assistant", "Lisbon, and the food there was wonderful"),
+            ("user", "Did you try the custard tarts in the old bakery?"),
+            ("assistant", "Yes, three of them every single morning"),
+            ("user", "Anything else planned for the summer holidays?"),
+        ]
+        for i, (role, text) in enumerate(lines):
+            m.add_turn("u", "s", role, text, timestamp=T0 + timedelta(minutes=i))
+        m.end_session("u", "s")
+        by_content = {r.content: r for r in m.list_memories("u")}
+        assert by_content["Lisbon, and the food there was wonderful"].context == lines[0][1]
+        assert by_content["Yes, three of them every single morning"].context == lines[2][1]
+        assert by_content[lines[0][1]].context == ""  # the first turn of the session has none
+        # the answer is found by the words of the question it answers (BM25 only: alpha 0)
+        found = {h.content for h in m.recall("custard tarts bakery", user_id="u", k=5, alpha=0.0)}
+        assert found == {lines[2][1], lines[3][1]}
+        assert m._turn_context == {} and m._last_content == {}  # nothing kept after the session ended
+    finally:
+        m.close()
+
+
+def test_a_new_session_starts_without_context() -> None:
+    cfg = HybridMemoryConfig(buffer={"max_tokens": 16})
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), config=cfg, clock=lambda: T0)
+    try:
+        m.add_turn("u", "s1", "user", "first session closing words about gardening", timestamp=T0)
+        m.end_session("u", "s1")
+        m.add_turn("u", "s2", "user", "second session opening words about sailing", timestamp=T0)
+        m.end_session("u", "s2")
+        second = [r for r in m.list_memories("u") if "sailing" in r.content]
+        assert second and second[0].context == ""
+    finally:
+        m.close()
+
+
+def test_pii_in_context_is_redacted_before_storage(mem: HybridMemory) -> None:
+    out = mem.remember("u", "Sure, I will call you back", context="Call me at 13812345678 or bob@example.com")
+    assert out.record is not None
+    stored = mem.store.get("u", [out.record.id])[0]
+    assert "13812345678" not in stored.context and "bob@example.com" not in stored.context
+    assert "[PHONE]" in stored.context and out.reason is not None and "context:" in out.reason
+    raw = SearchRequest(user_id="u", query="13812345678", vector=None, alpha=0.0)
+    assert mem.store.search(raw) == []  # the number is in no index
+
+
+def test_forget_user_drops_buffered_contexts(mem: HybridMemory) -> None:
+    mem.add_turn("u", "s", "user", "my secret hobby is lock picking", timestamp=T0)
+    mem.add_turn("u", "s", "assistant", "interesting, tell me more", timestamp=T0)
+    assert mem._turn_context and mem._last_content
+    mem.forget_user("u")
+    assert mem._turn_context == {} and mem._last_content == {}
