@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--variants",
         default="base,ctx_prev_bm25,ctx_prev_vector,ctx_prev_both,date_text,neighbour_0.1,neighbour_0.2,"
-        "neighbour_0.3,time_window_0.1,time_window_0.3",
+        "neighbour_0.3,time_window_0.1,time_window_0.2,time_window_0.3,ctx_prev_bm25+time_window_0.2,"
+        "ctx_prev_bm25+time_window_0.3,ctx_prev_bm25+neighbour_0.2",
     )
     args = p.parse_args(argv)
     if args.render_only:
