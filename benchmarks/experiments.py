@@ -204,7 +204,7 @@ def _verdict(name: str) -> str:
     if then:
         key = then.rsplit("_", 1)[0]
         if first == "ctx_prev_bm25" and key == "time_window":
-            return "**kept: the default pipeline**"
+            return "**the default pipeline**" if then.endswith("_0.2") else "within a question of 0.2; 0.2 kept"
         return VERDICTS.get(key, "")
     key = first if first in VERDICTS else first.rsplit("_", 1)[0]
     return VERDICTS.get(key, "")
@@ -223,14 +223,16 @@ def render(res: dict[str, Any]) -> str:
     ]
     for ds, variants in res["datasets"].items():
         keys = [k for k in next(iter(variants.values())) if k not in ("composite", "vs_base", "per_category")]
-        md += [f"## {ds}", "", "| variant | " + " | ".join(keys) + " | R@10 wins/losses (p) | verdict |"]
-        md += ["|---|" + "---:|" * len(keys) + "---|---|"]
+        md += [f"## {ds}", "", "| variant | " + " | ".join(keys) + " | R@5 wins/losses | R@10 wins/losses | verdict |"]
+        md += ["|---|" + "---:|" * len(keys) + "---|---|---|"]
         for name, e in variants.items():
-            vs = e.get("vs_base", {}).get("recall@10")
-            p = "p<0.001" if vs and vs["sign_test_p"] < 0.001 else f"p={vs['sign_test_p']:.3f}" if vs else ""
-            wl = f"{vs['wins']}/{vs['losses']} ({p})" if vs else "-"
+            cols = []
+            for metric in ("recall@5", "recall@10"):
+                vs = e.get("vs_base", {}).get(metric)
+                p = "p<0.001" if vs and vs["sign_test_p"] < 0.001 else f"p={vs['sign_test_p']:.3f}" if vs else ""
+                cols.append(f"{vs['wins']}/{vs['losses']} ({p})" if vs else "-")
             cells = " | ".join("-" if e.get(k) is None else f"{e[k]:.3f}" for k in keys)
-            md.append(f"| `{name}` | {cells} | {wl} | {_verdict(name)} |")
+            md.append(f"| `{name}` | {cells} | {cols[0]} | {cols[1]} | {_verdict(name)} |")
         md.append("")
     return "\n".join(md)
 
