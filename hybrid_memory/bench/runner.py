@@ -7,10 +7,11 @@ For every group (a LoCoMo conversation, a LongMemEval haystack, a MemoryBank use
    ``provenance=(<dataset id>,)`` and ``context=<the previous document of the session>`` as
    ``add_turn`` would record it (the embedding of each text is computed once and cached on
    disk, see :mod:`hybrid_memory.bench.cache`);
-2. runs the comparison methods on the same store with store-level hybrid search
-   (``alpha`` 1.0 = pure vector, 0.0 = pure keyword/BM25) over every stored turn, superseded
-   ones included: BM25 only, vector only and hybrid at the other alphas; plus the API with a
-   relevance-only profile and the default profile without access bumps;
+2. runs the comparison methods: store-level hybrid search (``alpha`` 1.0 = pure vector, 0.0 =
+   pure keyword/BM25) over every stored turn, superseded ones included, in a copy of the store
+   without the search context (one plain document per turn): BM25 only, vector only and hybrid
+   at the other alphas; plus, on the same store, the API with a relevance-only profile and the
+   default profile without access bumps;
 3. runs the **default configuration** last: ``HybridMemory.recall(question, user_id=..., k=K,
    now=<time of the question>)`` with default settings, question after question, so access
    bumps of earlier recalls count as they would for a real user;
@@ -157,6 +158,16 @@ def previous_turns(group: Group) -> list[str]:
     for d in group.docs:
         out.append(last.get(d.session_id, "") if d.session_id is not None else "")
         last[d.session_id] = d.text
+    return out
+
+
+def plain_copy(store: Any, user_id: str, which: Any, factory: Callable[[], Any]) -> Any:
+    """A new store holding ``user_id``'s memories of ``store`` (with their vectors) without search context."""
+    records = store.list(user_id, filter=which)
+    vectors = store.get_vectors(user_id, [r.id for r in records])
+    out = factory()
+    if records:
+        out.upsert([r.evolve(context="") for r in records], np.stack([vectors[r.id] for r in records]))
     return out
 
 
@@ -433,6 +444,7 @@ def run_benchmark(
             return now if now is not None else utcnow()
 
         store = store_factory()
+        plain: Any = None
         mem = HybridMemory(store=store, embedder=emb, config=base_cfg, clock=clock)
         try:
             t1 = time.perf_counter()
@@ -458,6 +470,10 @@ def run_benchmark(
             qvecs = emb.embed_queries([q.text for q in asked]) if isinstance(emb, CachedEmbedder) else None
             depth = opts.depth if opts.depth is not None else (max(len(group.docs), 1) if lme else 50)
             depth = min(depth, 10_000)
+            if any(m.profile is None for m in methods):
+                # Store-level baselines index each turn alone, like a plain one-document-per-turn
+                # index: the same records and vectors, without the search context.
+                plain = plain_copy(store, group.id, every_turn, store_factory)
             for m in methods:
                 if m.profile is not None:
                     cfg = relevance_cfg if m.profile == "relevance_only" else no_touch_cfg
@@ -473,7 +489,7 @@ def run_benchmark(
                 for qi, q in enumerate(questions):
                     vec = qvecs[qi] if qvecs is not None else emb.embed_query(q.text)
                     t2 = time.perf_counter()
-                    shits = store.search(
+                    shits = plain.search(
                         SearchRequest(
                             user_id=group.id,
                             query=q.text,
@@ -506,9 +522,10 @@ def run_benchmark(
                     tokens.add_context(q, ctx_mem.build_context(q.text, user_id=group.id, now=q.date or now), alias)
         finally:
             mem.close()
-            close = getattr(store, "close", None)
-            if callable(close):
-                close()
+            for st in (store, plain):
+                close = getattr(st, "close", None)
+                if callable(close):
+                    close()
         for m in [default, *methods]:
             for q in group.questions:
                 rows[m.name].append((q, question_metrics(dataset.name, group, q, m.rankings[q.id], m.depth)))

@@ -378,3 +378,24 @@ def test_runner_reports_missing_peers_as_skipped(monkeypatch: pytest.MonkeyPatch
     assert "LangChain VectorStoreRetrieverMemory (doc per turn, dense): skipped (" in report_markdown(
         {"locomo": report}, {}
     )
+
+
+def test_plain_copy_drops_the_search_context_and_keeps_vectors() -> None:
+    from hybrid_memory.bench.runner import plain_copy
+    from hybrid_memory.records import MemoryRecord
+    from hybrid_memory.stores.base import MemoryFilter, SearchRequest
+    from hybrid_memory.stores.local import LocalStore
+
+    src = LocalStore(":memory:")
+    a = MemoryRecord.create(user_id="g", content="pottery on sundays", context="what hobby")
+    b = MemoryRecord.create(user_id="g", content="rainy weekend", status="superseded")
+    src.upsert([a, b], np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32))
+    every = MemoryFilter(statuses=("active", "superseded", "archived"))
+    copy = plain_copy(src, "g", every, lambda: LocalStore(":memory:"))
+    got = {r.id: r for r in copy.list("g", filter=every)}
+    assert set(got) == {a.id, b.id} and all(r.context == "" for r in got.values())
+    assert got[a.id].content == a.content and got[b.id].status == "superseded"
+    assert np.allclose(copy.get_vectors("g", [a.id])[a.id], [1.0, 0.0])
+    hobby = SearchRequest(user_id="g", query="hobby", vector=None, alpha=0.0)
+    assert [h.record.id for h in src.search(hobby)] == [a.id]
+    assert copy.search(hobby) == []  # the plain index never saw the context
