@@ -1517,8 +1517,8 @@ class WeaviateStore(AsyncFromSyncStore):
                 f"collection {self.collection!r} has no whitespace-tokenised {SEARCH_PROPERTY!r} "
                 "property; it was not created by hybrid-memory"
             )
-        if "context" not in props:  # collections created before memories had a search context (additive)
-            ctx = next(p for p in self._property_defs() if p.name == "context")
+        ctx = next((q for q in self._property_defs() if q.name == "context"), None)
+        if ctx is not None and "context" not in props:  # created before memories had a search context
             self._call("add property", lambda: self._client.collections.use(self.collection).config.add_property(ctx))
         searchable = sorted(n for n, q in props.items() if getattr(q, "index_searchable", False))
         if searchable != [SEARCH_PROPERTY]:

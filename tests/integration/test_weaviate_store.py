@@ -129,6 +129,25 @@ def test_another_analyzer_is_refused(weaviate_store_factory: Callable[..., Weavi
         weaviate_store_factory(collection=first.collection, analyzer=other)
 
 
+def test_a_collection_from_before_the_context_property_gets_it(
+    weaviate_store_factory: Callable[..., WeaviateStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = WeaviateStore._property_defs
+    monkeypatch.setattr(WeaviateStore, "_property_defs", lambda self: [p for p in real(self) if p.name != "context"])
+    old = weaviate_store_factory()
+    old.upsert([rec("alice", "running shoes")], vecs(1))
+    assert "context" not in {p.name for p in old.client.collections.use(old.collection).config.get().properties}
+    monkeypatch.undo()
+    new = weaviate_store_factory(collection=old.collection)
+    new.ensure_schema()
+    props = {p.name: p for p in new.client.collections.use(new.collection).config.get().properties}
+    assert "context" in props and not props["context"].index_searchable  # stored, never searched directly
+    r = rec("alice", "the blue ones", minutes=1, context="which sneakers did you buy")
+    new.upsert([r], vecs(1, seed=1))
+    [hit] = new.search(SearchRequest(user_id="alice", query="sneakers", vector=None, alpha=0.0))
+    assert hit.record == r  # found through its context (in search_text), returned with it
+
+
 def test_non_uuid_record_ids(weaviate_store: WeaviateStore) -> None:
     r = rec("alice", "a note with a readable id", id="note-1")
     weaviate_store.upsert([r], vecs(1))
