@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -74,7 +74,9 @@ __all__ = [
     "f32",
     "fusion_order",
     "hybrid_fuse",
+    "hybrid_fuse_legs",
     "hybrid_weights",
+    "order_by_key_then_id",
     "query_term_counts",
     "rank_keyword",
     "ranked_fusion",
@@ -323,6 +325,7 @@ def bm25_accumulate(
     avgdl: float,
     params: Bm25Params = _DEFAULT_PARAMS,
     boost: float = 1.0,
+    cache: MutableMapping[tuple[str, int], npt.NDArray[np.float64]] | None = None,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
     """Vectorised single-property BM25 from postings (the store's fast path).
 
@@ -337,6 +340,9 @@ def bm25_accumulate(
         avgdl: Mean ``dl`` over rows with at least one token.
         params: k1 and b.
         boost: Property boost.
+        cache: Per-term contributions ``(term, count in query) -> float64 array`` kept between
+            calls; the caller must clear it whenever postings, lengths, ``N``, ``avgdl``,
+            ``params`` or ``boost`` change.
 
     Returns:
         ``(float32 scores per row, hit mask per row)``.
@@ -349,9 +355,14 @@ def bm25_accumulate(
         if entry is None or entry[0].size == 0:
             continue
         rows, freqs = entry
-        idf = bm25_idf(n_docs, int(rows.size), dup)
-        norm = freqs / (freqs + k1 * ((1 - b) + b * (doc_lengths[rows] / avgdl)))
-        acc[rows] += norm * idf * boost
+        contrib = None if cache is None else cache.get((term, dup))
+        if contrib is None:
+            idf = bm25_idf(n_docs, int(rows.size), dup)
+            norm = freqs / (freqs + k1 * ((1 - b) + b * (doc_lengths[rows] / avgdl)))
+            contrib = norm * idf * boost
+            if cache is not None:
+                cache[(term, dup)] = contrib
+        acc[rows] += contrib
         hit[rows] = True
     return acc.astype(np.float32), hit
 
@@ -448,6 +459,67 @@ def _compare(a: tuple[float, float, str], b: tuple[float, float, str]) -> int:
     return 0
 
 
+def _compare_matrix(
+    ids: Sequence[str], score: npt.NDArray[np.float32], ssv: npt.NDArray[np.float32]
+) -> list[list[int]]:
+    """:func:`_compare` of every pair of positions at once (``[i][j]`` is -1, 0 or 1).
+
+    The same float32 differences, float64 squares and comparisons as :func:`_before`, done on
+    ``n x n`` arrays, so a sort fed with this table orders exactly like one fed with
+    :func:`_compare` (same answer for every pair, same input order, same algorithm). Ids must
+    be distinct.
+    """
+    s = np.asarray(score, dtype=np.float32)
+    v = np.asarray(ssv, dtype=np.float32)
+    ds = (s[None, :] - s[:, None]).astype(np.float64)  # [a][b] = float32(score_b - score_a)
+    dv = (v[None, :] - v[:, None]).astype(np.float64)
+    rank = np.empty(len(ids), dtype=np.intp)
+    rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    before = np.where(
+        ds * ds < _TIE_EPSILON_SQ,
+        np.where(dv * dv < _TIE_EPSILON_SQ, rank[:, None] < rank[None, :], v[:, None] > v[None, :]),
+        s[:, None] > s[None, :],
+    )
+    table: list[list[int]] = (before.T.astype(np.int8) - before.astype(np.int8)).tolist()
+    return table
+
+
+def _sort_runs(order: list[int], starts: Sequence[int], ids: Sequence[str]) -> None:
+    """Sort each run of equal keys in ``order`` by ``(ids[p], p)``, in place.
+
+    ``order`` holds positions sorted by a key; ``starts`` lists, ascending, every index ``i``
+    of ``order`` whose key equals the key at ``i + 1``.
+    """
+    if not starts:
+        return
+    begin = prev = starts[0]
+    for i in (*starts[1:], -1):
+        if i != prev + 1:
+            run = sorted(order[begin : prev + 2])
+            run.sort(key=ids.__getitem__)
+            order[begin : prev + 2] = run
+            begin = i
+        prev = i
+
+
+def order_by_key_then_id(key: npt.NDArray[Any], ids: Sequence[str]) -> list[int]:
+    """Positions sorted by ``key`` ascending, then by ``ids[position]`` ascending.
+
+    Equal to ``sorted(range(len(ids)), key=lambda i: (key[i], ids[i]))`` for keys without NaN;
+    numpy sorts the numbers and only runs of equal keys are sorted in Python.
+
+    Example:
+        >>> order_by_key_then_id(np.array([2.0, 1.0, 2.0, 0.5]), ["b", "x", "a", "y"])
+        [3, 1, 2, 0]
+    """
+    o = np.argsort(key, kind="stable")
+    order: list[int] = o.tolist()
+    if o.size > 1:
+        k = key[o]
+        _sort_runs(order, np.flatnonzero(k[1:] == k[:-1]).tolist(), ids)
+    return order
+
+
 def _has_near_ties(score: npt.NDArray[np.float32], ssv: npt.NDArray[np.float32]) -> bool:
     """Whether two different scores (or, at equal scores, two different ssv) are within 1e-7.
 
@@ -458,7 +530,11 @@ def _has_near_ties(score: npt.NDArray[np.float32], ssv: npt.NDArray[np.float32])
     if score.size < 2:
         return False
     o = np.lexsort((ssv, score))
-    s, v = score[o], ssv[o]
+    return _near_ties_sorted(score[o], ssv[o])
+
+
+def _near_ties_sorted(s: npt.NDArray[np.float32], v: npt.NDArray[np.float32]) -> bool:
+    """:func:`_has_near_ties` on arrays already sorted by ``(score, ssv)`` ascending."""
     ds = (s[1:] - s[:-1]).astype(np.float64)
     if bool(np.any((ds != 0) & (ds * ds < _TIE_EPSILON_SQ))):
         return True
@@ -467,17 +543,39 @@ def _has_near_ties(score: npt.NDArray[np.float32], ssv: npt.NDArray[np.float32])
 
 
 def _order(ids: Sequence[str], score: npt.NDArray[np.float32], ssv: npt.NDArray[np.float32]) -> list[int]:
-    """Positions sorted with Weaviate's comparator (fast path unless there are near ties)."""
-    sc = score.tolist()
-    sv = ssv.tolist()
-    if _has_near_ties(score, ssv):
-        items = [(sc[i], sv[i], ids[i]) for i in range(len(sc))]
+    """Positions sorted with Weaviate's comparator.
 
-        def cmp(i: int, j: int) -> int:
-            return _compare(items[i], items[j])
+    Without near ties the comparator is the lexicographic order (score desc, ssv desc, id asc):
+    numpy sorts the numbers and only runs of equal ``(score, ssv)`` are sorted by id. With near
+    ties the positions (in insertion order) go through Python's sort with the comparator itself,
+    looked up in a table precomputed by :func:`_compare_matrix` when the ids are distinct.
+    """
+    n = int(score.size)
+    if n < 2:
+        return list(range(n))
+    o = np.lexsort((ssv, score))
+    s, v = score[o], ssv[o]
+    if _near_ties_sorted(s, v):
+        if len(set(ids)) == n:
+            table = _compare_matrix(ids, score, ssv)
 
-        return sorted(range(len(items)), key=functools.cmp_to_key(cmp))
-    return sorted(range(len(sc)), key=lambda i: (-sc[i], -sv[i], ids[i]))
+            def cmp(i: int, j: int) -> int:
+                return table[i][j]
+
+        else:  # duplicate ids (fusion_order on arbitrary hits): compare tuples
+            sc = score.tolist()
+            sv = ssv.tolist()
+            items = [(sc[i], sv[i], ids[i]) for i in range(n)]
+
+            def cmp(i: int, j: int) -> int:
+                return _compare(items[i], items[j])
+
+        return sorted(range(n), key=functools.cmp_to_key(cmp))
+    order: list[int] = o[::-1].tolist()
+    equal = np.flatnonzero((s[1:] == s[:-1]) & (v[1:] == v[:-1]))
+    if equal.size:  # ascending neighbours (i, i+1) are descending neighbours (n-2-i, n-1-i)
+        _sort_runs(order, (n - 2 - equal[::-1]).tolist(), ids)
+    return order
 
 
 def _fuse(
@@ -491,19 +589,27 @@ def _fuse(
     pos: dict[str, int] = {}
     ids: list[str] = []
     positions: list[npt.NDArray[np.intp]] = []
+    unique: list[bool] = []
     for leg_ids, _ in sets:
-        p = np.empty(len(leg_ids), dtype=np.intp)
-        for j, mid in enumerate(leg_ids):
+        if not pos and len(set(leg_ids)) == len(leg_ids):  # first leg, distinct ids: 0..n-1
+            ids = list(leg_ids)
+            pos = dict(zip(ids, range(len(ids)), strict=True))
+            positions.append(np.arange(len(ids), dtype=np.intp))
+            unique.append(True)
+            continue
+        p: list[int] = []
+        for mid in leg_ids:
             k = pos.get(mid)
             if k is None:
                 k = pos[mid] = len(ids)
                 ids.append(mid)
-            p[j] = k
-        positions.append(p)
+            p.append(k)
+        positions.append(np.array(p, dtype=np.intp))
+        unique.append(len(set(p)) == len(p))
     score = np.zeros(len(ids), dtype=np.float32)
     ssv = np.zeros(len(ids), dtype=np.float32)
     leg = np.full(len(ids), -1, dtype=np.intp)
-    for i, ((_, values), p) in enumerate(zip(sets, positions, strict=True)):
+    for i, ((_, values), p_arr) in enumerate(zip(sets, positions, strict=True)):
         if values.size == 0:
             continue
         if kind == "relative":
@@ -516,9 +622,12 @@ def _fuse(
         else:
             ranks = np.arange(values.size, dtype=np.float64) + RANKED_FUSION_K
             contrib = (float(weights[i]) / ranks).astype(np.float32)
-        np.add.at(score, p, contrib.astype(np.float32))  # float32 sums, in leg order
-        ssv[p] = values
-        leg[p] = i
+        if unique[i]:
+            score[p_arr] += contrib.astype(np.float32)  # float32 sums, in leg order
+        else:
+            np.add.at(score, p_arr, contrib.astype(np.float32))
+        ssv[p_arr] = values
+        leg[p_arr] = i
     return _Fused(ids, score, ssv, leg)
 
 
@@ -679,6 +788,68 @@ def hybrid_fuse(
     Raises:
         InvalidInputError: alpha outside [0, 1], bad limit/offset, or no vector leg with alpha > 0.
     """
+    k = candidate_limit(limit)
+    vec_ids: list[str] | None = None
+    dist: npt.NDArray[np.float32] | None = None
+    if vector_leg is not None:
+        vec = vector_leg[:k]
+        vec_ids = [c.id for c in vec]
+        dist = np.array([c.distance for c in vec], dtype=np.float32)
+    kw = (keyword_leg or [])[:k]
+    return hybrid_fuse_legs(
+        alpha=alpha,
+        vector_ids=vec_ids,
+        vector_distances=dist,
+        keyword_ids=[c.id for c in kw],
+        keyword_scores=np.array([c.score for c in kw], dtype=np.float32),
+        fusion=fusion,
+        limit=limit,
+        offset=offset,
+        max_vector_distance=max_vector_distance,
+        auto_limit=auto_limit,
+    )
+
+
+def hybrid_fuse_legs(
+    *,
+    alpha: float,
+    vector_ids: Sequence[str] | None,
+    vector_distances: npt.NDArray[np.float32] | None,
+    keyword_ids: Sequence[str],
+    keyword_scores: npt.NDArray[np.float32],
+    fusion: Literal["relative", "ranked"] = "relative",
+    limit: int = 10,
+    offset: int = 0,
+    max_vector_distance: float | None = None,
+    auto_limit: int = 0,
+) -> list[FusedHit]:
+    """:func:`hybrid_fuse` on legs given as arrays (the stores' fast path, same result).
+
+    Args:
+        vector_ids: Vector-leg ids by distance ascending (``None``: no vector leg).
+        vector_distances: Their float32 cosine distances (same length as ``vector_ids``).
+        keyword_ids: Keyword-leg ids by BM25 descending, id ascending (may be empty).
+        keyword_scores: Their float32 BM25 scores.
+        alpha: As for :func:`hybrid_fuse`.
+        fusion: As for :func:`hybrid_fuse`.
+        limit: As for :func:`hybrid_fuse`.
+        offset: As for :func:`hybrid_fuse`.
+        max_vector_distance: As for :func:`hybrid_fuse`.
+        auto_limit: As for :func:`hybrid_fuse`.
+
+    Returns:
+        The page of fused hits, best first.
+
+    Raises:
+        InvalidInputError: As for :func:`hybrid_fuse`, or ids and scores of different lengths.
+
+    Example:
+        >>> hits = hybrid_fuse_legs(alpha=0.5, vector_ids=["a", "b"],
+        ...     vector_distances=np.array([0.1, 0.3], dtype=np.float32),
+        ...     keyword_ids=["b", "c"], keyword_scores=np.array([2.0, 1.0], dtype=np.float32), limit=3)
+        >>> [(h.id, h.score) for h in hits]
+        [('b', 0.5), ('a', 0.5), ('c', 0.0)]
+    """
     if not (0.0 <= alpha <= 1.0):
         raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha}")
     if limit < 1 or offset < 0 or auto_limit < 0:
@@ -687,16 +858,17 @@ def hybrid_fuse(
     w_vec, w_kw = hybrid_weights(alpha)
     weights: list[float] = []
     sets: list[tuple[Sequence[str], npt.NDArray[np.float32]]] = []
-    vec_ids: list[str] = []
+    vec_ids: Sequence[str] = []
     dist = np.zeros(0, dtype=np.float32)
-    kw_ids: list[str] = []
+    kw_ids: Sequence[str] = []
     kw_scores = np.zeros(0, dtype=np.float32)
     if w_vec is not None:
-        if vector_leg is None:
+        if vector_ids is None or vector_distances is None:
             raise InvalidInputError("a query vector is required when alpha > 0")
-        vec = vector_leg[:k]
-        vec_ids = [c.id for c in vec]
-        dist = np.array([c.distance for c in vec], dtype=np.float32)
+        if len(vector_ids) != vector_distances.shape[0]:
+            raise InvalidInputError("vector_ids and vector_distances differ in length")
+        vec_ids = vector_ids[:k]
+        dist = np.asarray(vector_distances[:k], dtype=np.float32)
         if max_vector_distance is not None:
             over = np.flatnonzero(dist > np.float32(max_vector_distance))
             if over.size:  # keep the prefix up to the first distance above the cut
@@ -704,12 +876,16 @@ def hybrid_fuse(
         weights.append(w_vec)
         sets.append((vec_ids, _F32_ONE - dist))  # ssv = 1 - distance, float32
     if w_kw is not None:
-        kw = list((keyword_leg or [])[:k])
+        if len(keyword_ids) != keyword_scores.shape[0]:
+            raise InvalidInputError("keyword_ids and keyword_scores differ in length")
+        kw_ids = keyword_ids[:k]
+        kw_scores = np.asarray(keyword_scores[:k], dtype=np.float32)
         if max_vector_distance is not None and w_vec is not None:
             allowed = set(vec_ids)
-            kw = [c for c in kw if c.id in allowed]
-        kw_ids = [c.id for c in kw]
-        kw_scores = np.array([c.score for c in kw], dtype=np.float32)
+            keep = [i for i, mid in enumerate(kw_ids) if mid in allowed]
+            if len(keep) != len(kw_ids):
+                kw_ids = [kw_ids[i] for i in keep]
+                kw_scores = kw_scores[np.array(keep, dtype=np.intp)]
         weights.append(w_kw)
         sets.append((kw_ids, kw_scores))
 
@@ -719,16 +895,16 @@ def hybrid_fuse(
     order = _order(fused.ids, fused.score, fused.ssv)[: min(offset + limit, QUERY_MAXIMUM_RESULTS)]
     if auto_limit > 0:
         order = order[: autocut(fused.score[order].tolist(), auto_limit)]
+    page = order[offset : offset + limit]
+    if not page:
+        return []
     distances = dict(zip(vec_ids, dist.tolist(), strict=True))
     bm25 = dict(zip(kw_ids, kw_scores.tolist(), strict=True))
-    return [
-        FusedHit(
-            fused.ids[i],
-            float(fused.score[i]),
-            float(fused.ssv[i]),
-            int(fused.leg[i]),
-            keyword_score=bm25.get(fused.ids[i]),
-            vector_distance=distances.get(fused.ids[i]),
-        )
-        for i in order[offset : offset + limit]
-    ]
+    score = fused.score[page].tolist()
+    ssv = fused.ssv[page].tolist()
+    leg = fused.leg[page].tolist()
+    out: list[FusedHit] = []
+    for j, i in enumerate(page):
+        mid = fused.ids[i]
+        out.append(FusedHit(mid, score[j], ssv[j], leg[j], bm25.get(mid), distances.get(mid)))
+    return out

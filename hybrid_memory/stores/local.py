@@ -57,13 +57,13 @@ from hybrid_memory.errors import (
     StoreUnavailableError,
 )
 from hybrid_memory.ranking import (
-    KeywordCandidate,
-    VectorCandidate,
+    FusedHit,
     bm25_accumulate,
     candidate_limit,
     cosine_distance,
-    hybrid_fuse,
+    hybrid_fuse_legs,
     hybrid_weights,
+    order_by_key_then_id,
     query_term_counts,
 )
 from hybrid_memory.records import Category, MemoryRecord, Status, check_id, check_text, ensure_utc
@@ -77,6 +77,9 @@ _US = timedelta(microseconds=1)
 _STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(get_args(Status))}
 _CATEGORY_CODES: dict[str, int] = {c: i for i, c in enumerate(get_args(Category))}
 _CHUNK = 500  # ids per "IN (...)" query
+#: Query terms whose BM25 contributions a partition keeps between writes (then computed per query).
+_BM25_CACHE_TERMS = 4096
+_NO_SCORES: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
 _REEMBED_HINT = "run `hybrid-memory reembed` to re-embed the store with the new embedder, or use another store"
 
 _SCHEMA = """
@@ -142,6 +145,16 @@ def _unit_rows(m: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return out
 
 
+def _code_lut(names: Sequence[str] | None, codes: Mapping[str, int]) -> npt.NDArray[np.bool_]:
+    """A boolean table indexed by code: ``True`` for the codes of ``names`` (unknown names ignored)."""
+    lut = np.zeros(len(codes) + 1, dtype=np.bool_)  # the last entry is code -1 (unknown category)
+    for name in names or ():
+        code = codes.get(name)
+        if code is not None:
+            lut[code] = True
+    return lut
+
+
 def _select_smallest(key: npt.NDArray[Any], k: int) -> npt.NDArray[np.intp]:
     """Indices of the ``k`` smallest keys plus every index tied with the k-th (unordered)."""
     if key.size <= k:
@@ -174,6 +187,9 @@ class _Partition:
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         self.tag_rows: dict[str, set[int]] = {}
         self.session_codes: dict[str | None, int] = {None: -1}
+        # BM25 contributions per (term, count in query), valid until the next change of any
+        # posting, length or N (cleared by every mutation, see _changed).
+        self._bm25_cache: dict[tuple[str, int], npt.NDArray[np.float64]] = {}
         self.total_tokens = 0
         self.docs_with_tokens = 0
         self._alloc(16)
@@ -202,8 +218,13 @@ class _Partition:
             self._alloc(max(16, 2 * self.matrix.shape[0]))
         return self.n
 
+    def _changed(self) -> None:
+        """Drop what is derived from postings, lengths and N (called by every mutation)."""
+        self._bm25_cache.clear()
+
     def _mutable(self, term: str) -> dict[int, int]:
         """The dict form of a term's postings, to be changed by the caller."""
+        self._changed()
         p = self._postings.get(term)
         if p is None:
             frozen = self._arrays.get(term)
@@ -257,6 +278,7 @@ class _Partition:
     # -- mutations -------------------------------------------------------------------------
     def put(self, rec: _FilterFields, tokens: Sequence[str], vector: npt.NDArray[np.float32]) -> None:
         """Insert or replace one memory."""
+        self._changed()
         if self.dim is None:
             self.dim = int(vector.shape[0])
             self._alloc(self.matrix.shape[0])
@@ -279,6 +301,7 @@ class _Partition:
 
         Rows are ``(id, analyzed, status, category, created_us, session_id, tags, vector)``.
         """
+        self._changed()
         n = len(rows)
         blobs = b"".join(r[7] for r in rows)
         matrix = np.frombuffer(blobs, dtype="<f4").reshape(n, -1)
@@ -335,6 +358,7 @@ class _Partition:
 
     def update(self, rec: _FilterFields, tokens: Sequence[str] | None) -> None:
         """Change the filter fields (and the tokens when the content changed) of one memory."""
+        self._changed()
         row = self.row_of.get(rec.id)
         if row is None:
             return
@@ -345,6 +369,7 @@ class _Partition:
 
     def remove(self, memory_id: str) -> None:
         """Remove one memory, moving the last row into its place."""
+        self._changed()
         row = self.row_of.pop(memory_id, None)
         if row is None:
             return
@@ -376,11 +401,9 @@ class _Partition:
     # -- queries ---------------------------------------------------------------------------
     def mask(self, flt: MemoryFilter) -> npt.NDArray[np.bool_]:
         n = self.n
-        codes = [_STATUS_CODES[s] for s in flt.statuses if s in _STATUS_CODES]
-        m: npt.NDArray[np.bool_] = np.isin(self.status[:n], np.array(codes, dtype=np.int8))
+        m = _code_lut(flt.statuses, _STATUS_CODES)[self.status[:n]]
         if flt.categories is not None:
-            cats = [_CATEGORY_CODES[c] for c in flt.categories if c in _CATEGORY_CODES]
-            m &= np.isin(self.category[:n], np.array(cats, dtype=np.int8))
+            m &= _code_lut(flt.categories, _CATEGORY_CODES)[self.category[:n]]
         if flt.tags is not None:
             tagged = np.zeros(n, dtype=np.bool_)
             for tag in flt.tags:
@@ -412,45 +435,60 @@ class _Partition:
 
     def vector_leg(
         self, sims: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
-    ) -> builtins.list[VectorCandidate]:
-        """Exact top-``k`` allowed rows by cosine distance ascending, then id ascending."""
-        allowed = np.flatnonzero(mask)
-        if allowed.size == 0:
-            return []
-        dist = np.maximum(np.float32(0), np.float32(1) - sims[allowed])
+    ) -> tuple[builtins.list[str], npt.NDArray[np.float32]]:
+        """Exact top-``k`` allowed rows by cosine distance ascending, then id ascending.
+
+        Returns:
+            ``(ids, float32 distances)`` in that order.
+        """
+        allowed: npt.NDArray[np.intp] | None = None  # None: every row
+        if not mask.all():
+            allowed = np.flatnonzero(mask)
+            if allowed.size == 0:
+                return [], np.zeros(0, dtype=np.float32)
+        dist = np.maximum(np.float32(0), np.float32(1) - (sims if allowed is None else sims[allowed]))
         sel = _select_smallest(dist, k)
+        d = dist[sel]
         ids = self.ids
-        order = sorted(sel.tolist(), key=lambda i: (dist[i], ids[allowed[i]]))[:k]
-        return [VectorCandidate(ids[allowed[i]], float(dist[i])) for i in order]
+        sel_ids = [ids[r] for r in (sel if allowed is None else allowed[sel]).tolist()]
+        order = order_by_key_then_id(d, sel_ids)[:k]
+        return [sel_ids[i] for i in order], d[np.array(order, dtype=np.intp)]
 
     def keyword_leg(
         self, query_counts: Mapping[str, int], mask: npt.NDArray[np.bool_], k: int
-    ) -> list[KeywordCandidate]:
-        """Top-``k`` allowed rows by BM25 descending, then id ascending (statistics unfiltered)."""
+    ) -> tuple[builtins.list[str], npt.NDArray[np.float32]]:
+        """Top-``k`` allowed rows by BM25 descending, then id ascending (statistics unfiltered).
+
+        Returns:
+            ``(ids, float32 BM25 scores)`` in that order.
+        """
+        empty: tuple[builtins.list[str], npt.NDArray[np.float32]] = ([], np.zeros(0, dtype=np.float32))
         if not query_counts or self.docs_with_tokens == 0:
-            return []
+            return empty
         arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         for term in query_counts:
             entry = self._posting_arrays(term)
             if entry is not None:
                 arrays[term] = entry
         if not arrays:
-            return []
+            return empty
         scores, hit = bm25_accumulate(
             query_counts,
             arrays,
             self.dl[: self.n],
             n_docs=self.n,
             avgdl=self.total_tokens / self.docs_with_tokens,
+            cache=self._bm25_cache if len(self._bm25_cache) < _BM25_CACHE_TERMS else None,
         )
         cand = np.flatnonzero(hit & mask)
         if cand.size == 0:
-            return []
+            return empty
         key = -scores[cand]
         sel = _select_smallest(key, k)
         ids = self.ids
-        order = sorted(sel.tolist(), key=lambda i: (key[i], ids[cand[i]]))[:k]
-        return [KeywordCandidate(ids[cand[i]], float(scores[cand[i]])) for i in order]
+        sel_ids = [ids[r] for r in cand[sel].tolist()]
+        order = order_by_key_then_id(key[sel], sel_ids)[:k]
+        return [sel_ids[i] for i in order], scores[cand[sel[np.array(order, dtype=np.intp)]]]
 
     def _posting_arrays(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
         cached = self._arrays.get(term)
@@ -1033,12 +1071,14 @@ class LocalStore(AsyncFromSyncStore):
             k = candidate_limit(request.limit)
             # The full product only when the vector leg runs; otherwise only the hits' rows.
             sims = part.similarities(unit_q) if (w_vec is not None and unit_q is not None) else None
-            vector_leg = part.vector_leg(sims, mask, k) if sims is not None else None
-            keyword_leg = part.keyword_leg(counts, mask, k) if w_kw is not None else None
-            fused = hybrid_fuse(
+            vec_ids, vec_dist = part.vector_leg(sims, mask, k) if sims is not None else (None, None)
+            kw_ids, kw_scores = part.keyword_leg(counts, mask, k) if w_kw is not None else ([], _NO_SCORES)
+            fused = hybrid_fuse_legs(
                 alpha=alpha,
-                vector_leg=vector_leg,
-                keyword_leg=keyword_leg,
+                vector_ids=vec_ids,
+                vector_distances=vec_dist,
+                keyword_ids=kw_ids,
+                keyword_scores=kw_scores,
                 fusion=request.fusion,
                 limit=request.limit,
                 offset=request.offset,
@@ -1048,21 +1088,35 @@ class LocalStore(AsyncFromSyncStore):
             if not fused:
                 return []
             records = self._fetch(request.user_id, [h.id for h in fused])
-            hits: builtins.list[StoreHit] = []
-            for h in fused:
-                similarity: float | None = None
-                if h.vector_distance is not None:
-                    similarity = float(np.float32(1) - np.float32(h.vector_distance))
-                elif unit_q is not None:
-                    row = part.row_of[h.id]
-                    dot = float(sims[row]) if sims is not None else float(np.dot(part.matrix[row], unit_q))
-                    similarity = float(np.float32(1) - np.float32(cosine_distance(dot)))
-                hits.append(
-                    StoreHit(
-                        record=records[h.id], score=h.score, keyword_score=h.keyword_score, vector_similarity=similarity
-                    )
-                )
-            return hits
+            similarity = _similarities(part, fused, unit_q, sims)
+            return [
+                StoreHit(record=records[h.id], score=h.score, keyword_score=h.keyword_score, vector_similarity=sim)
+                for h, sim in zip(fused, similarity, strict=True)
+            ]
+
+
+def _similarities(
+    part: _Partition,
+    fused: Sequence[FusedHit],
+    unit_q: npt.NDArray[np.float32] | None,
+    sims: npt.NDArray[np.float32] | None,
+) -> builtins.list[float | None]:
+    """``1 - cosine distance`` (float32) of each hit (``None`` without a query vector).
+
+    The vector leg's distance when it found the hit, else the distance from the dot product.
+    """
+    if unit_q is None:
+        return [None] * len(fused)
+    dist = np.empty(len(fused), dtype=np.float32)
+    for j, h in enumerate(fused):
+        if h.vector_distance is not None:
+            dist[j] = h.vector_distance
+        else:
+            row = part.row_of[h.id]
+            dot = float(sims[row]) if sims is not None else float(np.dot(part.matrix[row], unit_q))
+            dist[j] = cosine_distance(dot)
+    out: builtins.list[float | None] = (np.float32(1) - dist).tolist()
+    return out
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -1105,10 +1159,14 @@ def _where(user_id: str | None, flt: MemoryFilter | None) -> tuple[str, tuple[An
     return (" AND ".join(clauses) if clauses else "1"), tuple(params)
 
 
+def _json_tuple(text: str) -> tuple[Any, ...]:
+    return () if text == "[]" else tuple(json.loads(text))
+
+
 def _record(row: Sequence[Any]) -> MemoryRecord:
     (mid, user_id, session_id, content, category, importance, source, created_at, updated_at, last_accessed_at,
      access_count, tags, metadata, status, version, supersedes, superseded_by, provenance, context) = row  # fmt: skip
-    return MemoryRecord.model_validate(
+    return _validate_record(
         {
             "id": mid,
             "user_id": user_id,
@@ -1117,17 +1175,21 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
             "category": category,
             "importance": importance,
             "source": source,
-            "created_at": datetime.fromisoformat(created_at),
-            "updated_at": datetime.fromisoformat(updated_at),
-            "last_accessed_at": None if last_accessed_at is None else datetime.fromisoformat(last_accessed_at),
+            "created_at": _from_iso(created_at),
+            "updated_at": _from_iso(updated_at),
+            "last_accessed_at": None if last_accessed_at is None else _from_iso(last_accessed_at),
             "access_count": access_count,
-            "tags": tuple(json.loads(tags)),
-            "metadata": json.loads(metadata),
+            "tags": _json_tuple(tags),
+            "metadata": {} if metadata == "{}" else json.loads(metadata),
             "status": status,
             "version": version,
             "supersedes": supersedes,
             "superseded_by": superseded_by,
-            "provenance": tuple(json.loads(provenance)),
+            "provenance": _json_tuple(provenance),
             "context": context,
         }
     )
+
+
+_validate_record = MemoryRecord.model_validate
+_from_iso = datetime.fromisoformat
