@@ -24,6 +24,16 @@ def hashing_embedder() -> HashingEmbedder:
     return HashingEmbedder(dim=256)
 
 
+@pytest.fixture
+def mem() -> Iterator[object]:
+    """A fresh ``HybridMemory`` on an in-memory ``LocalStore`` with the lexical embedder, clock at ``DAY0``."""
+    from hybrid_memory import HybridMemory, LocalStore
+
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: DAY0)
+    yield m
+    m.close()
+
+
 @pytest.fixture(scope="session")
 def default_embedder() -> Iterator[object]:
     """The real default local embedder (USE multilingual), loaded once per test session."""

@@ -14,13 +14,6 @@ from hybrid_memory.testing import HashingEmbedder
 T0 = datetime(2025, 1, 6, 9, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def mem() -> HybridMemory:
-    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0)
-    yield m
-    m.close()
-
-
 def test_remember_is_recallable_at_once_and_isolated(mem: HybridMemory) -> None:
     out = mem.remember("alice", "Alice's cat is called Miso", importance=0.8, tags=("pets",), metadata={"src": "chat"})
     assert out.action == "added" and out.record is not None

@@ -15,13 +15,6 @@ from hybrid_memory.testing import HashingEmbedder
 T0 = datetime(2025, 1, 6, 9, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def mem() -> HybridMemory:
-    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0)
-    yield m
-    m.close()
-
-
 def test_search_text_is_context_then_content() -> None:
     r = MemoryRecord.create(user_id="u", content="Pottery, on Sunday", context="Bob: what did you do?")
     assert r.search_text == "Bob: what did you do?\nPottery, on Sunday"
