@@ -460,6 +460,14 @@ def report_markdown(results: Mapping[str, Any], extra: Mapping[str, Any]) -> str
                 f"recall@5 {_fmt(a.get('recall@5'))}, recall@10 {_fmt(a.get('recall@10'))}.",
                 "",
             ]
+        if ds == "longmemeval" and any(str(n).startswith("llamaindex_") for n in r.get("baselines") or {}):
+            lines += [
+                "LlamaIndex nodes in the official columns: the official metrics take a ranked list of turn ids, so a "
+                "node is spread into the ids of its turns (in id order) and the `turn_*`, `session_*_any/all` and "
+                "`session_official_*` columns count the first k turn ids, not the first k nodes; `recall@k` counts "
+                "whole nodes (with the token cost in the section above).",
+                "",
+            ]
         if ds == "longmemeval":
             lines += [
                 "`session_*` = gold `answer_session_ids`, any user turn of a session retrieves it (the protocol in "
