@@ -399,14 +399,19 @@ def report_markdown(results: Mapping[str, Any], extra: Mapping[str, Any]) -> str
         "",
         "* **default** = the public API with default settings: `HybridMemory(store=LocalStore(':memory:'))`, "
         "documents written with `remember_many` (timestamps, `metadata={bench_id, bench_session}`, "
-        f"`provenance=(id,)`), then `recall(question, user_id=..., k={cfg.get('recall_k', 10)}, now=<question time>)` "
+        "`provenance=(id,)`, `context=<the previous turn of the session>` as `add_turn` records it: the keyword index "
+        "reads it, the embedding does not), then "
+        f"`recall(question, user_id=..., k={cfg.get('recall_k', 10)}, now=<question time>)` "
         f"question after question (LongMemEval: k=50). Embedder `{cfg.get('embedder')}`, alpha {cfg.get('alpha')}, "
-        f"{cfg.get('candidates')} candidates, re-rank {_rerank(cfg.get('rerank', {}))}.",
+        f"{cfg.get('candidates')} candidates, re-rank {_rerank(cfg.get('rerank', {}))}; a question that names a "
+        'period ("5月2日", "last week") also searches that period (`retrieval.time_windows`, `w_time`). Each idea '
+        "measured alone: [experiments.md](experiments.md).",
         "* **default, no access bumps**: the same with `touch_on_recall=False` (earlier questions do not change later "
         "ones).",
         "* **relevance-only profile**: the same API with re-rank weights (1, 0, 0, 0): the hybrid relevance alone.",
         "* **BM25 only / hybrid alpha x / vector only**: store-level `LocalStore.search` (Weaviate-exact BM25 and "
-        "relativeScoreFusion) over every stored turn with the same vectors (each text embedded once, cached).",
+        "relativeScoreFusion) over every stored turn, in a copy of the store without the search context (one plain "
+        "document per turn), with the same vectors (each text embedded once, cached).",
         "* **LangChain VectorStoreRetrieverMemory**: the framework's vector memory, `VectorStoreRetrieverMemory` over "
         "`InMemoryVectorStore(...).as_retriever(search_kwargs={'k': depth})`, one `Document` per turn (dataset id in "
         "the metadata), queried through `load_memory_variables`; same embedder through a LangChain `Embeddings` "
@@ -521,7 +526,7 @@ def _rerank(r: Mapping[str, Any]) -> str:
         return "?"
     return (
         f"w_rel {r.get('w_relevance')} / w_imp {r.get('w_importance')} / w_rec {r.get('w_recency')} / "
-        f"w_heat {r.get('w_heat')}, half-life {r.get('half_life_days')} d"
+        f"w_heat {r.get('w_heat')} / w_time {r.get('w_time')}, half-life {r.get('half_life_days')} d"
     )
 
 
