@@ -43,8 +43,9 @@ class RetrievalConfig(_Section):
     """Hybrid candidate search.
 
     ``alpha``: 1.0 = pure vector, 0.0 = pure keyword (BM25). The default 0.4 was chosen on the dev
-    benchmarks through the public API (LoCoMo R@10 0.635 at 0.4 vs 0.618 at 0.5; MemoryBank-CN R@5
-    0.905 vs 0.884; see ``benchmarks/results/report.md``).
+    benchmarks through the public API (with search context and time windows: LoCoMo R@10 0.712,
+    LongMemEval session recall_all@5 0.957, MemoryBank-CN R@5 0.986, mean 0.885; the best swept
+    alpha, 0.5, averages 0.887 and 0.25 averages 0.880; see ``benchmarks/results/report.md``).
     """
 
     alpha: float = Field(default=0.4, ge=0.0, le=1.0)
