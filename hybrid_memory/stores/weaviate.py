@@ -58,11 +58,14 @@ connected in, while a store usually outlives many loops (tests, notebooks, web w
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import contextlib
 import hashlib
 import json
 import logging
 import os
+import queue
 import random
 import re
 import shutil
@@ -135,6 +138,10 @@ _CONFIG_UUID = str(uuid.uuid5(_UUID_NAMESPACE, "hybrid-memory:config"))
 _MAX_BATCH = 500
 #: Ids per ``contains_any`` filter.
 _ID_CHUNK = 1000
+#: Weaviate filters kept per store (built from the same MemoryFilter they are reused).
+_FILTER_CACHE_SIZE = 256
+#: Largest ``write_concurrency`` (batch requests of one write in flight at once).
+_MAX_WRITE_CONCURRENCY = 8
 _KEYWORD_EXPLAIN = re.compile(
     r"Result Set keyword,bm25\) Document ([0-9a-fA-F-]{36})(?:: original score ([^,\s]+),| contributed)"
 )
@@ -698,11 +705,18 @@ def _default_dead_letter_path(label: str) -> Path:
 
 
 # -- records <-> objects -------------------------------------------------------------------------
-def _properties(record: MemoryRecord, analyzed: str) -> dict[str, Any]:
+def _metadata_json(record: MemoryRecord) -> str:
+    """``record.metadata`` as JSON; :class:`InvalidInputError` when it cannot be stored."""
+    if not record.metadata:
+        return "{}"
     try:
-        metadata = json.dumps(record.metadata, ensure_ascii=False, allow_nan=False)
+        return json.dumps(record.metadata, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"metadata of memory {record.id} is not JSON-serialisable: {exc}") from exc
+
+
+def _properties(record: MemoryRecord, analyzed: str) -> dict[str, Any]:
+    metadata = _metadata_json(record)
     props: dict[str, Any] = {
         "record_id": record.id,
         "user_id": record.user_id,
@@ -779,12 +793,21 @@ def _unit_rows(m: Vector) -> Vector:
     return out
 
 
-def _cosine(a: Vector, b: Vector) -> float:
-    na = float(np.linalg.norm(a.astype(np.float64)))
-    nb = float(np.linalg.norm(b.astype(np.float64)))
-    if na == 0 or nb == 0:
-        return 0.0
-    return float(np.dot(a.astype(np.float64), b.astype(np.float64)) / (na * nb))
+class _Cosine:
+    """Cosine similarity (float64) to one query vector, whose cast and norm are computed once."""
+
+    __slots__ = ("_norm", "_q")
+
+    def __init__(self, query: Vector) -> None:
+        self._q = query.astype(np.float64)
+        self._norm = float(np.linalg.norm(self._q))
+
+    def __call__(self, a: Vector) -> float:
+        a64 = a.astype(np.float64)
+        na = float(np.linalg.norm(a64))
+        if na == 0 or self._norm == 0:
+            return 0.0
+        return float(np.dot(a64, self._q) / (na * self._norm))
 
 
 def _check_ids(ids: object) -> list[str]:
@@ -832,6 +855,72 @@ class _Nothing:
 _NOTHING = _Nothing()
 
 
+class _Workers:
+    """Reusable daemon threads for :meth:`WeaviateStore._watched` calls.
+
+    A call takes an idle worker or starts a new one, so a call that hangs on a dead server holds
+    only its own thread and never delays the next call; daemon threads never block interpreter
+    exit. A worker idle for ``idle_timeout`` seconds ends.
+    """
+
+    def __init__(self, idle_timeout: float = 30.0) -> None:
+        self.idle_timeout = idle_timeout
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+
+    def run(self, task: Callable[[], None]) -> None:
+        """Start ``task`` in a worker thread (it must not raise)."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._loop, args=(inbox,), name="hybrid-memory-weaviate-call", daemon=True).start()
+        inbox.put(task)
+
+    def idle(self) -> int:
+        """Workers waiting for a call."""
+        with self._lock:
+            return len(self._idle)
+
+    def _loop(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            try:
+                task = inbox.get(timeout=self.idle_timeout)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                continue  # taken by a caller just now: its task is on the way
+            task()
+            with self._lock:
+                self._idle.append(inbox)
+
+
+_WORKERS = _Workers()
+
+
+def _submit(fn: Callable[..., T], *args: Any, inline: bool) -> concurrent.futures.Future[T]:
+    """Run ``fn(*args)`` inline or in a short-lived daemon thread; its outcome as a future.
+
+    A daemon thread (not a ``ThreadPoolExecutor``, whose workers are joined at interpreter exit)
+    so that a request hanging on a dead server never blocks the exit.
+    """
+    fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:  # handed to the caller through the future
+            fut.set_exception(exc)
+
+    if inline:
+        run()
+    else:
+        threading.Thread(target=run, name="hybrid-memory-weaviate-batch", daemon=True).start()
+    return fut
+
+
 # -- the store -----------------------------------------------------------------------------------
 class WeaviateStore(AsyncFromSyncStore):
     """:class:`~hybrid_memory.stores.base.MemoryStore` on Weaviate (one tenant per user).
@@ -851,6 +940,8 @@ class WeaviateStore(AsyncFromSyncStore):
         dead_letter_path: SQLite file of the dead-letter queue (created on the first failed
             write). Default: ``$XDG_STATE_HOME/hybrid-memory/dead-letters/<collection>.sqlite``.
         batch_size: Objects per gRPC batch request (at most 500).
+        write_concurrency: Batch requests of one write kept in flight at once (1 = one after
+            the other); the next batch is prepared while the server stores the previous one.
         max_retries: Retries of a failed request or batch object before dead-lettering it.
         retry_base_delay: First backoff delay in seconds (doubled per retry, with jitter).
         retry_max_delay: Upper bound of one backoff delay.
@@ -881,6 +972,7 @@ class WeaviateStore(AsyncFromSyncStore):
         replication_factor: int | None = None,
         dead_letter_path: str | os.PathLike[str] | None = None,
         batch_size: int = 200,
+        write_concurrency: int = 2,
         max_retries: int = 3,
         retry_base_delay: float = 0.2,
         retry_max_delay: float = 5.0,
@@ -895,6 +987,8 @@ class WeaviateStore(AsyncFromSyncStore):
             raise ConfigurationError(f"vector_index must be 'flat', 'dynamic' or 'hnsw', got {vector_index!r}")
         if not 1 <= batch_size <= _MAX_BATCH:
             raise ConfigurationError(f"batch_size must be in 1..{_MAX_BATCH}")
+        if not 1 <= write_concurrency <= _MAX_WRITE_CONCURRENCY:
+            raise ConfigurationError(f"write_concurrency must be in 1..{_MAX_WRITE_CONCURRENCY}")
         if max_retries < 0 or retry_base_delay < 0 or retry_max_delay < 0:
             raise ConfigurationError("retry settings must be non-negative")
         if replication_factor is not None and replication_factor < 1:
@@ -907,6 +1001,7 @@ class WeaviateStore(AsyncFromSyncStore):
         self.dynamic_threshold = dynamic_threshold
         self.replication_factor = replication_factor
         self.batch_size = batch_size
+        self.write_concurrency = write_concurrency
         self.max_retries = max_retries
         self.retry_base_delay = retry_base_delay
         self.retry_max_delay = retry_max_delay
@@ -919,6 +1014,7 @@ class WeaviateStore(AsyncFromSyncStore):
         self._meta_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._handles: dict[str, Any] = {}
+        self._filter_cache: dict[MemoryFilter, Any] = {}
         self.health_check_interval = health_check_interval
         self._live_url = _live_url_of(client)
         self._probe_timeout = 2.0
@@ -1298,7 +1394,7 @@ class WeaviateStore(AsyncFromSyncStore):
             finally:
                 done.set()
 
-        threading.Thread(target=run, name="hybrid-memory-weaviate-call", daemon=True).start()
+        _WORKERS.run(run)
         next_probe = time.monotonic() + self._watch_interval
         while not done.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
             now = time.monotonic()
@@ -1659,11 +1755,24 @@ class WeaviateStore(AsyncFromSyncStore):
         return h
 
     def _filters(self, f: MemoryFilter | None) -> Any:
-        """Weaviate ``Filter`` for ``f``: ``None`` (match all) or :data:`_NOTHING`."""
-        from weaviate.classes.query import Filter
-
+        """Weaviate ``Filter`` for ``f``: ``None`` (match all) or :data:`_NOTHING` (cached per filter)."""
         if f is None:
             return None
+        try:
+            return self._filter_cache[f]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable filter (a list smuggled into a field): build it each time
+            return self._build_filters(f)
+        built = self._build_filters(f)
+        if len(self._filter_cache) >= _FILTER_CACHE_SIZE:
+            self._filter_cache.clear()
+        self._filter_cache[f] = built
+        return built
+
+    def _build_filters(self, f: MemoryFilter) -> Any:
+        from weaviate.classes.query import Filter
+
         if not f.statuses or f.categories == () or f.tags == ():
             return _NOTHING
         parts = [Filter.by_property("status").contains_any(list(f.statuses))]
@@ -1729,26 +1838,41 @@ class WeaviateStore(AsyncFromSyncStore):
 
         h = self._tenant(tenant)
         failed: list[tuple[_Pending, str]] = []
-        for chunk in _chunks(items, self.batch_size):
-            objs = [
-                DataObject(
-                    properties=_properties(p.record, self.analyzer.analyze(p.record.search_text)),
-                    uuid=p.uuid,
-                    vector={VECTOR_NAME: p.vector.tolist()},
-                )
-                for p in chunk
-            ]
-            if not self._reachable():
-                failed.extend((p, f"server not reachable at {self._live_url}") for p in chunk)
-                continue
+        chunks = list(_chunks(items, self.batch_size))
+        window = max(1, min(self.write_concurrency, len(chunks)))
+        in_flight: collections.deque[tuple[Sequence[_Pending], concurrent.futures.Future[Any]]] = collections.deque()
+
+        def collect() -> None:
+            chunk, fut = in_flight.popleft()
             try:
-                res = h.data.insert_many(objs)
+                res = fut.result()
             except Exception as exc:  # the whole request failed (network, all objects rejected)
                 failed.extend((p, f"{type(exc).__name__}: {exc}") for p in chunk)
-                continue
+                return
             self._last_ok = time.monotonic()
             for idx, err in res.errors.items():
                 failed.append((chunk[int(idx)], str(getattr(err, "message", err))))
+
+        try:
+            for chunk in chunks:
+                objs = [
+                    DataObject(
+                        properties=_properties(p.record, self.analyzer.analyze(p.record.search_text)),
+                        uuid=p.uuid,
+                        vector={VECTOR_NAME: p.vector.tolist()},
+                    )
+                    for p in chunk
+                ]
+                while len(in_flight) >= window:
+                    collect()
+                if not self._reachable():
+                    failed.extend((p, f"server not reachable at {self._live_url}") for p in chunk)
+                    continue
+                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=window == 1)))
+            while in_flight:
+                collect()
+        finally:  # only when an exception escaped: let the requests already sent finish
+            concurrent.futures.wait([fut for _, fut in in_flight])
         return failed
 
     def _write(self, items: Sequence[_Pending], *, dead_letter: bool = True) -> list[tuple[_Pending, str]]:
@@ -1808,7 +1932,7 @@ class WeaviateStore(AsyncFromSyncStore):
         for rec, vec in zip(records, vectors, strict=True):
             if not isinstance(rec, MemoryRecord):
                 raise InvalidInputError(f"expected MemoryRecord, got {type(rec).__name__}")
-            _properties(rec, "")  # validates metadata before anything is sent
+            _metadata_json(rec)  # validates metadata before anything is sent
             latest[(rec.user_id, rec.id)] = _Pending(rec, vec, object_uuid(rec.id), tenant_name(rec.user_id))
         return list(latest.values())
 
@@ -2106,13 +2230,14 @@ class WeaviateStore(AsyncFromSyncStore):
             raise
         objects = list(res.objects)
         keyword = self._keyword_scores(objects, request, query_text, h, where)
+        cosine = _Cosine(qvec) if qvec is not None else None
         hits: list[StoreHit] = []
         for o in objects:
             rec = _record(o.properties)
             if rec.user_id != request.user_id:  # defence in depth
                 continue
             vec = _vector_of(o)
-            sim = _cosine(vec, qvec) if (qvec is not None and vec is not None) else None
+            sim = cosine(vec) if (cosine is not None and vec is not None) else None
             hits.append(
                 StoreHit(
                     record=rec,

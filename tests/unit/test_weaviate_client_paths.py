@@ -1,0 +1,214 @@
+"""Client-side paths of WeaviateStore that need no server: call workers, batch window, filters, cosine.
+
+A fake collection handle stands in for ``collection.with_tenant(...)``: it records every
+``insert_many`` request, how many ran at once, and fails the requests or objects a test asks for.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("weaviate", reason="the 'weaviate' extra is not installed")
+
+from hybrid_memory.errors import ConfigurationError, StoreError
+from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.base import MemoryFilter
+from hybrid_memory.stores.weaviate import (
+    WeaviateStore,
+    _Cosine,
+    _submit,
+    _Workers,
+    object_uuid,
+    tenant_name,
+)
+
+T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
+
+
+class FakeData:
+    """``handle.data`` with ``insert_many``: sleeps a little, counts concurrency, fails on demand."""
+
+    def __init__(self, *, delay: float = 0.02) -> None:
+        self.delay = delay
+        self.lock = threading.Lock()
+        self.running = 0
+        self.max_running = 0
+        self.requests: list[list[str]] = []
+        self.raise_on_request: set[int] = set()  # request numbers (0-based) that raise
+        self.reject: set[str] = set()  # uuids rejected every time
+
+    def insert_many(self, objs: list[Any]) -> Any:
+        with self.lock:
+            number = len(self.requests)
+            self.requests.append([str(o.uuid) for o in objs])
+            self.running += 1
+            self.max_running = max(self.max_running, self.running)
+        try:
+            time.sleep(self.delay)
+            if number in self.raise_on_request:
+                raise ConnectionError(f"request {number} lost")
+            errors = {i: SimpleNamespace(message="rejected") for i, o in enumerate(objs) if str(o.uuid) in self.reject}
+            return SimpleNamespace(errors=errors)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def make_store(tmp_path: Any, data: FakeData, **kwargs: Any) -> WeaviateStore:
+    store = WeaviateStore(
+        SimpleNamespace(),
+        dead_letter_path=tmp_path / "dl.sqlite",
+        health_check_interval=None,
+        retry_base_delay=0.0,
+        retry_max_delay=0.0,
+        **kwargs,
+    )
+    store._handles[tenant_name("alice")] = SimpleNamespace(data=data)
+    store._ensure_dimension = lambda dim: None  # type: ignore[method-assign]
+    return store
+
+
+def records(n: int) -> tuple[list[MemoryRecord], np.ndarray]:
+    recs = [MemoryRecord.create(user_id="alice", content=f"memory number {i}", timestamp=T0) for i in range(n)]
+    rng = np.random.default_rng(1)
+    return recs, rng.normal(size=(n, 8)).astype(np.float32)
+
+
+def test_upsert_keeps_two_requests_in_flight_and_sends_every_object_once(tmp_path: Any) -> None:
+    data = FakeData()
+    store = make_store(tmp_path, data, batch_size=10)
+    recs, vecs = records(55)
+    store.upsert(recs, vecs)
+    assert data.max_running == 2
+    sent = [u for req in data.requests for u in req]
+    assert sent == [object_uuid(r.id) for r in recs]
+    assert [len(req) for req in data.requests] == [10, 10, 10, 10, 10, 5]
+    assert store.dead_letter_count() == 0
+
+
+def test_write_concurrency_one_sends_one_request_at_a_time(tmp_path: Any) -> None:
+    data = FakeData()
+    store = make_store(tmp_path, data, batch_size=10, write_concurrency=1)
+    recs, vecs = records(35)
+    store.upsert(recs, vecs)
+    assert data.max_running == 1
+    assert len(data.requests) == 4
+
+
+def test_a_lost_request_is_retried_and_nothing_is_dead_lettered(tmp_path: Any) -> None:
+    data = FakeData()
+    data.raise_on_request = {1}  # the second chunk of the first attempt
+    store = make_store(tmp_path, data, batch_size=10)
+    recs, vecs = records(30)
+    store.upsert(recs, vecs)
+    assert len(data.requests) == 4  # 3 chunks, then the lost chunk again
+    assert data.requests[3] == data.requests[1]
+    assert store.dead_letter_count() == 0
+
+
+def test_rejected_objects_are_dead_lettered_in_order_and_the_call_raises(tmp_path: Any) -> None:
+    data = FakeData(delay=0.0)
+    recs, vecs = records(25)
+    bad = [recs[3], recs[17], recs[24]]
+    data.reject = {object_uuid(r.id) for r in bad}
+    store = make_store(tmp_path, data, batch_size=10, max_retries=1)
+    with pytest.raises(StoreError, match="3 of 25 memories"):
+        store.upsert(recs, vecs)
+    assert [r.id for r, _, _ in store.dead_letters("alice")] == [r.id for r in bad]
+    assert len(data.requests) == 3 + 1  # one retry of the three failures, in one request
+
+
+def test_write_concurrency_is_checked() -> None:
+    with pytest.raises(ConfigurationError):
+        WeaviateStore(SimpleNamespace(), write_concurrency=0, health_check_interval=None)
+    with pytest.raises(ConfigurationError):
+        WeaviateStore(SimpleNamespace(), write_concurrency=99, health_check_interval=None)
+
+
+def test_submit_inline_and_threaded_hand_back_results_and_errors() -> None:
+    caller = threading.get_ident()
+    assert _submit(threading.get_ident, inline=True).result() == caller
+    assert _submit(threading.get_ident, inline=False).result(timeout=5) != caller
+    boom = _submit(int, "not a number", inline=False)
+    with pytest.raises(ValueError):
+        boom.result(timeout=5)
+
+
+def test_workers_reuse_an_idle_thread_and_retire_after_the_idle_timeout() -> None:
+    workers = _Workers(idle_timeout=0.3)
+    seen: list[int] = []
+    done = threading.Event()
+
+    def task() -> None:
+        seen.append(threading.get_ident())
+        done.set()
+
+    workers.run(task)
+    assert done.wait(5)
+    deadline = time.monotonic() + 5
+    while workers.idle() != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert workers.idle() == 1
+    done.clear()
+    workers.run(task)
+    assert done.wait(5)
+    assert seen[0] == seen[1]  # the same thread ran both calls
+    deadline = time.monotonic() + 5
+    while workers.idle() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert workers.idle() == 0  # retired
+
+
+def test_workers_start_a_new_thread_while_one_is_busy() -> None:
+    workers = _Workers(idle_timeout=1.0)
+    release = threading.Event()
+    started = threading.Event()
+    idents: list[int] = []
+
+    def blocked() -> None:
+        idents.append(threading.get_ident())
+        started.set()
+        release.wait(5)
+
+    second = threading.Event()
+
+    def quick() -> None:
+        idents.append(threading.get_ident())
+        second.set()
+
+    workers.run(blocked)
+    assert started.wait(5)
+    workers.run(quick)
+    assert second.wait(5)  # not stuck behind the blocked call
+    release.set()
+    assert idents[0] != idents[1]
+
+
+def test_cosine_with_the_query_prepared_once_equals_the_plain_formula() -> None:
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=64).astype(np.float32)
+    cos = _Cosine(q)
+    for _ in range(20):
+        a = rng.normal(size=64).astype(np.float32)
+        a64, q64 = a.astype(np.float64), q.astype(np.float64)
+        expected = float(np.dot(a64, q64) / (float(np.linalg.norm(a64)) * float(np.linalg.norm(q64))))
+        assert cos(a) == expected
+    assert cos(np.zeros(64, dtype=np.float32)) == 0.0
+    assert _Cosine(np.zeros(64, dtype=np.float32))(q) == 0.0
+
+
+def test_filters_are_built_once_per_filter(tmp_path: Any) -> None:
+    store = make_store(tmp_path, FakeData())
+    f = MemoryFilter(categories=("fact",), since=T0)
+    first = store._filters(f)
+    assert store._filters(MemoryFilter(categories=("fact",), since=T0)) is first
+    assert store._filters(MemoryFilter(categories=("preference",))) is not first
+    assert store._filters(None) is None
+    assert store._filters(MemoryFilter(statuses=())) is store._filters(MemoryFilter(statuses=()))
