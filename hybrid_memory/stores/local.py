@@ -155,6 +155,16 @@ def _code_lut(names: Sequence[str] | None, codes: Mapping[str, int]) -> npt.NDAr
     return lut
 
 
+def _unit_vector(v: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``_unit_rows(v[None, :])[0]`` for one vector, without the 2-D detour (same float32 result)."""
+    with np.errstate(over="ignore", under="ignore"):  # an overflowing norm is rejected just below
+        norm = np.sqrt(np.add.reduce(v * v))
+    if not (norm > 0 and np.isfinite(norm)):
+        raise InvalidInputError("vectors must have a non-zero, finite norm (cosine distance needs a direction)")
+    out: npt.NDArray[np.float32] = v / norm
+    return out
+
+
 def _select_smallest(key: npt.NDArray[Any], k: int) -> npt.NDArray[np.intp]:
     """Indices of the ``k`` smallest keys plus every index tied with the k-th (unordered)."""
     if key.size <= k:
@@ -1059,7 +1069,7 @@ class LocalStore(AsyncFromSyncStore):
             raise InvalidInputError(
                 "a query vector is required when alpha > 0 (alpha 1.0 = pure vector, 0.0 = pure keyword/BM25)"
             )
-        unit_q = None if q is None else _unit_rows(np.asarray(q, dtype=np.float32)[None, :])[0]
+        unit_q = None if q is None else _unit_vector(np.asarray(q, dtype=np.float32))
         counts = query_term_counts(self.analyzer.query_tokens(request.query)) if request.query is not None else {}
         with self._guard():
             if unit_q is not None and self._dim is not None and unit_q.shape[0] != self._dim:

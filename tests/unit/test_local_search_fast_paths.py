@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.ranking import (
     KeywordCandidate,
     VectorCandidate,
@@ -28,7 +29,7 @@ from hybrid_memory.ranking import (
 )
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest
-from hybrid_memory.stores.local import LocalStore
+from hybrid_memory.stores.local import LocalStore, _unit_rows, _unit_vector
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 WORDS = ["tea", "coffee", "green", "black", "morning", "evening", "drink", "likes", "the", "a"]
@@ -157,3 +158,15 @@ def test_cached_bm25_contributions_follow_every_write(tmp_path: Path) -> None:
         assert after != before
     with LocalStore(path) as fresh:
         assert keyword(fresh) == after
+
+
+@pytest.mark.parametrize("dim", [3, 16, 384, 512, 1536])
+def test_unit_vector_equals_the_row_normalisation_bit_for_bit(dim: int) -> None:
+    rng = np.random.default_rng(dim)
+    for scale in (1e-3, 1.0, 1e3):
+        for _ in range(50):
+            v = (rng.normal(size=dim) * scale).astype(np.float32)
+            assert np.array_equal(_unit_vector(v), _unit_rows(v[None, :])[0])
+    for bad in (np.zeros(dim, np.float32), np.full(dim, np.nan, np.float32), np.full(dim, 1e30, np.float32)):
+        with pytest.raises(InvalidInputError):
+            _unit_vector(bad)
