@@ -12,6 +12,9 @@ isolate the retrieval idea; the winners are then measured again through ``Hybrid
 * ``date_text``: the session date appended to the keyword text ("8 May 2023").
 * ``neighbour_beta``: neighbour-turn expansion, ``score_i + beta * max(score_{i-1}, score_{i+1})``
   over the fused scores of one session.
+* ``session_beta``: session-level aggregation, ``score_i + beta * max(score of its session)``.
+* ``speaker_w``: name-aware query analysis, ``+w`` for turns spoken by a person the question names
+  (LoCoMo's ``"speaker: text"``; no effect where turns carry no speaker).
 * ``time_window``: date-aware query analysis (:mod:`hybrid_memory.temporal`): memories inside
   a time window named by the question get ``+w`` on their fused score.
 
@@ -97,6 +100,28 @@ def _neighbour(g: Group, scores: dict[str, float], beta: float) -> dict[str, flo
     return out
 
 
+def _session_boost(g: Group, scores: dict[str, float], beta: float) -> dict[str, float]:
+    """Session-level aggregation: every turn gets ``beta`` times the best score of its session."""
+    best: dict[str | None, float] = {}
+    for d in g.docs:
+        best[d.session_id] = max(best.get(d.session_id, 0.0), scores.get(d.id, 0.0))
+    out = {d.id: scores.get(d.id, 0.0) + beta * best[d.session_id] for d in g.docs}
+    return {i: s for i, s in out.items() if s > 0}
+
+
+def _speaker_boost(g: Group, q_text: str, scores: dict[str, float], w: float) -> dict[str, float]:
+    """Name-aware query analysis: turns spoken by a person the question names get ``+w``."""
+    speakers = {d.text.split(":", 1)[0] for d in g.docs if ":" in d.text[:40]}
+    named = {s for s in speakers if s and s in q_text}
+    if not named:
+        return scores
+    out = dict(scores)
+    for d in g.docs:
+        if d.text.split(":", 1)[0] in named:
+            out[d.id] = out.get(d.id, 0.0) + w
+    return out
+
+
 def _time_boost(g: Group, q_text: str, q_date: datetime | None, scores: dict[str, float], w: float) -> dict[str, float]:
     from hybrid_memory.temporal import find_time_windows
 
@@ -143,7 +168,11 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             for name in variants:
                 first, _, then = name.partition("+")
                 sc = self_scores = base_scores if first != "ctx_prev_bm25" else ctx_scores
-                if then.startswith("neighbour_"):
+                if then.startswith("session_"):
+                    sc = _session_boost(g, self_scores, float(then.split("_")[1]))
+                elif then.startswith("speaker_"):
+                    sc = _speaker_boost(g, q.text, self_scores, float(then.split("_")[1]))
+                elif then.startswith("neighbour_"):
                     sc = _neighbour(g, self_scores, float(then.split("_")[1]))
                 elif then.startswith("time_window_"):
                     sc = _time_boost(g, q.text, q.date, self_scores, float(then.split("_")[2]))
@@ -164,6 +193,10 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
                     sc = _fused_scores(dated, q.text, v, alpha, dep)
                 elif name.startswith("neighbour_"):
                     sc = _neighbour(g, base_scores, float(name.split("_")[1]))
+                elif name.startswith("session_"):
+                    sc = _session_boost(g, base_scores, float(name.split("_")[1]))
+                elif name.startswith("speaker_"):
+                    sc = _speaker_boost(g, q.text, base_scores, float(name.split("_")[1]))
                 elif name.startswith("time_window_"):
                     sc = _time_boost(g, q.text, q.date, base_scores, float(name.split("_")[2]))
                 else:
@@ -194,6 +227,8 @@ VERDICTS = {
     "date_text": "small gains, subsumed by the time windows",
     "neighbour": "helps LoCoMo, hurts MemoryBank-CN once context is on: not kept",
     "time_window": "**kept** (default: `retrieval.time_windows`, `rerank.w_time` 0.2)",
+    "session": "mixed (LoCoMo up, MemoryBank-CN and LongMemEval down once context is on): not kept",
+    "speaker": "LoCoMo R@1 up, nothing elsewhere; relies on a 'Name: text' convention turns do not have: not kept",
 }
 
 
@@ -249,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         "--variants",
         default="base,ctx_prev_bm25,ctx_prev_vector,ctx_prev_both,date_text,neighbour_0.1,neighbour_0.2,"
         "neighbour_0.3,time_window_0.1,time_window_0.2,time_window_0.3,ctx_prev_bm25+time_window_0.2,"
-        "ctx_prev_bm25+time_window_0.3,ctx_prev_bm25+neighbour_0.2",
+        "ctx_prev_bm25+time_window_0.3,ctx_prev_bm25+neighbour_0.2,session_0.1,session_0.3,speaker_0.05,speaker_0.1,"
+        "ctx_prev_bm25+session_0.1,ctx_prev_bm25+speaker_0.05",
     )
     args = p.parse_args(argv)
     if args.render_only:
