@@ -111,6 +111,15 @@ _ZH_NUM = r"[0-9]{1,4}|[零〇一二两三四五六七八九十]{1,3}"
 _EN_NUM = r"\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 
 
+# Every rule below needs one of these; a query without any is answered without running the rules.
+_MAY_NAME_TIME = re.compile(
+    r"[0-9天周月年号號日前今昨]|星期|礼拜|today|tonight|yesterday|ago|week|month|year|night|morning|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday",
+    re.IGNORECASE,
+)
+_MAY_NAME_MONTH = re.compile(r"Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec")
+
+
 def _zh_int(s: str) -> int:
     """``"12"``, ``"十二"``, ``"二十"``, ``"三十一"`` → int."""
     if s.isdigit():
@@ -222,6 +231,8 @@ def find_time_windows(text: str, now: datetime) -> list[TimeWindow]:
     """
     if now.tzinfo is None or now.tzinfo.utcoffset(now) is None:
         raise InvalidInputError("now must be timezone-aware (UTC)")
+    if _MAY_NAME_TIME.search(text) is None and _MAY_NAME_MONTH.search(text) is None:
+        return []
     f = _Finder(text, now)
     today = f.today
 

@@ -1191,12 +1191,12 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         f"after the local tables {report.get('loadavg_after_local')}, at the end {report.get('loadavg_end')} — "
         + (
             "the machine was shared with other jobs, so absolute numbers are pessimistic; "
-            if max(report.get("loadavg_start") or [0.0]) > 1.5
+            if (report.get("loadavg_start") or [0.0])[0] > 1.5
             else "the machine was otherwise idle; "
         )
         + "floors were measured in the same run with queries interleaved, so ratios are fair.",
         "",
-        "Reproduce: `hybrid-memory bench perf --out benchmarks/results` (about 10 minutes on 2 cores; "
+        "Reproduce: `hybrid-memory bench perf --out benchmarks/results` (about 5 minutes on 2 idle cores; "
         "`--sizes 1000,10000 --no-weaviate` for a quick run).",
         "",
         f"Corpus: {report.get('corpus')}; {opts.get('dim')}-d topic-mixture unit vectors, precomputed; k={opts.get('k')}, "
