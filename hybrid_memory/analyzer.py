@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -183,7 +184,8 @@ _CJK_CHAR = re.compile(rf"[{_CJK_CLASS}]")
 
 
 def _is_cjk(ch: str) -> bool:
-    return _CJK_CHAR.match(ch) is not None
+    # Every range of the class starts at U+3005 or above: most characters are decided by one compare.
+    return ch >= "\u3005" and _CJK_CHAR.match(ch) is not None
 
 
 class Analyzer:
@@ -227,21 +229,26 @@ class Analyzer:
     def index_tokens(self, text: str) -> list[str]:
         """Tokens of a document, stopwords included (they count in the document length)."""
         out: list[str] = []
-        for piece in self._pieces(text):
+        stem = self.stem
+        for piece in _PIECE.findall(unicodedata.normalize("NFKC", text)):
             if _is_cjk(piece[0]):
                 out.extend(self._cjk_tokens(piece))
             else:
-                out.append(self._stem(piece) if self.stem else piece)
+                word = piece.lower()
+                out.append(_light_stem(word) if stem else word)
         return out
 
     def query_tokens(self, text: str) -> list[str]:
         """Tokens of a query: like :meth:`index_tokens` with English stopwords removed."""
         out: list[str] = []
-        for piece in self._pieces(text):
+        stem, stopwords = self.stem, self.stopwords
+        for piece in _PIECE.findall(unicodedata.normalize("NFKC", text)):
             if _is_cjk(piece[0]):
                 out.extend(self._cjk_tokens(piece))
-            elif piece not in self.stopwords:
-                out.append(self._stem(piece) if self.stem else piece)
+            else:
+                word = piece.lower()
+                if word not in stopwords:
+                    out.append(_light_stem(word) if stem else word)
         return out
 
     def analyze(self, text: str) -> str:
@@ -253,10 +260,8 @@ class Analyzer:
         return " ".join(self.query_tokens(text))
 
     # -- internals -------------------------------------------------------------------------
-    def _pieces(self, text: str) -> list[str]:
-        """Split into lower-cased word runs, further split at CJK / non-CJK boundaries."""
-        norm = unicodedata.normalize("NFKC", text)
-        return [p if _is_cjk(p[0]) else p.lower() for p in _PIECE.findall(norm)]
+    # Both token methods: NFKC, then word runs split at CJK / non-CJK boundaries (``_PIECE``);
+    # non-CJK runs are lower-cased (after the split: lower-casing can add non-word marks).
 
     def _cjk_tokens(self, run: str) -> list[str]:
         if self._jieba is not None:
@@ -272,10 +277,6 @@ class Analyzer:
             if bi and i + 1 < len(run):
                 out.append(run[i : i + 2])
         return out
-
-    @staticmethod
-    def _stem(word: str) -> str:
-        return _light_stem(word)
 
 
 _VOWELS = frozenset("aeiou")
@@ -293,8 +294,9 @@ def _short_cvc(base: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _light_stem(w: str) -> str:
-    """A small English stemmer (plural and common verb suffixes), deterministic and pure."""
+    """A small English stemmer (plural and common verb suffixes), deterministic and pure (so cached)."""
     if len(w) <= 3 or not w.isascii() or not w.isalpha():
         return w
     for suf, rep, min_len in (

@@ -106,3 +106,15 @@ def test_word_characters_are_exactly_weaviate_letters_and_numbers() -> None:
 def test_cjk_punctuation_inside_kana_splits() -> None:
     # U+30FB (katakana middle dot) is punctuation: Weaviate's `word` splits on it.
     assert Analyzer(cjk="unigram").index_tokens("カタ・カナ") == ["カ", "タ", "カ", "ナ"]
+
+
+def test_cjk_boundary_and_cached_stemming_are_exact() -> None:
+    from hybrid_memory.analyzer import _is_cjk, _light_stem
+
+    assert _is_cjk("\u3005") and _is_cjk("中") and _is_cjk("\U00020000")
+    assert not _is_cjk("\u3004") and not _is_cjk("a") and not _is_cjk("가")  # Hangul is space-delimited
+    an = Analyzer()
+    # "İ" lower-cases to "i" + a combining dot: the split happens before lower-casing, as in Weaviate.
+    assert an.index_tokens("İstanbul 々木 running") == ["i\u0307stanbul", "々", "々木", "木", "run"]
+    # the stemmer is cached; the same word always gives the same stem
+    assert [_light_stem(w) for w in ("losing", "losing", "boxes", "apples")] == ["lose", "lose", "box", "apple"]
