@@ -181,6 +181,8 @@ _CJK_CLASS = "\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\
 # script switches between CJK and everything else.
 _PIECE = re.compile(rf"(?:(?=[^\W_])[{_CJK_CLASS}])+|(?:(?![{_CJK_CLASS}])[^\W_])+")
 _CJK_CHAR = re.compile(rf"[{_CJK_CLASS}]")
+# ASCII text (NFKC-stable, no CJK, lower-casing maps letters to letters): the same words in one pass.
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 
 
 def _is_cjk(ch: str) -> bool:
@@ -228,8 +230,11 @@ class Analyzer:
 
     def index_tokens(self, text: str) -> list[str]:
         """Tokens of a document, stopwords included (they count in the document length)."""
-        out: list[str] = []
         stem = self.stem
+        if text.isascii():
+            words = _ASCII_WORD.findall(text.lower())
+            return [_light_stem(w) for w in words] if stem else words
+        out: list[str] = []
         for piece in _PIECE.findall(unicodedata.normalize("NFKC", text)):
             if _is_cjk(piece[0]):
                 out.extend(self._cjk_tokens(piece))
@@ -240,8 +245,11 @@ class Analyzer:
 
     def query_tokens(self, text: str) -> list[str]:
         """Tokens of a query: like :meth:`index_tokens` with English stopwords removed."""
-        out: list[str] = []
         stem, stopwords = self.stem, self.stopwords
+        if text.isascii():
+            kept = [w for w in _ASCII_WORD.findall(text.lower()) if w not in stopwords]
+            return [_light_stem(w) for w in kept] if stem else kept
+        out: list[str] = []
         for piece in _PIECE.findall(unicodedata.normalize("NFKC", text)):
             if _is_cjk(piece[0]):
                 out.extend(self._cjk_tokens(piece))
