@@ -35,7 +35,7 @@ from typing import Literal
 
 from hybrid_memory.errors import ConfigurationError, MissingDependencyError
 
-__all__ = ["ENGLISH_STOPWORDS", "QUERY_STOPWORDS", "Analyzer", "CjkMode"]
+__all__ = ["CJK_QUERY_STOPWORDS", "ENGLISH_STOPWORDS", "QUERY_STOPWORDS", "Analyzer", "CjkMode"]
 
 CjkMode = Literal["bigram+unigram", "bigram", "unigram", "jieba"]
 
@@ -173,6 +173,18 @@ QUERY_STOPWORDS = ENGLISH_STOPWORDS | frozenset(
     ]
 )
 
+#: Chinese pronouns, particles and question words, as the CJK tokens a query is cut into (single
+#: characters and bigrams). Like :data:`QUERY_STOPWORDS` they are dropped from queries only: "我曾经…
+#: 是什么？" otherwise matches every memory that contains 我, 是 or 什么, and a memory indexed with the
+#: question it answers (its search context) would match every other question.
+_CJK_STOP_TEXT = (
+    "我 你 您 他 她 它 们 的 地 得 了 着 过 吗 嗎 呢 吧 啊 呀 么 麼 是 在 有 和 与 及 或 也 都 就 还 这 那 哪 "
+    "个 什 怎 谁 几 把 被 给 让 对 从 到 又 很 再 曾 要 想 会 能 "
+    "我们 你们 他们 她们 它们 什么 怎么 怎样 为什 哪里 哪些 哪个 哪儿 如何 多少 是否 是不 有没 没有 可以 "
+    "一下 一些 这个 那个 这些 那些 这样 那样 时候 的时 我的 你的 他的 她的 了吗 的是 是什 有什 么时"
+)
+CJK_QUERY_STOPWORDS = frozenset(_CJK_STOP_TEXT.split())
+
 # Han (incl. extensions and compatibility ideographs), Hiragana, Katakana, CJK symbols that are
 # letters (e.g. 々). Hangul is space-delimited and handled like Latin.
 _CJK_CLASS = "\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
@@ -215,6 +227,7 @@ class Analyzer:
         self.cjk: CjkMode = cjk
         self.stem = stem
         self.stopwords = frozenset(QUERY_STOPWORDS if stopwords is None else stopwords)
+        self.cjk_stopwords = CJK_QUERY_STOPWORDS if stopwords is None else self.stopwords
         self._jieba = None
         if cjk == "jieba":
             try:
@@ -245,14 +258,14 @@ class Analyzer:
 
     def query_tokens(self, text: str) -> list[str]:
         """Tokens of a query: like :meth:`index_tokens` with English stopwords removed."""
-        stem, stopwords = self.stem, self.stopwords
+        stem, stopwords, cjk_stopwords = self.stem, self.stopwords, self.cjk_stopwords
         if text.isascii():
             kept = [w for w in _ASCII_WORD.findall(text.lower()) if w not in stopwords]
             return [_light_stem(w) for w in kept] if stem else kept
         out: list[str] = []
         for piece in _PIECE.findall(unicodedata.normalize("NFKC", text)):
             if _is_cjk(piece[0]):
-                out.extend(self._cjk_tokens(piece))
+                out.extend(t for t in self._cjk_tokens(piece) if t not in cjk_stopwords)
             else:
                 word = piece.lower()
                 if word not in stopwords:

@@ -118,3 +118,13 @@ def test_cjk_boundary_and_cached_stemming_are_exact() -> None:
     assert an.index_tokens("İstanbul 々木 running") == ["i\u0307stanbul", "々", "々木", "木", "run"]
     # the stemmer is cached; the same word always gives the same stem
     assert [_light_stem(w) for w in ("losing", "losing", "boxes", "apples")] == ["lose", "lose", "box", "apple"]
+
+
+def test_chinese_question_words_and_pronouns_are_dropped_from_queries_only() -> None:
+    an = Analyzer()
+    q = an.query_tokens("早上给我准备什么饮品？")
+    assert "我" not in q and "什么" not in q and "什" not in q and "么" not in q
+    assert {"早上", "准备", "饮品", "给我"} <= set(q)  # content words and bigrams across a stopword stay
+    doc = an.index_tokens("我问你什么时候去")
+    assert "我" in doc and "什么" in doc  # documents keep every token (lengths match Weaviate's)
+    assert Analyzer(stopwords=()).query_tokens("我什么") == ["我", "我什", "什", "什么", "么"]
