@@ -243,6 +243,11 @@ class HybridMemory:
         """``text`` with PII replaced when ``writer.redact_pii`` (before it reaches an embedder or a store)."""
         return self.writer.redactor.redact(text).text if self.config.writer.redact_pii else text
 
+    def _redacted_turn(self, turn: Turn) -> Turn:
+        """``turn`` as an LLM component may see it (PII replaced when ``writer.redact_pii``)."""
+        text = self._redact(turn.content)
+        return turn if text == turn.content else turn.model_copy(update={"content": text})
+
     def _ensure_open(self) -> None:
         if self._closed:
             raise StoreUnavailableError("this HybridMemory is closed")
@@ -253,6 +258,9 @@ class HybridMemory:
             self._bound = True
 
     def _score(self, texts: list[str], *, roles: list[str] | None = None) -> ScoreBatch:
+        # The heuristic scorer runs in-process; any other scorer (an LLM) gets redacted text.
+        if not isinstance(self.scorer, HeuristicImportanceScorer):
+            texts = [self._redact(t) for t in texts]
         batch = self.scorer.score(texts, roles=roles)
         self._obs.scored(batch)
         return batch
@@ -472,7 +480,7 @@ class HybridMemory:
         epoch = self._epoch.get(user, 0)
 
         def job() -> None:
-            result = extractor.extract(turns)
+            result = extractor.extract([self._redacted_turn(t) for t in turns])
             if result.error is not None:
                 self._worker.errors.append(result.error)
             drafts = [m.to_record() for m in result.memories]
@@ -498,7 +506,7 @@ class HybridMemory:
             with self._lock:
                 prev = self._summaries.get(key)
             result = summarizer.summarize(
-                prev[1] if prev else None, [t.content for t in turns], roles=[t.role for t in turns]
+                prev[1] if prev else None, [self._redact(t.content) for t in turns], roles=[t.role for t in turns]
             )
             if not result.text.strip():
                 return

@@ -7,14 +7,18 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
+from hybrid_memory import HybridMemory, HybridMemoryConfig
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import CallableEmbedder
 from hybrid_memory.errors import ConfigurationError
 from hybrid_memory.privacy import PiiRedactor, china_id_valid, luhn_valid, redact_pii
 from hybrid_memory.records import MemoryRecord
+from hybrid_memory.scoring import HeuristicImportanceScorer
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.writer import MemoryWriter
+
+T0 = datetime(2025, 4, 1, 9, tzinfo=timezone.utc)
 
 T = datetime(2025, 1, 6, tzinfo=timezone.utc)
 
@@ -117,3 +121,66 @@ def test_redaction_can_be_disabled() -> None:
     w = MemoryWriter(store, HashingEmbedder(dim=32), WriterConfig(redact_pii=False))
     w.write([MemoryRecord.create(user_id="u", content="call 13812345678", timestamp=T)])
     assert store.list("u")[0].content == "call 13812345678"
+
+
+def test_llm_components_never_see_raw_pii() -> None:
+    """The LLM scorer, the fact extractor and the summarizer get redacted text (the store does too)."""
+    from typing import Any
+
+    from langchain_core.language_models import FakeListChatModel
+    from pydantic import Field
+
+    from hybrid_memory.extraction import FactExtractor
+    from hybrid_memory.scoring import ScoreBatch
+    from hybrid_memory.summary import SessionSummarizer
+
+    class Recording(FakeListChatModel):
+        prompts: list[str] = Field(default_factory=list)
+
+        def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
+            self.prompts.append("\n".join(str(m.content) for m in messages))
+            return super()._call(messages, stop, run_manager, **kwargs)
+
+    class RecordingScorer:
+        name = "recording"
+
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+            self.inner = HeuristicImportanceScorer()
+
+        def score(self, texts: Any, *, roles: Any = None) -> ScoreBatch:
+            self.texts.extend(texts)
+            return self.inner.score(texts, roles=roles)
+
+        async def ascore(self, texts: Any, *, roles: Any = None) -> ScoreBatch:
+            return self.score(texts, roles=roles)
+
+    fact = '{"memories": [{"content": "The user can be reached at [PHONE].", "category": "fact", "importance": 6, "source_turns": [0]}]}'
+    extract_llm = Recording(responses=[fact] * 5)
+    summary_llm = Recording(responses=["The user shared a phone number [PHONE] and an e-mail [EMAIL]."] * 5)
+    scorer = RecordingScorer()
+    mem = HybridMemory(
+        store=LocalStore(":memory:"),
+        embedder=HashingEmbedder(),
+        scorer=scorer,
+        extractor=FactExtractor(extract_llm, method="json_mode", batch_turns=3),
+        summarizer=SessionSummarizer(summary_llm),
+        config=HybridMemoryConfig(buffer={"summary_every": 3}),
+        clock=lambda: T0,
+    )
+    try:
+        for i, text in enumerate(
+            ["Call me on 13812345678 please", "Sure, noted", "My e-mail is li.lei@example.com", "thanks"]
+        ):
+            mem.add_turn("u", "s", "user" if i % 2 == 0 else "assistant", text, timestamp=T0)
+        assert mem.flush(timeout=30)
+        mem.end_session("u", "s")
+        assert mem.flush(timeout=30)
+        seen = [*scorer.texts, *extract_llm.prompts, *summary_llm.prompts]
+        assert scorer.texts and extract_llm.prompts and summary_llm.prompts  # every component was called
+        for text in seen:
+            assert "13812345678" not in text and "li.lei@example.com" not in text
+        assert any("[PHONE]" in t for t in scorer.texts)
+        assert all("13812345678" not in r.content for r in mem.list_memories("u"))
+    finally:
+        mem.close()
