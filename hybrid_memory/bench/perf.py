@@ -433,6 +433,25 @@ def _records(corpus: Corpus, user: str, lo: int, hi: int) -> list[Any]:
     ]
 
 
+def _timed(into: list[float], fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``, append its wall time (seconds) to ``into`` and return its result."""
+    s = time.perf_counter()
+    out = fn(*args, **kwargs)
+    into.append(time.perf_counter() - s)
+    return out
+
+
+def _time_store_and_api(
+    lat: dict[str, list[float]], store: Any, request: Any, mem: Any, query: str, user: str, k: int
+) -> Any:
+    """One timed ``store.search``, ``recall``, ``recall(touch=True)`` and ``build_context``; the store hits."""
+    hits = _timed(lat["store_search"], store.search, request)
+    _timed(lat["recall"], mem.recall, query, user_id=user, k=k)
+    _timed(lat["recall_touch"], mem.recall, query, user_id=user, k=k, touch=True)
+    _timed(lat["build_context"], mem.build_context, query, user_id=user)
+    return hits
+
+
 def _ingest(store: Any, corpus: Corpus, user: str, n: int, batch: int = 1000) -> float:
     """Upsert ``n`` memories with precomputed vectors; returns the seconds spent in upsert."""
     spent = 0.0
@@ -606,25 +625,9 @@ def _local_size(opts: PerfOptions, n: int, workdir: Path) -> dict[str, Any]:
     hit_target = 0
     for j in range(opts.warmup, opts.warmup + nq):
         q, v = corpus.query_texts[j], corpus.query_vectors[j]
-        s = time.perf_counter()
-        numpy_floor_topk(matrix, v, kk)
-        lat["numpy_floor"].append(time.perf_counter() - s)
-        s = time.perf_counter()
-        numpy_floor_einsum_topk(matrix, v, kk)
-        lat["numpy_floor_einsum"].append(time.perf_counter() - s)
-        r = req(j)
-        s = time.perf_counter()
-        hits = store.search(r)
-        lat["store_search"].append(time.perf_counter() - s)
-        s = time.perf_counter()
-        mem.recall(q, user_id=user, k=opts.k)
-        lat["recall"].append(time.perf_counter() - s)
-        s = time.perf_counter()
-        mem.recall(q, user_id=user, k=opts.k, touch=True)
-        lat["recall_touch"].append(time.perf_counter() - s)
-        s = time.perf_counter()
-        mem.build_context(q, user_id=user)
-        lat["build_context"].append(time.perf_counter() - s)
+        _timed(lat["numpy_floor"], numpy_floor_topk, matrix, v, kk)
+        _timed(lat["numpy_floor_einsum"], numpy_floor_einsum_topk, matrix, v, kk)
+        hits = _time_store_and_api(lat, store, req(j), mem, q, user, opts.k)
         hit_target += any(h.record.content == corpus.texts[corpus.query_targets[j]] for h in hits)
     out: dict[str, Any] = {
         "n": n,
@@ -813,25 +816,9 @@ def _weaviate_size(opts: PerfOptions, w: _Weaviate, n: int) -> dict[str, Any]:
     for j in range(opts.warmup, opts.warmup + nq):
         u = users[j % tenants]
         q, v = corpus.query_texts[j], corpus.query_vectors[j]
-        s = time.perf_counter()
-        bare_min[u](analyzed[j], v, alpha, limit)
-        lat["bare_hybrid"].append(time.perf_counter() - s)
-        s = time.perf_counter()
-        bare_same[u](analyzed[j], v, alpha, limit)
-        lat["bare_hybrid_same_request"].append(time.perf_counter() - s)
-        r = req(j, u)
-        s = time.perf_counter()
-        hits = store.search(r)
-        lat["store_search"].append(time.perf_counter() - s)
-        s = time.perf_counter()
-        mem.recall(q, user_id=u, k=opts.k)
-        lat["recall"].append(time.perf_counter() - s)
-        s = time.perf_counter()
-        mem.recall(q, user_id=u, k=opts.k, touch=True)
-        lat["recall_touch"].append(time.perf_counter() - s)
-        s = time.perf_counter()
-        mem.build_context(q, user_id=u)
-        lat["build_context"].append(time.perf_counter() - s)
+        _timed(lat["bare_hybrid"], bare_min[u], analyzed[j], v, alpha, limit)
+        _timed(lat["bare_hybrid_same_request"], bare_same[u], analyzed[j], v, alpha, limit)
+        hits = _time_store_and_api(lat, store, req(j, u), mem, q, u, opts.k)
         hit_target += any(h.record.content == corpus.texts[corpus.query_targets[j]] for h in hits)
     # Server CPU per hybrid query (bare calls only), for the QPS projection.
     m = min(60, nq)
