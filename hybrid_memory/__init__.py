@@ -55,6 +55,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "UniversalSentenceEncoder",
+    "UserForgottenError",
     "WeaviateStore",
     "WriteOutcome",
     "__version__",
@@ -90,6 +91,7 @@ _ERRORS = {
     "ScoringError",
     "StoreError",
     "StoreUnavailableError",
+    "UserForgottenError",
 }
 
 
@@ -124,6 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover
         ScoringError,
         StoreError,
         StoreUnavailableError,
+        UserForgottenError,
     )
     from hybrid_memory.fusion import ContextFuser
     from hybrid_memory.memory import HybridMemory

@@ -10,6 +10,7 @@ from it, so code written against the builtin keeps working::
     ├── InvalidInputError (ValueError)            bad text, ids, vectors, k, alpha, datetimes
     │   └── EmbeddingDimensionError               a vector of the wrong dimension / embedder swap
     ├── NotFoundError (KeyError)                  a memory id that does not exist for that user
+    ├── UserForgottenError                        the user was forgotten while a write was in flight
     ├── StoreError                                a backend failed
     │   ├── StoreUnavailableError (ConnectionError)  unreachable, timed out or closed
     │   └── SchemaError                           the collection/table does not match
@@ -39,6 +40,7 @@ __all__ = [
     "ScoringError",
     "StoreError",
     "StoreUnavailableError",
+    "UserForgottenError",
 ]
 
 
@@ -98,3 +100,17 @@ class EmbeddingError(HybridMemoryError):
 
 class ScoringError(HybridMemoryError):
     """An LLM importance scorer or extractor failed after its retries."""
+
+
+class UserForgottenError(HybridMemoryError):
+    """The user was forgotten (``forget_user``, from any process) while this write was in flight.
+
+    Nothing of the refused write was stored. A write that starts after the forget returned is
+    accepted as new data.
+    """
+
+    def __init__(self, user_id: str) -> None:
+        self.user_id = user_id
+        super().__init__(
+            f"user {user_id!r} was forgotten (forget_user) while this write was in flight; nothing was written"
+        )

@@ -1,9 +1,16 @@
 """The :class:`HybridMemory` facade: the whole memory loop behind a few methods.
 
-Write path: :meth:`HybridMemory.add_turn` puts a turn into the session's key-frame buffer;
-key frames (explicit "remember", preferences, constraints, goals, high importance) are written to
-long-term memory at once, other turns when the buffer evicts them. :meth:`~HybridMemory.remember`
-and :meth:`~HybridMemory.remember_many` write long-term memories directly.
+Write path: :meth:`HybridMemory.add_turn` makes a turn durable in the store's turn log (the
+single source of truth for the session's short-term window, shared by every process) and writes
+it to long-term memory at once when it clears the writer's importance gate, so it is recallable
+from any session, any process and after a restart. Key frames (explicit "remember",
+preferences, constraints, goals, high importance) stay pinned in the window.
+:meth:`~HybridMemory.remember` and :meth:`~HybridMemory.remember_many` write long-term memories
+directly.
+
+Forget is a store-level fact: :meth:`~HybridMemory.forget_user` bumps the user's forget epoch in
+the same step as it deletes, and every write carries the epoch it read, so nothing any process
+accepted before the forget can be written back after it.
 
 Read path: :meth:`~HybridMemory.recall` runs a Weaviate-exact hybrid search (``alpha`` 1.0 =
 pure vector, 0.0 = pure keyword/BM25) for one user and re-ranks by relevance, importance,
@@ -53,6 +60,7 @@ from hybrid_memory.errors import (
     InvalidInputError,
     NotFoundError,
     StoreUnavailableError,
+    UserForgottenError,
 )
 from hybrid_memory.extraction import BackgroundWorker, FactExtractor
 from hybrid_memory.fusion import ContextFuser, passes_floor
@@ -138,6 +146,22 @@ def _check_alpha(alpha: object) -> float:
     return a
 
 
+@dataclasses.dataclass
+class _Window:
+    """This process's cache of one session's short-term window; the store's turn log is the truth."""
+
+    buffer: KeyFrameBuffer
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    #: ``seq`` of the last turn replayed into ``buffer``.
+    seq: int = 0
+    #: Turns replayed (compared with the log's count to notice deletions by other processes).
+    count: int = 0
+    #: The user's forget epoch when last synced (``None``: never synced).
+    epoch: int | None = None
+    #: Text of the session's latest turn (the search context of the next one).
+    last_content: str | None = None
+
+
 class HybridMemory:
     """Short-term + long-term memory for LLM agents, for many users at once.
 
@@ -207,17 +231,12 @@ class HybridMemory:
         self._worker = BackgroundWorker()
         self._pending_extract: dict[tuple[str, str], list[Turn]] = {}
         self._since_summary: dict[tuple[str, str], list[Turn]] = {}
-        self._summaries: dict[tuple[str, str], tuple[str, str, tuple[str, ...]]] = {}
         self._last_turn_at: dict[tuple[str, str], datetime] = {}
-        self._epoch: dict[str, int] = {}
         self._outcomes: dict[str, deque[WriteOutcome]] = {}
+        # Guards the in-process maps only; never held across store, embedder or LLM calls.
         self._lock = threading.RLock()
-        self._buffers: dict[tuple[str, str], KeyFrameBuffer] = {}
+        self._windows: dict[tuple[str, str], _Window] = {}
         self._turn_vectors: dict[str, Vector] = {}
-        # Search context of buffered turns (the previous turn of the session), by turn id.
-        self._turn_context: dict[str, str] = {}
-        self._last_content: dict[tuple[str, str], str] = {}
-        self._written_turns: set[str] = set()
         self._bound = False
         self._closed = False
         self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
@@ -265,15 +284,41 @@ class HybridMemory:
         self._obs.scored(batch)
         return batch
 
-    def _buffer(self, user_id: str, session_id: str) -> KeyFrameBuffer:
+    def _window(self, user_id: str, session_id: str) -> _Window:
         key = (user_id, session_id)
-        buf = self._buffers.get(key)
-        if buf is None:
-            buf = self._buffers[key] = KeyFrameBuffer(
-                max_tokens=self.config.buffer.max_tokens,
-                max_key_frame_ratio=self.config.buffer.max_key_frame_ratio,
-            )
-        return buf
+        with self._lock:
+            w = self._windows.get(key)
+            if w is None:
+                w = self._windows[key] = _Window(
+                    KeyFrameBuffer(
+                        max_tokens=self.config.buffer.max_tokens,
+                        max_key_frame_ratio=self.config.buffer.max_key_frame_ratio,
+                    )
+                )
+            return w
+
+    def _drop_vectors(self, turns: Iterable[Turn]) -> None:
+        with self._lock:
+            for t in turns:
+                self._turn_vectors.pop(t.id, None)
+
+    def _sync(self, w: _Window, user_id: str, session_id: str) -> int:
+        """Replay the store's new turns into the cached window (``w.lock`` held); return the epoch.
+
+        The window is rebuilt from the whole log when the user was forgotten or turns were
+        deleted (an ended or cleared session) by any process since the last sync.
+        """
+        log = self.store.load_session(user_id, session_id, after_seq=w.seq)
+        if w.epoch is not None and (log.epoch != w.epoch or log.count != w.count + len(log.turns)):
+            self._drop_vectors(w.buffer.clear())
+            w.seq, w.count, w.last_content = 0, 0, None
+            log = self.store.load_session(user_id, session_id)
+        for t in log.turns:
+            self._drop_vectors(w.buffer.add(t))
+        if log.turns:
+            w.seq, w.last_content = log.turns[-1].seq, log.turns[-1].content
+        w.count, w.epoch = log.count, log.epoch
+        return log.epoch
 
     # ------------------------------------------------------------------ write path
     @observed("add_turn")
@@ -285,10 +330,14 @@ class HybridMemory:
         content: str,
         timestamp: datetime | None = None,
     ) -> Turn:
-        """Add a conversation turn to the session's short-term buffer.
+        """Add a conversation turn: durable in the session's log and recallable when this returns.
 
-        The turn is scored for importance. Key frames are written to long-term memory at once
-        (and stay pinned in the buffer); other turns are written when the buffer evicts them.
+        The turn is scored for importance and appended to the store's turn log, which is the
+        session's short-term window for every process (a restart or another worker continues it).
+        A turn that clears ``writer.turn_min_importance`` (or is a key frame) is also written to
+        long-term memory at once, with the previous turn as its search context; key frames
+        (explicit "remember", preferences, constraints, goals) stay pinned in the window. PII is
+        redacted (``writer.redact_pii``) before the text reaches the store.
 
         Args:
             user_id: Whose conversation this is.
@@ -298,10 +347,12 @@ class HybridMemory:
             timestamp: When it was said (aware datetime; default now, UTC).
 
         Returns:
-            The stored :class:`~hybrid_memory.records.Turn` (with importance and key-frame flag).
+            The stored :class:`~hybrid_memory.records.Turn` (redacted text, importance, key-frame
+            flag and its ``seq`` in the log).
 
         Raises:
             InvalidInputError: bad ids, role, text or timestamp (nothing is stored).
+            UserForgottenError: the user was forgotten while the turn was being written.
         """
         self._ensure_open()
         check_id(user_id)
@@ -314,45 +365,40 @@ class HybridMemory:
         batch = self._score([content], roles=[role])
         scored = batch.items[0]
         key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance
+        red = self.writer.redactor.redact(content) if self.config.writer.redact_pii else None
+        text = red.text if red is not None else content
+        turn = Turn(
+            id=str(uuid.uuid4()),  # unique even across clear_session and process restarts
+            user_id=user_id,
+            session_id=session_id,
+            role=role,  # type: ignore[arg-type]
+            content=text,
+            timestamp=ts,
+            importance=scored.importance,
+            key_frame=key,
+            tokens=max(1, self.counter.count(text)),
+            scoring_note=_fallback_note(batch),
+        )
+        w = self._window(user_id, session_id)
+        with w.lock:  # one writer per session in this process; other processes are ordered by the log
+            epoch = self._sync(w, user_id, session_id)
+            # Long-term first, then the log: a turn in the window is always recallable too.
+            pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
+            self._write_turns([turn], contexts=[w.last_content or ""], epoch=epoch, pii_note=pii)
+            (stored,) = self.store.append_turns([turn], epoch=epoch)
+            self._sync(w, user_id, session_id)
         with self._lock:
-            turn = Turn(
-                id=str(uuid.uuid4()),  # unique even across clear_session and process restarts
-                user_id=user_id,
-                session_id=session_id,
-                role=role,  # type: ignore[arg-type]
-                content=content,
-                timestamp=ts,
-                importance=scored.importance,
-                key_frame=key,
-                tokens=max(1, self.counter.count(content)),
-                scoring_note=_fallback_note(batch),
-            )
-            evicted = self._buffer(user_id, session_id).add(turn)
-            to_write = [x for x in evicted if x.id not in self._written_turns]
-            if key and turn not in evicted:
-                to_write.append(turn)
-            for x in evicted:
-                self._turn_vectors.pop(x.id, None)
             self._last_turn_at[(user_id, session_id)] = ts
-            prev = self._last_content.get((user_id, session_id))
-            if prev is not None:
-                self._turn_context[turn.id] = prev
-            self._last_content[(user_id, session_id)] = content
-        if to_write:
-            self._write_turns(to_write, category_hint=scored.category)
-        if evicted:
-            with self._lock:  # evicted turns are out of every buffer: stop tracking them
-                self._written_turns.difference_update(x.id for x in evicted)
-        self._after_turn(turn)
-        return turn
+        self._after_turn(stored)
+        return stored
 
-    def _write_turns(self, turns: Sequence[Turn], *, category_hint: str | None = None) -> list[WriteOutcome]:
+    def _write_turns(
+        self, turns: Sequence[Turn], *, contexts: Sequence[str], epoch: int, pii_note: str | None = None
+    ) -> list[WriteOutcome]:
         if not self.config.writer.store_turns:
             return []
         drafts: list[MemoryRecord] = []
         notes: list[str | None] = []
-        with self._lock:
-            contexts = [self._turn_context.pop(t.id, "") for t in turns]
         for t, context in zip(turns, contexts, strict=True):
             if t.importance < self.config.writer.turn_min_importance and not t.key_frame:
                 continue
@@ -374,36 +420,46 @@ class HybridMemory:
                     context=context,
                 )
             )
-        with self._lock:
-            self._written_turns.update(t.id for t in turns)
         if not drafts:
             return []
         self._ensure_bound()
         written = [
             o.model_copy(update={"notes": (*o.notes, note)}) if note else o
-            for o, note in zip(self.writer.write(drafts), notes, strict=True)
+            for o, note in zip(self.writer.write(drafts, epochs={turns[0].user_id: epoch}), notes, strict=True)
         ]
+        if pii_note is not None:  # redacted at the door: say so where the writer would have
+            written = [o if o.reason else o.model_copy(update={"reason": pii_note}) for o in written]
         return self._record(written)
 
     @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
-        """Flush the session's short-term buffer to long-term memory and drop the buffer."""
+        """End a session: extraction and the session summary run on it, and its window is dropped.
+
+        Every turn was already durable and (above the importance gate) in long-term memory when
+        ``add_turn`` returned, so ending a session is a policy step, not a durability step: it
+        hands the session's last turns to the fact extractor and the summarizer (when
+        configured) and deletes the session's turn log, in every process.
+
+        Returns:
+            Write outcomes of this call (none since turns are written by ``add_turn``; kept for
+            compatibility).
+        """
         self._ensure_open()
         check_id(user_id)
         check_id(session_id, name="session_id")
-        with self._lock:
-            buf = self._buffers.pop((user_id, session_id), None)
-            turns = buf.clear() if buf is not None else []
-            pending = [t for t in turns if t.id not in self._written_turns]
-            for t in turns:
-                self._turn_vectors.pop(t.id, None)
-            self._last_turn_at.pop((user_id, session_id), None)
-            self._last_content.pop((user_id, session_id), None)
-        outcomes = self._write_turns(pending)
-        with self._lock:
-            self._written_turns.difference_update(t.id for t in turns)
+        self._drop_session(user_id, session_id)
         self._submit_session_jobs((user_id, session_id), summary=True)
-        return outcomes
+        return []
+
+    def _drop_session(self, user_id: str, session_id: str) -> None:
+        """Delete the session's turn log in the store and this process's cache of it."""
+        w = self._window(user_id, session_id)
+        with w.lock:
+            self.store.delete_session(user_id, session_id)
+            self._drop_vectors(w.buffer.clear())
+            with self._lock:
+                self._windows.pop((user_id, session_id), None)
+                self._last_turn_at.pop((user_id, session_id), None)
 
     # ------------------------------------------------------------------ background write path
     def _record(self, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
@@ -477,18 +533,20 @@ class HybridMemory:
         if extractor is None:
             return
         user = turns[0].user_id
-        epoch = self._epoch.get(user, 0)
+        epoch = self.store.user_epoch(user)
 
         def job() -> None:
             result = extractor.extract([self._redacted_turn(t) for t in turns])
             if result.error is not None:
                 self._worker.errors.append(result.error)
             drafts = [m.to_record() for m in result.memories]
-            with self._lock:
-                if self._closed or self._epoch.get(user, 0) != epoch or not drafts:
-                    return
-                self._ensure_bound()
-                self._record(self.writer.write(drafts))
+            if self._closed or not drafts:
+                return
+            self._ensure_bound()
+            try:
+                self._record(self.writer.write(drafts, epochs={user: epoch}))
+            except UserForgottenError:
+                return  # forgotten meanwhile (any process): nothing from before the forget is kept
 
         self._worker.submit(job)
 
@@ -500,25 +558,24 @@ class HybridMemory:
             turns = self._since_summary.pop(key, [])
         if not turns:
             return
-        epoch = self._epoch.get(key[0], 0)
+        epoch = self.store.user_epoch(key[0])
 
         def job() -> None:
-            with self._lock:
-                prev = self._summaries.get(key)
+            prev = self._latest_summary(*key)
             result = summarizer.summarize(
-                prev[1] if prev else None, [self._redact(t.content) for t in turns], roles=[t.role for t in turns]
+                prev.content if prev else None,
+                [self._redact(t.content) for t in turns],
+                roles=[t.role for t in turns],
             )
-            if not result.text.strip():
+            if not result.text.strip() or self._closed:
                 return
-            covered = tuple(dict.fromkeys((*(prev[2] if prev else ()), *(t.id for t in turns))))
+            covered = tuple(dict.fromkeys((*(prev.provenance if prev else ()), *(t.id for t in turns))))
             meta: dict[str, Any] = {"summary_of": key[1], "kept_originals": result.kept_originals}
             if result.fallback_reason:
                 meta["fallback_reason"] = result.fallback_reason
-            with self._lock:
-                if self._closed or self._epoch.get(key[0], 0) != epoch:
-                    return
-                old = self.store.get(key[0], [prev[0]]) if prev else []
-                version = old[0].version + 1 if old else 1
+            old = [prev] if prev else []
+            version = old[0].version + 1 if old else 1
+            try:
                 draft = MemoryRecord.create(
                     user_id=key[0],
                     content=result.text,
@@ -534,21 +591,28 @@ class HybridMemory:
                     version=version,
                 )
                 self._ensure_bound()
-                out = self._record(self.writer.write([draft]))[0]
+                out = self._record(self.writer.write([draft], epochs={key[0]: epoch}))[0]
                 stored = out.record if out.record is not None else draft
                 if old and out.action == "added" and stored.id != old[0].id:
-                    self.writer.mark_superseded(key[0], old[0].id, stored)
-                self._summaries[key] = (stored.id, stored.content, covered)
+                    self.writer.mark_superseded(key[0], old[0].id, stored, epoch=epoch)
+            except UserForgottenError:
+                return  # forgotten meanwhile (any process): nothing from before the forget is kept
 
         self._worker.submit(job)
 
+    def _latest_summary(self, user_id: str, session_id: str) -> MemoryRecord | None:
+        """The session's newest active summary memory, read from the store (any process made it)."""
+        found = self.store.list(user_id, filter=MemoryFilter(categories=("summary",), session_id=session_id))
+        mine = [r for r in found if r.metadata.get("summary_of") == session_id]
+        return max(mine, key=lambda r: (r.version, r.updated_at)) if mine else None
+
     def session_summary(self, user_id: str, session_id: str) -> str | None:
-        """The latest summary of a session (``None`` before the first one is made)."""
+        """The latest summary of a session (``None`` before the first one is made), from the store."""
         check_id(user_id)
         check_id(session_id, name="session_id")
-        with self._lock:
-            got = self._summaries.get((user_id, session_id))
-        return got[1] if got else None
+        self._ensure_open()
+        got = self._latest_summary(user_id, session_id)
+        return got.content if got else None
 
     def flush(self, timeout: float | None = None) -> bool:
         """Extract partial batches now and wait for all background work to finish.
@@ -598,16 +662,15 @@ class HybridMemory:
         """
         self._ensure_open()
         check_id(user_id)
-        with self._lock:
-            report = consolidate(
-                self.store,
-                user_id,
-                now=self._now(now),
-                config=self.config.lifecycle,
-                half_life_days=self.config.rerank.half_life_days,
-                dedup_threshold=self.writer.dedup_threshold,
-            )
-            self.writer.invalidate(user_id)
+        report = consolidate(
+            self.store,
+            user_id,
+            now=self._now(now),
+            config=self.config.lifecycle,
+            half_life_days=self.config.rerank.half_life_days,
+            dedup_threshold=self.writer.dedup_threshold,
+        )
+        self.writer.invalidate(user_id)
         return report
 
     async def aconsolidate(self, user_id: str, now: datetime | None = None) -> ConsolidationReport:
@@ -615,25 +678,21 @@ class HybridMemory:
         return await asyncio.to_thread(self.consolidate, user_id, now)
 
     def short_term(self, user_id: str, session_id: str) -> list[Turn]:
-        """The turns in the session's short-term window, oldest first."""
+        """The turns in the session's short-term window, oldest first (as the store has them now)."""
         check_id(user_id)
         check_id(session_id, name="session_id")
-        with self._lock:
-            buf = self._buffers.get((user_id, session_id))
-            return buf.turns if buf is not None else []
+        self._ensure_open()
+        w = self._window(user_id, session_id)
+        with w.lock:
+            self._sync(w, user_id, session_id)
+            return w.buffer.turns
 
     def clear_session(self, user_id: str, session_id: str) -> None:
-        """Drop the session's short-term window without writing it (long-term memory is kept)."""
+        """Empty the session's short-term window in every process (long-term memory is kept)."""
         check_id(user_id)
         check_id(session_id, name="session_id")
-        with self._lock:
-            buf = self._buffers.pop((user_id, session_id), None)
-            self._last_content.pop((user_id, session_id), None)
-            if buf is not None:
-                for t in buf.clear():
-                    self._turn_vectors.pop(t.id, None)
-                    self._turn_context.pop(t.id, None)
-                    self._written_turns.discard(t.id)
+        self._ensure_open()
+        self._drop_session(user_id, session_id)
 
     def _draft(self, user_id: str, item: str | Mapping[str, Any], defaults: Mapping[str, Any]) -> MemoryRecord:
         data: dict[str, Any] = dict(defaults)
@@ -778,6 +837,8 @@ class HybridMemory:
 
         Raises:
             InvalidInputError: an item is invalid (the message says which); nothing is written.
+            UserForgottenError: the user was forgotten (from any process) while this call ran;
+                batches from then on are refused.
         """
         self._ensure_open()
         check_id(user_id)
@@ -796,6 +857,7 @@ class HybridMemory:
         if not drafts:
             return []
         self._ensure_bound()
+        epochs = {user_id: self.store.user_epoch(user_id)}
         show = progress if progress is not None else (len(drafts) > 1000 and sys.stderr.isatty())
         bar: Any = None
         if show:
@@ -806,7 +868,7 @@ class HybridMemory:
         try:
             for i in range(0, len(drafts), batch_size):
                 chunk = drafts[i : i + batch_size]
-                written = self.writer.write(chunk)
+                written = self.writer.write(chunk, epochs=epochs)
                 if notes:
                     written = [
                         o.model_copy(update={"notes": (*o.notes, notes[i + j])}) if (i + j) in notes else o
@@ -1119,8 +1181,9 @@ class HybridMemory:
             if red.changed:
                 record = record.evolve(content=red.text)
         self._ensure_bound()
+        epoch = self.store.user_epoch(record.user_id)
         existed = bool(self.store.get(record.user_id, [record.id]))
-        self.store.upsert([record], self.embedder.embed_documents([record.content]))
+        self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
         self.writer.invalidate(record.user_id)
         return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
 
@@ -1186,39 +1249,32 @@ class HybridMemory:
         return deleted
 
     def forget_user(self, user_id: str) -> int:
-        """Right to be forgotten: delete every memory, buffer and cache of ``user_id``.
+        """Right to be forgotten: delete every memory, turn, trace step and cache of ``user_id``.
+
+        The store deletes the user's memories and turn logs and bumps the user's forget epoch in
+        one step; every write carries the epoch it read, so no process (this one, another worker,
+        a background job) can write back anything the user said before this call. Writes already
+        in flight fail with :class:`~hybrid_memory.errors.UserForgottenError`.
 
         Returns:
             The number of long-term memories deleted.
         """
         self._ensure_open()
         check_id(user_id)
+        n = self.store.delete_user(user_id)  # first: from here on, stale writes are refused
+        self._obs.forget_user(user_id)  # after the epoch bump (see Observer: late steps delete themselves)
         with self._lock:
-            self._epoch[user_id] = self._epoch.get(user_id, 0) + 1
-            for key in [k for k in self._pending_extract if k[0] == user_id]:
-                self._pending_extract.pop(key, None)
-            for key in [k for k in self._since_summary if k[0] == user_id]:
-                self._since_summary.pop(key, None)
-            for key in [k for k in self._summaries if k[0] == user_id]:
-                self._summaries.pop(key, None)
-            for key in [k for k in self._last_turn_at if k[0] == user_id]:
-                self._last_turn_at.pop(key, None)
-            for key in [k for k in self._last_content if k[0] == user_id]:
-                self._last_content.pop(key, None)
+            for table in (self._pending_extract, self._since_summary, self._last_turn_at):
+                for key in [k for k in table if k[0] == user_id]:
+                    table.pop(key, None)
+            windows = [self._windows.pop(k) for k in [k for k in self._windows if k[0] == user_id]]
             self._outcomes.pop(user_id, None)
-            self.writer.forget_user(user_id)
-            clear = getattr(self.scorer, "clear_cache", None)
-            if callable(clear):
-                clear()
-            for key in [k for k in self._buffers if k[0] == user_id]:
-                for t in self._buffers.pop(key).clear():
-                    self._turn_vectors.pop(t.id, None)
-                    self._turn_context.pop(t.id, None)
-                    self._written_turns.discard(t.id)
-        self._obs.forget_user(user_id)
-        with self.writer._lock:  # see forget(): no write of this user interleaves with the delete
-            n = self.store.delete_user(user_id)
-            self.writer.forget_user(user_id)
+        for w in windows:
+            self._drop_vectors(w.buffer.clear())
+        self.writer.forget_user(user_id)
+        clear = getattr(self.scorer, "clear_cache", None)
+        if callable(clear):
+            clear()
         return n
 
     # ------------------------------------------------------------------ observability
@@ -1267,17 +1323,15 @@ class HybridMemory:
         return await asyncio.to_thread(lambda: self.metrics(store_sizes=store_sizes))
 
     def close(self) -> None:
-        """Close the memory (and the store). Idempotent."""
+        """Close the memory (and the store). Idempotent; loses nothing (turns are durable)."""
         if self._closed:
             return
         self.flush(timeout=self.close_timeout)
         self._worker.close(timeout=self.close_timeout)
         self._closed = True
-        with self._lock:
-            self._buffers.clear()
+        with self._lock:  # caches only: every turn is already durable in the store
+            self._windows.clear()
             self._turn_vectors.clear()
-            self._turn_context.clear()
-            self._last_content.clear()
         self._obs.close()
         self.store.close()
 

@@ -342,6 +342,8 @@ class Turn(BaseModel):
     key_frame: bool = False
     tokens: int = 0
     scoring_note: str | None = None
+    #: Position in the session's durable turn log (assigned by the store; 0 before it is stored).
+    seq: int = 0
 
 
 WriteAction = Literal["added", "deduplicated", "superseded", "demoted", "rejected", "updated"]

@@ -73,7 +73,13 @@ from typing import IO, TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from hybrid_memory.config import HybridMemoryConfig
-from hybrid_memory.errors import ConfigurationError, InvalidInputError, StoreError, StoreUnavailableError
+from hybrid_memory.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    StoreError,
+    StoreUnavailableError,
+    UserForgottenError,
+)
 from hybrid_memory.metrics import MemoryMetrics
 from hybrid_memory.privacy import PiiRedactor
 from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, Turn, WriteOutcome, check_id, utcnow
@@ -381,6 +387,14 @@ class TraceStore:
             self._checkpoint(c)
         return n
 
+    def delete_step(self, seq: int) -> bool:
+        """Delete one step by its ``seq`` and leave no copy of its text in the file."""
+        with self._guard() as c:
+            n = int(c.execute("DELETE FROM trace_steps WHERE seq = ?", (seq,)).rowcount)
+            if n:
+                self._checkpoint(c)
+        return n > 0
+
     def delete_session(self, user_id: str, session_id: str | None) -> int:
         """Delete the steps of one session of ``user_id``."""
         with self._guard() as c:
@@ -470,7 +484,19 @@ TraceSetting = bool | str | os.PathLike[str] | TraceStore | None
 class _Builder:
     """The step being recorded by the current thread."""
 
-    __slots__ = ("args", "at", "dl_before", "k", "kind", "ranked", "scorer", "scorer_fallback", "t0", "writes")
+    __slots__ = (
+        "args",
+        "at",
+        "dl_before",
+        "epoch",
+        "k",
+        "kind",
+        "ranked",
+        "scorer",
+        "scorer_fallback",
+        "t0",
+        "writes",
+    )
 
     def __init__(self, kind: str, args: dict[str, Any], at: datetime, dl_before: int | None) -> None:
         self.kind = kind
@@ -483,6 +509,8 @@ class _Builder:
         self.writes: list[WriteOutcome] = []
         self.scorer: str | None = None
         self.scorer_fallback: str | None = None
+        #: The user's forget epoch when the call began (read only when tracing).
+        self.epoch: int | None = None
 
 
 _WRITE_KINDS = frozenset({"add_turn", "remember", "remember_many", "end_session", "put"})
@@ -559,6 +587,18 @@ class Observer:
         except Exception:  # never let bookkeeping break an operation
             return None
 
+    def _epoch_of(self, args: dict[str, Any]) -> int | None:
+        user = args.get("user_id")
+        record = args.get("record")
+        if user is None and isinstance(record, MemoryRecord):
+            user = record.user_id
+        if not isinstance(user, str) or not user:
+            return None
+        try:
+            return self.store.user_epoch(user)
+        except Exception:  # an invalid id or a store fault: the operation reports it, not the tracer
+            return None
+
     # -- hooks called by the facade ----------------------------------------------------------
     def begin(self, kind: str, args: dict[str, Any]) -> _Builder:
         """Start recording ``kind`` with the call's bound arguments."""
@@ -567,6 +607,8 @@ class Observer:
         except Exception:
             at = utcnow()
         b = _Builder(kind, args, at, self._dead_letters() if kind in _WRITE_KINDS else None)
+        if self.tracer is not None:
+            b.epoch = self._epoch_of(args)
         stack: list[_Builder] | None = getattr(self._local, "stack", None)
         if stack is None:
             stack = self._local.stack = []
@@ -661,20 +703,28 @@ class Observer:
             user = check_id(b.args.get("user_id"))
         except InvalidInputError:
             return
+        if isinstance(exc, UserForgottenError):
+            return  # the user was forgotten meanwhile: nothing of this call may be kept
         step = self._build(b, mem, result, exc, elapsed, user)
-        self._append(step)
+        stored = self._append(step)
+        # A forget (any process) bumps the epoch before it deletes the user's steps: if it did so
+        # since this call began, this step may have missed that delete, so it goes now.
+        if stored is not None and b.epoch is not None and self._epoch_of(b.args) != b.epoch:
+            assert self.tracer is not None
+            self.tracer.delete_step(stored.seq)
 
-    def _append(self, step: TraceStep) -> None:
+    def _append(self, step: TraceStep) -> TraceStep | None:
         assert self.tracer is not None
         try:
-            self.tracer.append(step)
+            stored = self.tracer.append(step)
         except (StoreError, OSError):
             logger.warning("hybrid-memory: could not store a trace step", exc_info=True)
             if self.metrics is not None:
                 self.metrics.observe_trace(error=True)
-            return
+            return None
         if self.metrics is not None:
             self.metrics.observe_trace()
+        return stored
 
     def _turn(self, t: Turn) -> TraceTurn:
         return TraceTurn(

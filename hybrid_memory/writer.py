@@ -481,6 +481,9 @@ class ConflictReview:
 class _UserIndex:
     """Ids and unit vectors of one user's active memories, grown in place (capacity doubling)."""
 
+    #: The forget epoch the index was built at (``None``: unknown).
+    epoch: int | None = None
+
     def __init__(self, ids: list[str], matrix: Vector, dim: int) -> None:
         self.dim = dim
         n = len(ids)
@@ -619,12 +622,14 @@ class MemoryWriter:
             self._index.pop(user_id, None)
             self._reviews.pop(user_id, None)
 
-    def mark_superseded(self, user_id: str, old_id: str, new: MemoryRecord) -> MemoryRecord | None:
+    def mark_superseded(
+        self, user_id: str, old_id: str, new: MemoryRecord, *, epoch: int | None = None
+    ) -> MemoryRecord | None:
         """Mark the active memory ``old_id`` as superseded by ``new`` (already stored).
 
         Used for memories that replace their predecessor by construction, such as the next
         incremental session summary. Returns the updated old record, or ``None`` when it is
-        missing or not active.
+        missing or not active. ``epoch``: the user's forget epoch the caller read (see :meth:`write`).
         """
         with self._lock:
             found = self.store.get(user_id, [old_id])
@@ -632,7 +637,7 @@ class MemoryWriter:
                 return None
             old = found[0]
             gone = old.evolve(status="superseded", superseded_by=new.id, updated_at=max(self.clock(), old.updated_at))
-            self.store.update([gone])
+            self.store.update([gone], epochs=None if epoch is None else {user_id: epoch})
             idx = self._index.get(user_id)
             if idx is not None:
                 idx.remove([old_id])
@@ -647,11 +652,12 @@ class MemoryWriter:
             q = self._reviews[review.user_id] = deque(q or (), maxlen=size)
         q.append(review)
 
-    def _user_index(self, user_id: str, dim: int) -> _UserIndex:
+    def _user_index(self, user_id: str, dim: int, epoch: int | None) -> _UserIndex:
         active = MemoryFilter()
         idx = self._index.get(user_id)
         n_store = self.store.count(user_id, filter=active)
-        if idx is not None and idx.dim == dim and idx.count == n_store:
+        # A forget in another process bumps the epoch: the cached neighbours may be gone.
+        if idx is not None and idx.dim == dim and idx.count == n_store and (epoch is None or idx.epoch == epoch):
             return idx
         recs = self.store.list(user_id, filter=active) if n_store else []
         ids = [r.id for r in recs]
@@ -659,30 +665,47 @@ class MemoryWriter:
         ids = [i for i in ids if i in vecs]
         m = np.stack([vecs[i] for i in ids]).astype(np.float32) if ids else np.zeros((0, dim), dtype=np.float32)
         idx = self._index[user_id] = _UserIndex(ids, m, dim)
+        idx.epoch = epoch
         return idx
 
     # ---------------------------------------------------------------- writing
-    def write(self, drafts: Sequence[MemoryRecord], *, vectors: Vector | None = None) -> list[WriteOutcome]:
+    def write(
+        self,
+        drafts: Sequence[MemoryRecord],
+        *,
+        vectors: Vector | None = None,
+        epochs: Mapping[str, int] | None = None,
+    ) -> list[WriteOutcome]:
         """Write ``drafts`` (any users) and return one outcome per draft, in order.
 
         Args:
             drafts: Validated draft records.
             vectors: Optional precomputed embeddings, one row per draft (unit-normalised here).
                 Drafts whose text is changed by PII redaction are re-embedded.
+            epochs: The forget epochs (``user -> epoch``) the caller read when it accepted the
+                data; the store refuses the write if one changed since.
 
         Raises:
             InvalidInputError: ``vectors`` does not have one row per draft.
+            UserForgottenError: a user in ``epochs`` was forgotten since (nothing of that
+                batch is written).
         """
         if vectors is not None:
             vectors = np.asarray(vectors, dtype=np.float32)
             if vectors.ndim != 2 or vectors.shape[0] != len(drafts):
                 raise InvalidInputError(f"vectors must have one row per draft; got shape {vectors.shape}")
         with self._lock:
-            return self._write(list(drafts), vectors)
+            return self._write(list(drafts), vectors, epochs)
 
-    async def awrite(self, drafts: Sequence[MemoryRecord], *, vectors: Vector | None = None) -> list[WriteOutcome]:
+    async def awrite(
+        self,
+        drafts: Sequence[MemoryRecord],
+        *,
+        vectors: Vector | None = None,
+        epochs: Mapping[str, int] | None = None,
+    ) -> list[WriteOutcome]:
         """Async twin of :meth:`write` (runs in a worker thread)."""
-        return await asyncio.to_thread(lambda: self.write(drafts, vectors=vectors))
+        return await asyncio.to_thread(lambda: self.write(drafts, vectors=vectors, epochs=epochs))
 
     def _redact(self, d: MemoryRecord) -> tuple[MemoryRecord, str | None]:
         if not self.config.redact_pii:
@@ -697,7 +720,9 @@ class MemoryWriter:
             summary = f"{summary}; context: {ctx.summary()}" if summary else f"context: {ctx.summary()}"
         return d.evolve(content=red.text, id=new_id, context=ctx.text if ctx else ""), f"PII redacted ({summary})"
 
-    def _write(self, drafts: list[MemoryRecord], vectors: Vector | None) -> list[WriteOutcome]:
+    def _write(
+        self, drafts: list[MemoryRecord], vectors: Vector | None, epochs: Mapping[str, int] | None
+    ) -> list[WriteOutcome]:
         n = len(drafts)
         outcomes: list[WriteOutcome | None] = [None] * n
         notes: list[str | None] = [None] * n
@@ -759,12 +784,13 @@ class MemoryWriter:
         to_update: dict[tuple[str, str], MemoryRecord] = {}
         removed: dict[str, list[str]] = {}
         for user, idxs in by_user.items():
-            self._write_user(user, idxs, drafts, vec, notes, outcomes, now, to_upsert, to_update, removed)
+            epoch = None if epochs is None else epochs.get(user)
+            self._write_user(user, idxs, drafts, vec, notes, outcomes, now, to_upsert, to_update, removed, epoch)
 
         if to_upsert:
-            self.store.upsert([p.record for p in to_upsert], np.stack([p.vector for p in to_upsert]))
+            self.store.upsert([p.record for p in to_upsert], np.stack([p.vector for p in to_upsert]), epochs=epochs)
         if to_update:
-            self.store.update(list(to_update.values()))
+            self.store.update(list(to_update.values()), epochs=epochs)
         for user in by_user:
             idx = self._index.get(user)
             if idx is None:
@@ -795,6 +821,7 @@ class MemoryWriter:
         to_upsert: list[_Pending],
         to_update: dict[tuple[str, str], MemoryRecord],
         removed: dict[str, list[str]],
+        epoch: int | None,
     ) -> None:
         dim = int(vec[idxs[0]].shape[0])
         # Same deterministic id already stored: bump an active one; re-version a superseded one.
@@ -827,7 +854,7 @@ class MemoryWriter:
                 rest.append(i)
         if not rest:
             return
-        index = self._user_index(user, dim)
+        index = self._user_index(user, dim, epoch)
         mat = np.stack([vec[i] for i in rest])
         sim_ex = index.sims(mat) if index.n else np.zeros((len(rest), 0), dtype=np.float32)
         sim_in = mat @ mat.T

@@ -4,6 +4,13 @@ A store is deliberately small: upsert records with their vectors, hybrid search,
 update, delete, per-user delete, count and list (with ``a``-prefixed async twins). Everything
 else (re-ranking, fusion into a prompt, the write policy) lives above it in pure code.
 
+A store is also the single source of truth for conversation state (architecture §10): the turns
+``add_turn`` accepted (a durable, ordered log per user and session, read back with
+:meth:`MemoryStore.load_session`) and each user's *forget epoch*. :meth:`MemoryStore.delete_user`
+bumps the epoch in the same step as it deletes; a write that carries ``epochs={user: e}`` is
+refused with :class:`~hybrid_memory.errors.UserForgottenError` when the user's epoch is no longer
+``e``, so nothing a process read or buffered before a forget can be written back after it.
+
 Search semantics are Weaviate's hybrid search (``weaviate.md`` §1.9): ``alpha`` 1.0 = pure
 vector, 0.0 = pure keyword (BM25); the vector leg is fused first, the keyword leg second; each
 leg fetches ``max(100, limit)`` candidates; relativeScoreFusion (default) or rankedFusion.
@@ -14,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, cast, runtime_checkable
@@ -24,7 +31,7 @@ import numpy.typing as npt
 
 from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.records import MemoryRecord, Status, check_id, ensure_utc
+from hybrid_memory.records import MemoryRecord, Status, Turn, check_id, ensure_utc
 
 __all__ = [
     "AsyncFromSyncStore",
@@ -32,6 +39,7 @@ __all__ = [
     "MemoryFilter",
     "MemoryStore",
     "SearchRequest",
+    "SessionLog",
     "StoreHit",
     "Vector",
     "as_matrix",
@@ -172,6 +180,21 @@ class StoreHit:
     vector_similarity: float | None = None
 
 
+@dataclass(frozen=True)
+class SessionLog:
+    """What a store holds of one session's turn log (:meth:`MemoryStore.load_session`).
+
+    Attributes:
+        turns: The session's turns with ``seq > after_seq``, in log order (``Turn.seq`` ascending).
+        count: How many turns the session's log holds in all (a cache detects deletions with it).
+        epoch: The user's current forget epoch (0 until the user is first forgotten).
+    """
+
+    turns: tuple[Turn, ...]
+    count: int
+    epoch: int
+
+
 def as_matrix(vectors: Sequence[Sequence[float]] | Vector, n: int, dim: int | None) -> Vector:
     """Validate and return ``vectors`` as a float32 ``(n, dim)`` matrix.
 
@@ -212,12 +235,41 @@ class MemoryStore(Protocol):
         """Record (first use) or check the embedder; raise EmbeddingDimensionError on mismatch."""
         ...
 
-    def upsert(self, records: Sequence[MemoryRecord], vectors: Vector) -> None:
-        """Insert or replace ``records`` (all of one or several users) with their vectors."""
+    def upsert(
+        self, records: Sequence[MemoryRecord], vectors: Vector, *, epochs: Mapping[str, int] | None = None
+    ) -> None:
+        """Insert or replace ``records`` (all of one or several users) with their vectors.
+
+        With ``epochs``, refuse the whole write (UserForgottenError) if a listed user's forget
+        epoch is no longer the given one.
+        """
         ...
 
-    def update(self, records: Sequence[MemoryRecord]) -> None:
-        """Replace stored records' fields, keeping their vectors. Missing ids raise NotFoundError."""
+    def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
+        """Replace stored records' fields, keeping their vectors. Missing ids raise NotFoundError.
+
+        ``epochs`` as in :meth:`upsert` (checked before the missing-id check).
+        """
+        ...
+
+    def user_epoch(self, user_id: str) -> int:
+        """The user's forget epoch: 0 until the first :meth:`delete_user`, then bumped by each."""
+        ...
+
+    def append_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]:
+        """Durably append turns (any sessions of one user) to their sessions' logs.
+
+        Returns the stored turns with ``seq`` set (increasing in append order). Refused with
+        UserForgottenError (nothing written) when the user's epoch is no longer ``epoch``.
+        """
+        ...
+
+    def load_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:
+        """The session's turns after ``after_seq``, its total turn count and the user's epoch."""
+        ...
+
+    def delete_session(self, user_id: str, session_id: str) -> int:
+        """Delete the session's turn log (long-term memories stay); return how many turns it held."""
         ...
 
     def search(self, request: SearchRequest) -> builtins.list[StoreHit]:
@@ -247,7 +299,10 @@ class MemoryStore(Protocol):
         ...
 
     def delete_user(self, user_id: str) -> int:
-        """Delete everything of ``user_id`` (right to be forgotten); return the count."""
+        """Delete everything of ``user_id`` (memories and turn logs) and bump its forget epoch.
+
+        Returns the number of memories deleted.
+        """
         ...
 
     def count(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int:
@@ -262,8 +317,12 @@ class MemoryStore(Protocol):
         """Release resources. Idempotent."""
         ...
 
-    async def aupsert(self, records: Sequence[MemoryRecord], vectors: Vector) -> None: ...  # noqa: D102
-    async def aupdate(self, records: Sequence[MemoryRecord]) -> None: ...  # noqa: D102
+    async def aupsert(  # noqa: D102
+        self, records: Sequence[MemoryRecord], vectors: Vector, *, epochs: Mapping[str, int] | None = None
+    ) -> None: ...
+    async def aupdate(  # noqa: D102
+        self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None
+    ) -> None: ...
     async def asearch(self, request: SearchRequest) -> builtins.list[StoreHit]: ...  # noqa: D102
     async def aget(self, user_id: str, ids: Sequence[str]) -> builtins.list[MemoryRecord]: ...  # noqa: D102
     async def aget_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vector]: ...  # noqa: D102
@@ -275,6 +334,10 @@ class MemoryStore(Protocol):
     async def adelete_user(self, user_id: str) -> int: ...  # noqa: D102
     async def acount(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int: ...  # noqa: D102
     async def aclose(self) -> None: ...  # noqa: D102
+    async def auser_epoch(self, user_id: str) -> int: ...  # noqa: D102
+    async def aappend_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]: ...  # noqa: D102
+    async def aload_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog: ...  # noqa: D102
+    async def adelete_session(self, user_id: str, session_id: str) -> int: ...  # noqa: D102
 
 
 class AsyncFromSyncStore:
@@ -284,11 +347,17 @@ class AsyncFromSyncStore:
     def _sync(self) -> MemoryStore:
         return cast("MemoryStore", self)
 
-    async def aupsert(self, records: Sequence[MemoryRecord], vectors: Vector) -> None:  # noqa: D102
-        await asyncio.to_thread(self._sync.upsert, records, vectors)
+    async def aupsert(  # noqa: D102
+        self, records: Sequence[MemoryRecord], vectors: Vector, *, epochs: Mapping[str, int] | None = None
+    ) -> None:
+        store = self._sync
+        await asyncio.to_thread(lambda: store.upsert(records, vectors, epochs=epochs))
 
-    async def aupdate(self, records: Sequence[MemoryRecord]) -> None:  # noqa: D102
-        await asyncio.to_thread(self._sync.update, records)
+    async def aupdate(  # noqa: D102
+        self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None
+    ) -> None:
+        store = self._sync
+        await asyncio.to_thread(lambda: store.update(records, epochs=epochs))
 
     async def asearch(self, request: SearchRequest) -> builtins.list[StoreHit]:  # noqa: D102
         return await asyncio.to_thread(self._sync.search, request)
@@ -320,3 +389,17 @@ class AsyncFromSyncStore:
 
     async def aclose(self) -> None:  # noqa: D102
         await asyncio.to_thread(self._sync.close)
+
+    async def auser_epoch(self, user_id: str) -> int:  # noqa: D102
+        return await asyncio.to_thread(self._sync.user_epoch, user_id)
+
+    async def aappend_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]:  # noqa: D102
+        store = self._sync
+        return await asyncio.to_thread(lambda: store.append_turns(turns, epoch=epoch))
+
+    async def aload_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:  # noqa: D102
+        store = self._sync
+        return await asyncio.to_thread(lambda: store.load_session(user_id, session_id, after_seq=after_seq))
+
+    async def adelete_session(self, user_id: str, session_id: str) -> int:  # noqa: D102
+        return await asyncio.to_thread(self._sync.delete_session, user_id, session_id)

@@ -21,6 +21,12 @@ in-process indexes are dropped and rebuilt on the next search (``PRAGMA data_ver
 Both legs are fused with :func:`hybrid_memory.ranking.hybrid_fuse`, so ``alpha`` means the same
 as on Weaviate: 1.0 = pure vector, 0.0 = pure keyword (BM25).
 
+Conversation state lives in the same file: table ``turns`` is the durable, ordered log of every
+turn ``add_turn`` accepted (``seq`` orders it across processes), and ``forget_epochs`` holds each
+forgotten user's epoch under a SHA-256 of the user id (so a forgotten id is not kept in clear).
+:meth:`LocalStore.delete_user` deletes the memories and turns and bumps the epoch in one
+transaction; writes that carry ``epochs`` check them inside their own transaction.
+
 Durability: WAL journal with ``synchronous=FULL``; a write that returned has been committed and
 fsynced, so it survives ``kill -9`` of the process and a power cut. Right to be forgotten: the
 connection runs with ``PRAGMA secure_delete=ON`` (SQLite overwrites deleted content with zeros)
@@ -32,6 +38,7 @@ chosen because it rewrites the whole file on every forget.
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import os
 import sqlite3
@@ -55,6 +62,7 @@ from hybrid_memory.errors import (
     SchemaError,
     StoreError,
     StoreUnavailableError,
+    UserForgottenError,
 )
 from hybrid_memory.ranking import (
     FusedHit,
@@ -66,8 +74,16 @@ from hybrid_memory.ranking import (
     order_by_key_then_id,
     query_term_counts,
 )
-from hybrid_memory.records import Category, MemoryRecord, Status, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import AsyncFromSyncStore, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
+from hybrid_memory.records import Category, MemoryRecord, Status, Turn, check_id, check_text, ensure_utc
+from hybrid_memory.stores.base import (
+    AsyncFromSyncStore,
+    MemoryFilter,
+    SearchRequest,
+    SessionLog,
+    StoreHit,
+    Vector,
+    as_matrix,
+)
 
 __all__ = ["LocalStore"]
 
@@ -113,6 +129,24 @@ CREATE TABLE IF NOT EXISTS memories (
     PRIMARY KEY (user_id, id)
 );
 CREATE INDEX IF NOT EXISTS memories_by_time ON memories (user_id, created_us, id);
+CREATE TABLE IF NOT EXISTS turns (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id      TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    role         TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    timestamp    TEXT NOT NULL,
+    importance   REAL NOT NULL,
+    key_frame    INTEGER NOT NULL,
+    tokens       INTEGER NOT NULL,
+    scoring_note TEXT
+);
+CREATE INDEX IF NOT EXISTS turns_by_session ON turns (user_id, session_id, seq);
+CREATE TABLE IF NOT EXISTS forget_epochs (
+    user_hash TEXT PRIMARY KEY,
+    epoch     INTEGER NOT NULL
+);
 """
 
 _RECORD_COLUMNS = (
@@ -823,12 +857,25 @@ class LocalStore(AsyncFromSyncStore):
             r.context,
         )
 
-    def upsert(self, records: Sequence[MemoryRecord], vectors: Vector | Sequence[Sequence[float]]) -> None:
+    def upsert(
+        self,
+        records: Sequence[MemoryRecord],
+        vectors: Vector | Sequence[Sequence[float]],
+        *,
+        epochs: Mapping[str, int] | None = None,
+    ) -> None:
         """Insert or replace ``records`` (of one or several users) with their vectors.
 
         Upserting the same id again replaces the record and its vector (idempotent).
 
+        Args:
+            records: The records.
+            vectors: One vector per record.
+            epochs: Forget epochs the caller read (``user -> epoch``): the write is refused as a
+                whole if one of them changed (the user was forgotten meanwhile).
+
         Raises:
+            UserForgottenError: a user in ``epochs`` was forgotten since (nothing is written).
             InvalidInputError: bad records, vectors of the wrong shape, zero or non-finite vectors,
                 metadata that is not JSON.
             EmbeddingDimensionError: vectors of another dimension than the store's.
@@ -847,6 +894,7 @@ class LocalStore(AsyncFromSyncStore):
             if self._dim is not None and m.shape[1] != self._dim:
                 raise EmbeddingDimensionError(self._dim, int(m.shape[1]), hint=_REEMBED_HINT)
             with self._tx() as c:
+                self._check_epochs(epochs)
                 if self._dim is None:
                     self._set_meta("embedder_dimension", str(m.shape[1]))
                 c.executemany(
@@ -862,10 +910,15 @@ class LocalStore(AsyncFromSyncStore):
                 if part is not None:
                     part.put(_FilterFields.of(r), analyzed[i].split(), unit[i])
 
-    def update(self, records: Sequence[MemoryRecord]) -> None:
+    def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
         """Replace the stored fields of existing records, keeping their vectors.
 
+        Args:
+            records: The new versions of stored records.
+            epochs: As in :meth:`upsert`.
+
         Raises:
+            UserForgottenError: a user in ``epochs`` was forgotten since (checked first).
             NotFoundError: an id does not exist for its user (nothing is written then).
             InvalidInputError: bad records.
         """
@@ -875,14 +928,15 @@ class LocalStore(AsyncFromSyncStore):
         analyzed = [self.analyzer.analyze(r.search_text) for r in recs]
         with self._guard():
             old_content: dict[tuple[str, str], str] = {}
-            for r in recs:
-                row = self._conn.execute(
-                    "SELECT content, context FROM memories WHERE user_id = ? AND id = ?", (r.user_id, r.id)
-                ).fetchone()
-                if row is None:
-                    raise NotFoundError(f"memory {r.id!r} does not exist for user {r.user_id!r}")
-                old_content.setdefault((r.user_id, r.id), f"{row[1]}\n{row[0]}" if row[1] else str(row[0]))
             with self._tx() as c:
+                self._check_epochs(epochs)
+                for r in recs:
+                    row = c.execute(
+                        "SELECT content, context FROM memories WHERE user_id = ? AND id = ?", (r.user_id, r.id)
+                    ).fetchone()
+                    if row is None:
+                        raise NotFoundError(f"memory {r.id!r} does not exist for user {r.user_id!r}")
+                    old_content.setdefault((r.user_id, r.id), f"{row[1]}\n{row[0]}" if row[1] else str(row[0]))
                 c.executemany(
                     "UPDATE memories SET session_id = ?, content = ?, analyzed = ?, category = ?, importance = ?, "
                     "source = ?, created_at = ?, created_us = ?, updated_at = ?, last_accessed_at = ?, "
@@ -941,7 +995,9 @@ class LocalStore(AsyncFromSyncStore):
             return len(removed)
 
     def delete_user(self, user_id: str) -> int:
-        """Delete every memory of ``user_id`` and leave no copy of its text in the file.
+        """Delete every memory and turn of ``user_id``, bump its forget epoch, leave no copy of its text.
+
+        One transaction: a concurrent write that read the old epoch is refused afterwards.
 
         Returns:
             How many memories were deleted.
@@ -950,9 +1006,130 @@ class LocalStore(AsyncFromSyncStore):
         with self._guard():
             with self._tx() as c:
                 n = c.execute("DELETE FROM memories WHERE user_id = ?", (user_id,)).rowcount
+                c.execute("DELETE FROM turns WHERE user_id = ?", (user_id,))
+                c.execute(
+                    "INSERT INTO forget_epochs (user_hash, epoch) VALUES (?, 1) "
+                    "ON CONFLICT (user_hash) DO UPDATE SET epoch = epoch + 1",
+                    (_user_hash(user_id),),
+                )
             self._partitions.pop(user_id, None)
             self._forget_traces()
             return int(n)
+
+    # -- conversation state ------------------------------------------------------------------
+    def _epoch(self, user_id: str) -> int:
+        row = self._conn.execute("SELECT epoch FROM forget_epochs WHERE user_hash = ?", (_user_hash(user_id),)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _check_epochs(self, epochs: Mapping[str, int] | None) -> None:
+        """Inside a write transaction: refuse it if a user was forgotten since ``epochs`` was read."""
+        for user, epoch in (epochs or {}).items():
+            if self._epoch(user) != epoch:
+                raise UserForgottenError(user)
+
+    def user_epoch(self, user_id: str) -> int:
+        """The user's forget epoch (0 until the first :meth:`delete_user`)."""
+        check_id(user_id)
+        with self._guard():
+            return self._epoch(user_id)
+
+    def append_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]:
+        """Durably append turns of one user to their sessions' logs (fsynced when this returns).
+
+        Returns:
+            The turns with ``seq`` set, in the given order.
+
+        Raises:
+            UserForgottenError: the user's epoch is no longer ``epoch`` (nothing is written).
+            InvalidInputError: turns of several users, or invalid turns.
+        """
+        items = builtins.list(turns)
+        if not items:
+            return []
+        users = {t.user_id for t in items}
+        if len(users) != 1 or not all(isinstance(t, Turn) for t in items):
+            raise InvalidInputError("append_turns takes Turn objects of exactly one user")
+        (user,) = users
+        check_id(user)
+        for t in items:
+            check_id(t.session_id, name="session_id")
+            check_text(t.content)
+        out: builtins.list[Turn] = []
+        with self._guard(), self._tx() as c:
+            self._check_epochs({user: epoch})
+            for t in items:
+                cur = c.execute(
+                    "INSERT INTO turns (user_id, session_id, id, role, content, timestamp, importance, key_frame, "
+                    "tokens, scoring_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        t.user_id,
+                        t.session_id,
+                        t.id,
+                        t.role,
+                        t.content,
+                        _iso(ensure_utc(t.timestamp, name="timestamp")),
+                        float(t.importance),
+                        int(t.key_frame),
+                        int(t.tokens),
+                        t.scoring_note,
+                    ),
+                )
+                out.append(t.model_copy(update={"seq": int(cur.lastrowid or 0)}))
+        return out
+
+    def load_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:
+        """The session's turns with ``seq > after_seq``, its turn count and the user's epoch (one snapshot)."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+            raise InvalidInputError("after_seq must be a non-negative int")
+        with self._guard():
+            c = self._conn
+            c.execute("BEGIN")  # one read snapshot for the three reads
+            try:
+                rows = c.execute(
+                    "SELECT seq, id, role, content, timestamp, importance, key_frame, tokens, scoring_note "
+                    "FROM turns WHERE user_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
+                    (user_id, session_id, after_seq),
+                ).fetchall()
+                count = int(
+                    c.execute(
+                        "SELECT COUNT(*) FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)
+                    ).fetchone()[0]
+                )
+                epoch = self._epoch(user_id)
+            finally:
+                c.execute("COMMIT")
+        turns = tuple(
+            Turn(
+                id=str(r[1]),
+                user_id=user_id,
+                session_id=session_id,
+                role=r[2],
+                content=str(r[3]),
+                timestamp=datetime.fromisoformat(str(r[4])),
+                importance=float(r[5]),
+                key_frame=bool(r[6]),
+                tokens=int(r[7]),
+                scoring_note=r[8],
+                seq=int(r[0]),
+            )
+            for r in rows
+        )
+        return SessionLog(turns=turns, count=count, epoch=epoch)
+
+    def delete_session(self, user_id: str, session_id: str) -> int:
+        """Delete the session's turn log (long-term memories stay); return how many turns it held."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        with self._guard():
+            with self._tx() as c:
+                n = int(
+                    c.execute("DELETE FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)).rowcount
+                )
+            if n:
+                self._forget_traces()
+            return n
 
     # -- reads -------------------------------------------------------------------------------
     @staticmethod
@@ -1127,6 +1304,10 @@ def _similarities(
             dist[j] = cosine_distance(dot)
     out: builtins.list[float | None] = (np.float32(1) - dist).tolist()
     return out
+
+
+def _user_hash(user_id: str) -> str:
+    return hashlib.sha256(user_id.encode("utf-8")).hexdigest()
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:

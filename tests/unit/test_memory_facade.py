@@ -100,7 +100,7 @@ def test_add_turn_pins_key_frames_and_writes_them_at_once(mem: HybridMemory) -> 
     assert stored[0].provenance == (t.id,) and stored[0].metadata["turn_id"] == t.id
 
 
-def test_written_turn_tracking_is_bounded_and_turn_ids_unique() -> None:
+def test_turn_log_is_durable_window_bounded_and_turn_ids_unique() -> None:
     cfg = HybridMemoryConfig(buffer={"max_tokens": 40})  # type: ignore[arg-type]
     m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), config=cfg, clock=lambda: T0)
     ids = set()
@@ -110,8 +110,15 @@ def test_written_turn_tracking_is_bounded_and_turn_ids_unique() -> None:
         )
         ids.add(turn.id)
     assert len(ids) == 120
-    assert len(m._written_turns) <= len(m.short_term("u", "s"))
+    window = m.short_term("u", "s")
+    assert sum(t.tokens for t in window) <= 40 and len(window) < 120
+    log = m.store.load_session("u", "s")
+    assert [t.id for t in log.turns[-len(window) :]] == [t.id for t in window] or {t.id for t in window} <= {
+        t.id for t in log.turns
+    }
+    assert log.count == 120 and [t.seq for t in log.turns] == sorted(t.seq for t in log.turns)
     m.clear_session("u", "s")
+    assert m.short_term("u", "s") == [] and m.store.load_session("u", "s").count == 0
     again = m.add_turn("u", "s", "user", "a new turn after clearing", timestamp=T0)
     assert again.id not in ids
     m.close()

@@ -121,11 +121,11 @@ class _OutageStore(LocalStore):
     def dead_letter_count(self) -> int:
         return len(self.letters)
 
-    def upsert(self, records: Sequence[MemoryRecord], vectors: Any) -> None:
+    def upsert(self, records: Sequence[MemoryRecord], vectors: Any, *, epochs: Any = None) -> None:
         if self.down:
             self.letters.extend(r.id for r in records)
             raise StoreUnavailableError(f"{len(records)} memories kept in the dead-letter queue")
-        super().upsert(records, vectors)
+        super().upsert(records, vectors, epochs=epochs)
 
 
 def test_dead_lettered_writes_are_counted_and_the_queue_is_reported() -> None:

@@ -35,6 +35,7 @@ EXPECTED_ALL = [
     "StoreError",
     "StoreUnavailableError",
     "UniversalSentenceEncoder",
+    "UserForgottenError",
     "WeaviateStore",
     "WriteOutcome",
     "__version__",

@@ -332,12 +332,25 @@ def test_max_candidates_caps_what_is_kept(db: Path) -> None:
 
 
 def test_redaction_can_be_turned_off_for_traces(db: Path) -> None:
-    cfg = HybridMemoryConfig(trace={"redact_pii": False})
+    # With the writer's redaction off, the trace keeps raw text only when told to.
+    cfg = HybridMemoryConfig(trace={"redact_pii": False}, writer={"redact_pii": False})
     m = _mem(db, trace=True, config=cfg)
     try:
         m.add_turn("alice", "s1", "user", f"my number is {PHONE}", timestamp=T0)
         (step,) = m.replay("s1")
         assert step.turn is not None and PHONE in step.turn.content
+    finally:
+        m.close()
+
+
+def test_text_redacted_at_the_door_is_redacted_in_traces_too(db: Path) -> None:
+    # Redaction happens once when a turn enters: turning it off for traces cannot bring PII back.
+    m = _mem(db, trace=True, config=HybridMemoryConfig(trace={"redact_pii": False}))
+    try:
+        m.add_turn("alice", "s1", "user", f"my number is {PHONE}", timestamp=T0)
+        (step,) = m.replay("s1")
+        assert step.turn is not None and step.turn.content == "my number is [PHONE]"
+        assert PHONE not in m.short_term("alice", "s1")[0].content
     finally:
         m.close()
 
