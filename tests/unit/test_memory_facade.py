@@ -226,3 +226,39 @@ def test_recall_touch_follows_the_config() -> None:
     m.recall("colour", user_id="u", touch=False)
     assert m.list_memories("u")[0].access_count == 1
     m.close()
+
+
+def test_config_may_be_a_mapping_merged_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pydantic-settings' rule: given values win over HYBRID_MEMORY_* variables, nested sections merge field by field.
+    monkeypatch.setenv("HYBRID_MEMORY_RETRIEVAL__CANDIDATES", "50")
+    monkeypatch.setenv("HYBRID_MEMORY_RETRIEVAL__ALPHA", "0.9")
+    with HybridMemory(
+        embedder=HashingEmbedder(), config={"retrieval": {"alpha": 0.0}, "fuser": {"max_memories": 2}}
+    ) as m:
+        assert isinstance(m.config, HybridMemoryConfig)
+        assert m.config.retrieval.alpha == 0.0  # the mapping wins, and 0.0 stays 0.0 (pure BM25)
+        assert m.config.retrieval.candidates == 50  # the rest of the section still comes from the environment
+        assert m.config.fuser.max_memories == 2 and m.fuser.config.max_memories == 2
+        assert m.config.rerank == HybridMemoryConfig().rerank
+    cfg = HybridMemoryConfig(retrieval={"alpha": 0.3})  # type: ignore[arg-type]
+    with HybridMemory(embedder=HashingEmbedder(), config=cfg) as m:
+        assert m.config is cfg  # a built config is used as it is
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"retrieval": {"alpha": 1.5}}, r"retrieval\.alpha: Input should be less than or equal to 1"),
+        ({"retreival": {"alpha": 0.5}}, r"retreival: Extra inputs are not permitted"),
+        ({"retrieval": {"alfa": 0.5}}, r"retrieval\.alfa: Extra inputs are not permitted"),
+        ({"buffer": "big"}, r"buffer: "),
+        ({1: {}}, r"config keys must be setting names"),
+        ("retrieval.alpha=0.5", r"config must be a HybridMemoryConfig, a mapping .* got str"),
+        ([("retrieval", {"alpha": 0.5})], r"got list"),
+    ],
+)
+def test_a_bad_config_is_a_configuration_error(config: object, message: str) -> None:
+    from hybrid_memory.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=message):
+        HybridMemory(embedder=HashingEmbedder(), config=config)  # type: ignore[arg-type]
