@@ -328,6 +328,7 @@ class HybridMemory:
                 timestamp=ts,
                 importance=scored.importance,
                 key_frame=key,
+                key_frame_reason=(scored.key_frame_reason or "importance") if key else None,
                 tokens=max(1, self.counter.count(content)),
                 scoring_note=_fallback_note(batch),
             )
@@ -1170,7 +1171,7 @@ class HybridMemory:
     def list_memories(
         self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
     ) -> list[MemoryRecord]:
-        """Memories of ``user_id`` (active by default), oldest first."""
+        """Memories of ``user_id`` passing ``filter``, oldest first (``filter=None``: every status; ``MemoryFilter()``: active)."""
         self._ensure_open()
         check_id(user_id)
         return self.store.list(user_id, filter=filter, limit=limit, offset=offset)

@@ -94,10 +94,21 @@ def test_add_turn_pins_key_frames_and_writes_them_at_once(mem: HybridMemory) -> 
     t = mem.add_turn("u", "s1", "user", "Remember: my passport number expires in March 2027", timestamp=T0)
     chit = mem.add_turn("u", "s1", "user", "haha ok", timestamp=T0)
     assert t.key_frame and not chit.key_frame
+    assert (t.key_frame_reason, chit.key_frame_reason) == ("remember", None)
     assert [x.id for x in mem.short_term("u", "s1")] == [t.id, chit.id]
     stored = mem.list_memories("u")
     assert [m.content for m in stored] == [t.content]
     assert stored[0].provenance == (t.id,) and stored[0].metadata["turn_id"] == t.id
+
+
+def test_stated_goals_are_pinned_and_small_talk_is_not_kept(mem: HybridMemory) -> None:
+    goal = mem.add_turn("u", "s1", "user", "我的目标是年底前减重5公斤。", timestamp=T0)
+    hi = mem.add_turn("u", "s1", "user", "Hi there!", timestamp=T0)
+    thanks = mem.add_turn("u", "s1", "user", "好的，谢谢", timestamp=T0)
+    assert goal.key_frame and goal.key_frame_reason == "goal"
+    assert not hi.key_frame and not thanks.key_frame
+    mem.end_session("u", "s1")
+    assert [m.content for m in mem.list_memories("u")] == [goal.content]
 
 
 def test_written_turn_tracking_is_bounded_and_turn_ids_unique() -> None:
