@@ -251,9 +251,12 @@ def _context(mem: HybridMemory, now: datetime) -> None:
     from hybrid_memory.stores.base import MemoryFilter
 
     print("\n   The drink preference changed on day 4; the old memory stays inspectable in its version chain:")
-    for m in mem.list_memories(user, filter=MemoryFilter(statuses=("superseded",))):
+    superseded = mem.list_memories(user, filter=MemoryFilter(statuses=("superseded",)))
+    for m in superseded:
         newer = mem.get(m.superseded_by, user_id=user).content if m.superseded_by else "?"
         print(f"     v{m.version} {m.content}  (superseded)  →  v{m.version + 1} {newer}")
+    if not superseded:
+        print("     (this embedder did not relate the two drink statements: both stay active)")
 
 
 def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
