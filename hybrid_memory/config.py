@@ -14,7 +14,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -31,6 +32,7 @@ __all__ = [
     "RetrievalConfig",
     "TraceConfig",
     "WriterConfig",
+    "as_config",
     "load_config",
 ]
 
@@ -239,6 +241,10 @@ class HybridMemoryConfig(BaseSettings):
 def load_config(**overrides: object) -> HybridMemoryConfig:
     """Build a :class:`HybridMemoryConfig`, translating validation errors.
 
+    Keyword arguments win over ``HYBRID_MEMORY_*`` environment variables, and nested sections are
+    merged field by field (pydantic-settings' rule): ``load_config(retrieval={"alpha": 0.25})``
+    with ``HYBRID_MEMORY_RETRIEVAL__CANDIDATES=50`` set gives alpha 0.25 *and* 50 candidates.
+
     Raises:
         ConfigurationError: a value is invalid; the message names the field.
 
@@ -251,6 +257,41 @@ def load_config(**overrides: object) -> HybridMemoryConfig:
     try:
         return HybridMemoryConfig(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise ConfigurationError(f"invalid configuration: {loc}: {err['msg']}") from exc
+        problems = [f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()]
+        raise ConfigurationError("invalid configuration: " + "; ".join(problems)) from exc
+
+
+def as_config(config: HybridMemoryConfig | Mapping[str, Any] | None) -> HybridMemoryConfig:
+    """The configuration a constructor's ``config=`` argument stands for.
+
+    ``None`` reads the ``HYBRID_MEMORY_*`` environment; a :class:`HybridMemoryConfig` is used as
+    it is; a mapping is validated like keyword arguments of :func:`load_config`: its values win
+    over the environment and nested sections are merged field by field, so
+    ``{"retrieval": {"alpha": 0.25}}`` changes only alpha (1.0 = pure vector, 0.0 = pure keyword
+    (BM25)) and keeps every other setting from the environment or the defaults.
+
+    Raises:
+        ConfigurationError: ``config`` is of another type, has a key that is not a setting, or an
+            invalid value; the message names the field.
+
+    Example:
+        >>> as_config({"retrieval": {"alpha": 0.25}}).retrieval.alpha
+        0.25
+        >>> as_config({"retrieval": {"alfa": 0.25}})
+        Traceback (most recent call last):
+        ...
+        hybrid_memory.errors.ConfigurationError: invalid configuration: retrieval.alfa: Extra inputs are not permitted
+    """
+    if config is None:
+        return load_config()
+    if isinstance(config, HybridMemoryConfig):
+        return config
+    if isinstance(config, Mapping):
+        bad = [k for k in config if not isinstance(k, str)]
+        if bad:
+            raise ConfigurationError(f"config keys must be setting names (str), got {bad[0]!r}")
+        return load_config(**config)
+    raise ConfigurationError(
+        "config must be a HybridMemoryConfig, a mapping of its settings such as "
+        f'{{"retrieval": {{"alpha": 0.25}}}}, or None (read HYBRID_MEMORY_* variables); got {type(config).__name__}'
+    )

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from hybrid_memory.buffer import KeyFrameBuffer
-from hybrid_memory.config import HybridMemoryConfig, load_config
+from hybrid_memory.config import HybridMemoryConfig, as_config
 from hybrid_memory.embeddings import Embedder, _BaseEmbedder, as_embedder
 from hybrid_memory.errors import (
     EmbeddingDimensionError,
@@ -175,7 +175,10 @@ class HybridMemory:
             LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding``, callable or
             :class:`~hybrid_memory.embeddings.Embedder`.
         scorer: Importance scorer; default :class:`~hybrid_memory.scoring.HeuristicImportanceScorer`.
-        config: Settings; default read from ``HYBRID_MEMORY_*`` environment variables.
+        config: Settings: a :class:`~hybrid_memory.config.HybridMemoryConfig`, or a mapping of its
+            fields such as ``{"retrieval": {"alpha": 0.25}}`` (validated; its values win over the
+            ``HYBRID_MEMORY_*`` environment variables, nested sections merged field by field);
+            ``None`` reads the environment alone.
         clock: Returns the current UTC time (inject for simulations and tests).
         extractor: LLM fact extractor run in the background over batches of turns
             (:class:`~hybrid_memory.extraction.FactExtractor`); ``None`` = no extraction.
@@ -189,7 +192,8 @@ class HybridMemory:
 
     Raises:
         EmbeddingDimensionError: the store already holds vectors of another dimension.
-        ConfigurationError: an argument is unusable.
+        ConfigurationError: an argument is unusable (``config`` of another type, an unknown
+            setting or an invalid value: the message names the field).
     """
 
     #: Seconds :meth:`close` waits for background extraction/summaries to finish.
@@ -202,7 +206,7 @@ class HybridMemory:
         store: MemoryStore | None = None,
         embedder: Any = None,
         scorer: ImportanceScorer | None = None,
-        config: HybridMemoryConfig | None = None,
+        config: HybridMemoryConfig | Mapping[str, Any] | None = None,
         *,
         clock: Callable[[], datetime] | None = None,
         extractor: FactExtractor | None = None,
@@ -210,7 +214,7 @@ class HybridMemory:
         judge: ConflictJudge | None = None,
         trace: TraceSetting = None,
     ) -> None:
-        self.config = config if config is not None else load_config()
+        self.config = as_config(config)
         if store is None:
             from hybrid_memory.stores.local import LocalStore
 
@@ -376,6 +380,7 @@ class HybridMemory:
             timestamp=ts,
             importance=scored.importance,
             key_frame=key,
+            key_frame_reason=(scored.key_frame_reason or "importance") if key else None,
             tokens=max(1, self.counter.count(text)),
             scoring_note=_fallback_note(batch),
         )
@@ -1229,7 +1234,7 @@ class HybridMemory:
     def list_memories(
         self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
     ) -> list[MemoryRecord]:
-        """Memories of ``user_id`` (active by default), oldest first."""
+        """Memories of ``user_id`` passing ``filter``, oldest first (``filter=None``: every status; ``MemoryFilter()``: active)."""
         self._ensure_open()
         check_id(user_id)
         return self.store.list(user_id, filter=filter, limit=limit, offset=offset)

@@ -340,6 +340,9 @@ class Turn(BaseModel):
     timestamp: datetime
     importance: float = 0.0
     key_frame: bool = False
+    #: Why the turn is a key frame: ``remember``, ``constraint``, ``preference``, ``goal``,
+    #: ``change`` or ``importance`` (at or above ``buffer.key_frame_importance``); ``None`` otherwise.
+    key_frame_reason: str | None = None
     tokens: int = 0
     scoring_note: str | None = None
     #: Position in the session's durable turn log (assigned by the store; 0 before it is stored).

@@ -125,9 +125,16 @@ _STYLE = _rx(
     r"bullet points|\bno emojis?\b|(short|brief|concise|detailed) (answers|replies|responses))"
 )
 _GOAL = _rx(
-    r"(目标|计划|打算|准备|想要|想在|要去|要在|截止|deadline|面试|考研|考试|结婚|出差|预约|"
-    r"\bgoal\b|\bplan\b|\bplans\b|planning|going to|want to|need to|intend|aim to|\bdue\b|appointment|"
-    r"interview|presenting|wedding)"
+    r"(目标|计划|打算|准备(?!好)|想要|想在|要去|要在|截止|deadline|面试|考研|考试|结婚|出差|预约|备考|备赛|争取|"
+    r"\bgoal\b|\bplan\b|\bplans\b|planning|going to|want to|need to|intend|aim to|\baiming\b|\bdue\b|appointment|"
+    r"interview|presenting|wedding|\btraining for\b|\bpreparing for\b|\bsaving (?:up )?for\b)"
+)
+# A goal or plan the user states about themselves: always a key frame (the architecture pins "task goals").
+_STATED_GOAL = _rx(
+    r"(我的目标|目标是|(?:^|我|我们|咱们)(?:打算|计划|准备(?!好))(?=\S{2})|计划(?:在|于|下个?|明年|今年|年底|月底|这周|本周)|争取在|备考|备赛|"
+    r"\bmy (?:goal|aim|target|plan)s? (?:is|are|for)\b|\bour (?:goal|plan) is\b|"
+    r"\bi'?m (?:training|preparing|saving up|saving) for\b|\bi (?:plan|aim|intend) to\b|\bi'?m (?:planning|aiming) to\b|"
+    r"\bi (?:want|need|hope) to\b.{1,60}\b(?:by|before)\b)"
 )
 _CHANGE = _rx(
     r"(改喝|改吃|改用|换成|换到|搬到|搬家|不再|已经不|现在不|以后|从现在|从今天|新地址|"
@@ -162,7 +169,7 @@ _REQUEST = _rx(
 )
 _SMALLTALK = _rx(
     r"(天气|下雨|下雪|好累|有点困|无聊|搞笑|地铁好挤|周末过得|好听|好吃|随便聊|"
-    r"weather|raining|traffic|bored|\bjoke\b|long day|\bfunny\b|trailer|finally friday|checking in|"
+    r"weather|\braining\b|traffic|bored|\bjoke\b|long day|\bfunny\b|trailer|finally friday|checking in|"
     r"\bthe game\b|pretty good|say that again|\bbrb\b)"
 )
 _ASSISTANT_ACTION = _rx(
@@ -177,11 +184,16 @@ _DATE = _rx(
     r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b\d{1,2}(:\d{2})?\s?(am|pm)\b|\b(19|20)\d{2}\b)"
 )
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
+# Greetings, thanks and acknowledgements and nothing else (the whole text): never kept.
 _PLEASANTRY = _rx(
-    r"^\W*((好的|嗯+|哈+|谢谢|多谢|不客气|你好|您好|早上好|早安|中午好|下午好|晚上好|晚安|拜拜|再见|没问题|辛苦了|在吗|收到|明白了?|知道了|太棒了|"
-    r"不用了|好呀|好啊|啦|呀|你|的|帮助|，|,|\s)+|"
-    r"(ok(ay)?|thanks?|thank you|thx|hi|hello|hey|bye|good (morning|afternoon|evening|night)|lol|haha+|cool|great|sure|yes|no|yeah|nice|"
-    r"awesome|got it|sounds good|so much|a lot|for now|to me|that'?s (all|funny)|brb|\s|,|!|\.)+)\W*$"
+    r"^\W*((好的|好滴|好嘞|好哒|好吧|嗯+|哦+|噢+|喔+|哈+|谢谢|谢啦|谢了|多谢|不客气|不用谢|你好|您好|大家好|哈喽|嗨|早上好|早安|"
+    r"中午好|下午好|晚上好|晚安|拜拜|再见|回头见|下次见|下次再聊|回头聊|没问题|没事|辛苦了|在吗|收到|明白了?|知道了|懂了|了解|"
+    r"行|可以|太棒了|不用了|好呀|好啊|啦|呀|你|的|帮助|，|,|\s)+|"
+    r"(ok(ay)?|thanks?|thank you|thx|ty|hi|hiya|hello|hey|howdy|bye|goodbye|good ?bye|good (morning|afternoon|evening|night)|"
+    r"morning|evening|there|everyone|everybody|all|guys|folks|again|lol|haha+|hmm+|cool|great|sure|yes|no|yeah|nice|"
+    r"awesome|perfect|alright|all right|cheers|got it|noted|understood|will do|sounds good|no (worries|problem)|np|"
+    r"you'?re welcome|welcome|appreciate it|see you( later| soon)?|you too|very much|so much|a lot|for now|to me|"
+    r"that'?s (all|funny)|brb|\s|,|!|\.)+)\W*$"
 )
 
 _CATEGORY_ORDER = ("preference", "project", "fact")
@@ -251,6 +263,7 @@ class HeuristicImportanceScorer:
             "preference": bool(_PREFERENCE.search(t)),
             "style": bool(_STYLE.search(t)),
             "goal": bool(_GOAL.search(t)),
+            "stated_goal": bool(_STATED_GOAL.search(t)),
             "change": bool(_CHANGE.search(t)),
             "identity": bool(_IDENTITY.search(t)),
             "family": bool(_FAMILY.search(t)),
@@ -311,6 +324,8 @@ class HeuristicImportanceScorer:
             ):
                 if f[k]:
                     return reason
+        if telling and f["stated_goal"]:  # "my goal is …", "我打算…": pinned however short
+            return "goal"
         return "importance" if imp >= self.key_frame_threshold else None
 
     def score(self, texts: Sequence[str], *, roles: Sequence[str] | None = None) -> ScoreBatch:

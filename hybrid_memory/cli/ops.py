@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import os
+import shlex
 import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -538,6 +540,33 @@ def _cmd_list(args: argparse.Namespace) -> int:
         store.close()
 
 
+def _user_exists(store: Any, user: str) -> bool:
+    from hybrid_memory.stores.base import MemoryFilter
+
+    return bool(store.count(user, filter=MemoryFilter(statuses=_ALL_STATUSES)))
+
+
+def _list_command(args: argparse.Namespace) -> str:
+    if getattr(args, "store", None):
+        return f"hybrid-memory list --store {shlex.quote(str(args.store))}"
+    return (
+        f"hybrid-memory list --weaviate {shlex.quote(str(args.weaviate))} --collection {shlex.quote(args.collection)}"
+    )
+
+
+def _unknown_user_hint(store: Any, args: argparse.Namespace) -> str:
+    """The message for a user id with no memories at all: the closest ids and how to list them."""
+    users = sorted(store.users())
+    close = difflib.get_close_matches(args.user, users, n=3, cutoff=0.6)
+    if close:
+        guess = "did you mean " + " or ".join(repr(u) for u in close) + "?"
+    elif users:
+        guess = f"no similar user id among the {len(users)} users of this store."
+    else:
+        guess = "the store has no memories at all."
+    return f"no memories for user {args.user!r}: {guess} List the users with: {_list_command(args)}"
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
     from hybrid_memory.stores.base import MemoryFilter
 
@@ -552,6 +581,11 @@ def _cmd_search(args: argparse.Namespace) -> int:
             filter=flt,
             now=args.now,
         )
+        if not hits and not _user_exists(mem.store, args.user):
+            if args.json:
+                _print_json([])
+            print(_unknown_user_hint(mem.store, args), file=sys.stderr)
+            return 1  # like `forget --id` of a missing memory: the thing asked for does not exist
         if args.json:
             _print_json([{"id": h.id, "content": h.content, **h.components()} for h in hits])
             return 0
@@ -932,7 +966,8 @@ def register(subparsers: Any) -> None:
         "search",
         help="hybrid recall for one user with every score component",
         description="Recall like HybridMemory.recall and print score, relevance, BM25, cosine, importance, "
-        "recency and heat of every hit. Read-only: access counts are not changed.",
+        "recency and heat of every hit. Read-only: access counts are not changed. A user id with no memories "
+        "at all exits with status 1 and names the closest user ids (see `hybrid-memory list`).",
     )
     _store_args(p, embedder=True)
     p.add_argument("query", help="what to look for")

@@ -139,6 +139,7 @@ CREATE TABLE IF NOT EXISTS turns (
     timestamp    TEXT NOT NULL,
     importance   REAL NOT NULL,
     key_frame    INTEGER NOT NULL,
+    key_frame_reason TEXT,
     tokens       INTEGER NOT NULL,
     scoring_note TEXT
 );
@@ -1060,7 +1061,7 @@ class LocalStore(AsyncFromSyncStore):
             for t in items:
                 cur = c.execute(
                     "INSERT INTO turns (user_id, session_id, id, role, content, timestamp, importance, key_frame, "
-                    "tokens, scoring_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "key_frame_reason, tokens, scoring_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         t.user_id,
                         t.session_id,
@@ -1070,6 +1071,7 @@ class LocalStore(AsyncFromSyncStore):
                         _iso(ensure_utc(t.timestamp, name="timestamp")),
                         float(t.importance),
                         int(t.key_frame),
+                        t.key_frame_reason,
                         int(t.tokens),
                         t.scoring_note,
                     ),
@@ -1088,7 +1090,8 @@ class LocalStore(AsyncFromSyncStore):
             c.execute("BEGIN")  # one read snapshot for the three reads
             try:
                 rows = c.execute(
-                    "SELECT seq, id, role, content, timestamp, importance, key_frame, tokens, scoring_note "
+                    "SELECT seq, id, role, content, timestamp, importance, key_frame, tokens, scoring_note, "
+                    "key_frame_reason "
                     "FROM turns WHERE user_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
                     (user_id, session_id, after_seq),
                 ).fetchall()
@@ -1112,6 +1115,7 @@ class LocalStore(AsyncFromSyncStore):
                 key_frame=bool(r[6]),
                 tokens=int(r[7]),
                 scoring_note=r[8],
+                key_frame_reason=r[9],
                 seq=int(r[0]),
             )
             for r in rows

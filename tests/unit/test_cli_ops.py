@@ -153,8 +153,25 @@ def test_search_shows_every_component_and_changes_nothing(db: Path, capsys: pyte
     }
     assert hits[0]["content"] == "我喜欢喝乌龙茶，不要加糖" and hits[0]["keyword_score"] > 0
     assert records(db) == before  # read-only: no access-count bump
-    code, out, _ = run(capsys, "search", "乌龙茶", "--store", str(db), "--user", "nobody")
-    assert code == 0 and "no memories found" in out
+    code, out, _ = run(capsys, "search", "zzzqqq", "--store", str(db), "--user", "alice", "--alpha", "0")
+    assert code == 0 and "no memories found" in out  # a known user, nothing matches
+
+
+def test_search_for_an_unknown_user_names_the_closest_ids(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "search", "tea", "--store", str(db), "--user", "alcie")
+    assert code == 1 and out == ""  # exit 1 like `forget --id` of a missing memory
+    assert (
+        f"no memories for user 'alcie': did you mean 'alice'? List the users with: hybrid-memory list --store {db}"
+        in err
+    )
+    code, _, err = run(capsys, "search", "乌龙茶", "--store", str(db), "--user", "李")
+    assert code == 1 and "did you mean '李雷'?" in err
+    code, _, err = run(capsys, "search", "tea", "--store", str(db), "--user", "nobody")
+    assert code == 1 and "no similar user id among the 2 users of this store" in err and "hybrid-memory list" in err
+    code, out, err = run(capsys, "search", "tea", "--store", str(db), "--user", "alcie", "--json")
+    assert code == 1 and json.loads(out) == [] and "did you mean 'alice'?" in err  # stdout stays valid JSON
+    code, _, _ = run(capsys, "list", "--store", str(db))
+    assert code == 0  # the suggested command works as printed
 
 
 def test_search_rejects_a_bad_alpha(db: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -94,10 +94,21 @@ def test_add_turn_pins_key_frames_and_writes_them_at_once(mem: HybridMemory) -> 
     t = mem.add_turn("u", "s1", "user", "Remember: my passport number expires in March 2027", timestamp=T0)
     chit = mem.add_turn("u", "s1", "user", "haha ok", timestamp=T0)
     assert t.key_frame and not chit.key_frame
+    assert (t.key_frame_reason, chit.key_frame_reason) == ("remember", None)
     assert [x.id for x in mem.short_term("u", "s1")] == [t.id, chit.id]
     stored = mem.list_memories("u")
     assert [m.content for m in stored] == [t.content]
     assert stored[0].provenance == (t.id,) and stored[0].metadata["turn_id"] == t.id
+
+
+def test_stated_goals_are_pinned_and_small_talk_is_not_kept(mem: HybridMemory) -> None:
+    goal = mem.add_turn("u", "s1", "user", "我的目标是年底前减重5公斤。", timestamp=T0)
+    hi = mem.add_turn("u", "s1", "user", "Hi there!", timestamp=T0)
+    thanks = mem.add_turn("u", "s1", "user", "好的，谢谢", timestamp=T0)
+    assert goal.key_frame and goal.key_frame_reason == "goal"
+    assert not hi.key_frame and not thanks.key_frame
+    mem.end_session("u", "s1")
+    assert [m.content for m in mem.list_memories("u")] == [goal.content]
 
 
 def test_turn_log_is_durable_window_bounded_and_turn_ids_unique() -> None:
@@ -233,3 +244,39 @@ def test_recall_touch_follows_the_config() -> None:
     m.recall("colour", user_id="u", touch=False)
     assert m.list_memories("u")[0].access_count == 1
     m.close()
+
+
+def test_config_may_be_a_mapping_merged_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pydantic-settings' rule: given values win over HYBRID_MEMORY_* variables, nested sections merge field by field.
+    monkeypatch.setenv("HYBRID_MEMORY_RETRIEVAL__CANDIDATES", "50")
+    monkeypatch.setenv("HYBRID_MEMORY_RETRIEVAL__ALPHA", "0.9")
+    with HybridMemory(
+        embedder=HashingEmbedder(), config={"retrieval": {"alpha": 0.0}, "fuser": {"max_memories": 2}}
+    ) as m:
+        assert isinstance(m.config, HybridMemoryConfig)
+        assert m.config.retrieval.alpha == 0.0  # the mapping wins, and 0.0 stays 0.0 (pure BM25)
+        assert m.config.retrieval.candidates == 50  # the rest of the section still comes from the environment
+        assert m.config.fuser.max_memories == 2 and m.fuser.config.max_memories == 2
+        assert m.config.rerank == HybridMemoryConfig().rerank
+    cfg = HybridMemoryConfig(retrieval={"alpha": 0.3})  # type: ignore[arg-type]
+    with HybridMemory(embedder=HashingEmbedder(), config=cfg) as m:
+        assert m.config is cfg  # a built config is used as it is
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"retrieval": {"alpha": 1.5}}, r"retrieval\.alpha: Input should be less than or equal to 1"),
+        ({"retreival": {"alpha": 0.5}}, r"retreival: Extra inputs are not permitted"),
+        ({"retrieval": {"alfa": 0.5}}, r"retrieval\.alfa: Extra inputs are not permitted"),
+        ({"buffer": "big"}, r"buffer: "),
+        ({1: {}}, r"config keys must be setting names"),
+        ("retrieval.alpha=0.5", r"config must be a HybridMemoryConfig, a mapping .* got str"),
+        ([("retrieval", {"alpha": 0.5})], r"got list"),
+    ],
+)
+def test_a_bad_config_is_a_configuration_error(config: object, message: str) -> None:
+    from hybrid_memory.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=message):
+        HybridMemory(embedder=HashingEmbedder(), config=config)  # type: ignore[arg-type]

@@ -114,3 +114,70 @@ def test_spearman_helper() -> None:
 async def test_async_twin() -> None:
     s = HeuristicImportanceScorer()
     assert (await s.ascore(["我对花生过敏"])).items == s.score(["我对花生过敏"]).items
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hi there!",
+        "hello",
+        "Hello again",
+        "Hey everyone",
+        "ok",
+        "OK thanks",
+        "Thank you very much!",
+        "You're welcome",
+        "no worries",
+        "Hmm",
+        "你好！",
+        "您好，在吗？",
+        "谢谢",
+        "谢啦",
+        "好的",
+        "好嘞",
+        "嗯…",
+        "嗯嗯，好的",
+        "哈哈好的，谢谢",
+        "了解",
+    ],
+)
+def test_greetings_thanks_and_acknowledgements_are_not_kept(text: str) -> None:
+    from hybrid_memory.config import WriterConfig
+
+    scored = HeuristicImportanceScorer().score_one(text)
+    assert scored.importance < WriterConfig().turn_min_importance  # below the writer's keep threshold
+    assert scored.key_frame_reason is None
+
+
+def test_a_greeting_does_not_hide_what_follows_it() -> None:
+    s = HeuristicImportanceScorer()
+    assert s.score_one("Hi! I'm vegetarian.").key_frame_reason == "constraint"
+    # "raining" inside "training" is not small talk about the weather
+    assert s.score_one("I'm training for the Berlin marathon in September.").importance > 0.5
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My goal is to run a marathon under 4 hours this year.",
+        "I'm training for the Berlin marathon in September, 5 runs a week.",
+        "I'm training for a half marathon.",
+        "I want to lose 5 kg by June.",
+        "I plan to read 20 books this year.",
+        "I'm preparing for the IELTS exam.",
+        "我的目标是年底前跑完全马。",
+        "我的目标是减重5公斤",
+        "我打算考研",
+        "我打算学游泳",
+        "计划下个月去东京",
+        "我们计划十月份结婚",
+    ],
+)
+def test_stated_goals_and_plans_are_key_frames(text: str) -> None:
+    assert HeuristicImportanceScorer().score_one(text).key_frame_reason == "goal"
+
+
+def test_asking_about_goals_is_not_stating_one() -> None:
+    s = HeuristicImportanceScorer()
+    for text in ("What's your goal?", "你的目标是什么？", "帮我做个旅行计划", "计划", "我准备好了"):
+        assert s.score_one(text).key_frame_reason is None
