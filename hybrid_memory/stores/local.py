@@ -1019,7 +1019,9 @@ class LocalStore(AsyncFromSyncStore):
 
     # -- conversation state ------------------------------------------------------------------
     def _epoch(self, user_id: str) -> int:
-        row = self._conn.execute("SELECT epoch FROM forget_epochs WHERE user_hash = ?", (_user_hash(user_id),)).fetchone()
+        row = self._conn.execute(
+            "SELECT epoch FROM forget_epochs WHERE user_hash = ?", (_user_hash(user_id),)
+        ).fetchone()
         return 0 if row is None else int(row[0])
 
     def _check_epochs(self, epochs: Mapping[str, int] | None) -> None:
