@@ -1,0 +1,145 @@
+"""An application process for the multi-process tests (``tests/reliability/test_processes.py``).
+
+Run as ``python -m tests.reliability.proc_worker SPEC_JSON`` from the repository root. ``SPEC_JSON``
+names the store (``{"kind": "local", "path": ...}`` or ``{"kind": "weaviate", "url": ...,
+"grpc_port": ..., "collection": ..., "dead_letter_path": ...}``), the trace file and one mode:
+
+* ``add``: ``add_turn`` each of ``turns`` (``[session, role, text]``), print ``ADDED <json>`` with
+  the stored turns and the window, then ``close()`` and exit; with ``"hang": true`` it neither
+  closes nor exits after printing (the test kills it with SIGKILL).
+* ``talk``: ``add_turn`` numbered user turns into ``session`` until the file ``stop`` exists, then
+  ``end_session`` and ``close``; every call is logged to ``log`` as one JSON line with its start and
+  end on ``time.monotonic()`` (one clock for every process of the machine) and its outcome.
+* ``mixed``: for ``seconds``, a seeded random mix of ``add_turn``, ``remember``, ``recall``,
+  ``build_context`` and ``end_session`` over ``users``; every acknowledged write and every
+  recall that returned another user's memory is logged.
+
+The embedder is the lexical ``HashingEmbedder`` (fast and deterministic); what is under test is the
+store as the single source of truth, not the embedding model.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from hybrid_memory import HybridMemory, HybridMemoryConfig
+from hybrid_memory.errors import HybridMemoryError
+from hybrid_memory.testing import HashingEmbedder
+
+T0 = datetime(2025, 5, 1, 9, tzinfo=timezone.utc)
+
+
+def open_store(spec: dict[str, Any]) -> Any:
+    if spec["kind"] == "local":
+        from hybrid_memory import LocalStore
+
+        return LocalStore(spec["path"])
+    from hybrid_memory.stores.weaviate import WeaviateStore
+
+    return WeaviateStore.connect(
+        spec["url"],
+        grpc_port=spec["grpc_port"],
+        collection=spec["collection"],
+        dead_letter_path=spec["dead_letter_path"],
+    )
+
+
+def open_memory(spec: dict[str, Any]) -> HybridMemory:
+    config = HybridMemoryConfig(
+        buffer={"max_tokens": spec.get("max_tokens", 2000), "idle_flush_minutes": 0},  # type: ignore[arg-type]
+        writer={"turn_min_importance": 0.0},  # type: ignore[arg-type]
+    )
+    return HybridMemory(
+        store=open_store(spec["store"]), embedder=HashingEmbedder(), config=config, trace=spec.get("trace") or False
+    )
+
+
+def _log(path: str, **row: Any) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        f.flush()
+
+
+def add(spec: dict[str, Any]) -> None:
+    mem = open_memory(spec)
+    user = spec["user"]
+    stored = []
+    for session, role, text in spec["turns"]:
+        stored.append(mem.add_turn(user, session, role, text, timestamp=T0).model_dump(mode="json"))
+    window = {s: [t.content for t in mem.short_term(user, s)] for s in sorted({t[0] for t in spec["turns"]})}
+    print("ADDED " + json.dumps({"turns": stored, "window": window}, ensure_ascii=False), flush=True)
+    if spec.get("hang"):
+        while True:  # killed by the test with SIGKILL, never closed
+            time.sleep(3600)
+    mem.close()
+
+
+def talk(spec: dict[str, Any]) -> None:
+    mem = open_memory(spec)
+    user, session, name = spec["user"], spec["session"], spec["name"]
+    stop = Path(spec["stop"])
+    i = 0
+    while not stop.exists():
+        text = f"Remember: {name} note {i} about the garden"
+        start = time.monotonic()
+        try:
+            mem.add_turn(user, session, "user", text, timestamp=T0 + timedelta(seconds=i))
+            outcome = "ok"
+        except HybridMemoryError as exc:
+            outcome = type(exc).__name__
+        _log(spec["log"], text=text, start=start, end=time.monotonic(), outcome=outcome)
+        i += 1
+    start = time.monotonic()
+    mem.end_session(user, session)
+    mem.close()
+    _log(spec["log"], text="<end_session>", start=start, end=time.monotonic(), outcome="ok")
+
+
+def mixed(spec: dict[str, Any]) -> None:
+    mem = open_memory(spec)
+    rng = random.Random(spec["seed"])
+    users: list[str] = spec["users"]
+    name = spec["name"]
+    deadline = time.monotonic() + float(spec["seconds"])
+    i = 0
+    while time.monotonic() < deadline:
+        user = rng.choice(users)
+        session = f"{name}-{rng.randrange(3)}"
+        op = rng.random()
+        i += 1
+        text = f"{user} fact {name}-{i}: likes colour {rng.randrange(10**6)}"
+        if op < 0.4:
+            mem.add_turn(user, session, "user", text, timestamp=T0 + timedelta(seconds=i))
+            _log(spec["log"], op="add_turn", user=user, text=text)
+        elif op < 0.65:
+            out = mem.remember(user, text, importance=0.7, timestamp=T0 + timedelta(seconds=i))
+            _log(spec["log"], op="remember", user=user, text=text, action=out.action)
+        elif op < 0.85:
+            hits = mem.recall("likes colour fact", user_id=user, k=10, now=T0 + timedelta(days=1))
+            foreign = [h.content for h in hits if h.record.user_id != user or not h.content.startswith(user + " ")]
+            _log(spec["log"], op="recall", user=user, foreign=foreign, n=len(hits))
+        elif op < 0.95:
+            ctx = mem.build_context("which colour do I like", user_id=user, session_id=session, now=T0)
+            foreign = [h.content for h in ctx.hits if not h.content.startswith(user + " ")]
+            _log(spec["log"], op="build_context", user=user, foreign=foreign)
+        else:
+            mem.end_session(user, session)
+            _log(spec["log"], op="end_session", user=user, session=session)
+    mem.close()
+    _log(spec["log"], op="closed")
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    {"add": add, "talk": talk, "mixed": mixed}[spec["mode"]](spec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
