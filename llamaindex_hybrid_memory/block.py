@@ -41,8 +41,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
       when its history outgrows ``token_limit × chat_history_token_ratio``.
     * **Flushed batches**: when ``Memory`` flushes its oldest messages, the block writes them
       (assistant replies included; user messages already recorded are not added twice) with
-      their ``session_id`` and role, then ends that session in the core, so they are in
-      long-term memory at once.
+      their ``session_id`` and role, then ends that session in the core, so they (and the user
+      messages recorded so far) are in long-term memory at once.
 
     Other user turns of a session that never flushes stay in the core's short-term buffer of
     that session until it is ended: call ``HybridMemory.end_session(user_id, session_id)`` when a
