@@ -83,17 +83,21 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         >>> chat = Memory.from_defaults(session_id="monday", token_limit=40, memory_blocks=[block],
         ...                             async_engine=engine)
 
-    Use (an agent does this through ``await agent.run("...", memory=chat)``):
-        >>> from llama_index.core.llms import ChatMessage
-        >>> chat.put_messages([
-        ...     ChatMessage(role="user", content="My daughter Mia starts school in Lyon in September."),
-        ...     ChatMessage(role="assistant", content="Noted, congratulations to Mia!"),
-        ...     ChatMessage(role="user", content="Which Lyon school has good art classes?"),
-        ... ])
-        >>> "Mia starts school in Lyon" in chat.get()[0].content
-        True
+    Use (an agent does this through ``await agent.run("...", memory=chat)``; ``Memory`` is
+    async-first: its sync ``put_messages``/``get`` left an unclosed event loop behind here):
         >>> import asyncio
-        >>> asyncio.run(engine.dispose())
+        >>> from llama_index.core.llms import ChatMessage
+        >>> async def session() -> str:
+        ...     await chat.aput_messages([
+        ...         ChatMessage(role="user", content="My daughter Mia starts school in Lyon in September."),
+        ...         ChatMessage(role="assistant", content="Noted, congratulations to Mia!"),
+        ...         ChatMessage(role="user", content="Which Lyon school has good art classes?"),
+        ...     ])
+        ...     messages = await chat.aget()
+        ...     await engine.dispose()
+        ...     return messages[0].content
+        >>> "Mia starts school in Lyon" in asyncio.run(session())
+        True
         >>> core.close()
     """
 
