@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field
 
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import FusedContext, Turn, check_id, check_text
-from langchain_hybrid_memory._utils import message_text
+from langchain_hybrid_memory._utils import message_text, require_core
 
 __all__ = ["HybridChatMemory"]
 
@@ -107,6 +107,8 @@ class HybridChatMemory(BaseChatMemory):
     flow to long-term memory. ``clear()`` drops this session's short-term window only;
     long-term memories stay (use ``memory.forget_user`` to erase a user).
 
+    The core comes first, positionally or as ``memory=`` (as in every adapter of this package).
+
     Setup:
         ``pip install 'hybrid-memory[langchain]'``
 
@@ -114,11 +116,11 @@ class HybridChatMemory(BaseChatMemory):
         >>> from hybrid_memory import HybridMemory, LocalStore
         >>> from hybrid_memory.testing import HashingEmbedder
         >>> mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
-        >>> chat_memory = HybridChatMemory(memory=mem, user_id="alice", session_id="s1", long_term_key="long_term")
+        >>> chat_memory = HybridChatMemory(mem, user_id="alice", session_id="s1", long_term_key="long_term")
         >>> chat_memory.memory_variables
         ['history', 'long_term']
         >>> chat_memory.save_context({"input": "Remember: I am allergic to peanuts"}, {"output": "Noted."})
-        >>> later = HybridChatMemory(memory=mem, user_id="alice", session_id="s2", long_term_key="long_term")
+        >>> later = HybridChatMemory(mem, user_id="alice", session_id="s2", long_term_key="long_term")
         >>> out = later.load_memory_variables({"input": "Can I eat peanuts?"})
         >>> out["history"], "allergic to peanuts" in out["long_term"]
         ('', True)
@@ -138,7 +140,8 @@ class HybridChatMemory(BaseChatMemory):
     ai_prefix: str = "AI"
     max_tokens: int | None = Field(default=None, ge=0, description="Token cap for the long-term block.")
 
-    def __init__(self, *, memory: HybridMemory, user_id: str, session_id: str, **data: Any) -> None:
+    def __init__(self, memory: HybridMemory, *, user_id: str, session_id: str, **data: Any) -> None:
+        memory = require_core(memory, type(self).__name__)
         check_id(user_id)
         check_id(session_id, name="session_id")
         super().__init__(  # type: ignore[call-arg]

@@ -14,11 +14,13 @@ from typing_extensions import NotRequired
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import FusedContext
-from langchain_hybrid_memory._utils import lookup, message_text
+from langchain_hybrid_memory._utils import lookup, message_text, require_core
 
 __all__ = ["HybridMemoryMiddleware", "HybridMemoryState"]
 
 STATE_KEY = "memory_context"
+#: The configurable key LangMem's tools (and LangGraph templates) read the user from.
+LANGGRAPH_USER_ID = "langgraph_user_id"
 
 
 class HybridMemoryState(AgentState[Any]):
@@ -68,16 +70,25 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
       :meth:`~hybrid_memory.HybridMemory.add_turn` (importance scoring, key frames, long-term
       writes), once per user message.
 
-    The user is looked up per run: ``user_id_key`` in the run's ``context`` (dataclass, pydantic
-    model or dict), then in ``config["configurable"]``, then the LangGraph server's
-    authenticated user, then the ``user_id`` given here; no user is an error (memories are
-    never shared by accident). The session is the run's ``thread_id`` (``"default"`` without a
-    checkpointer).
+    The user is looked up per run, first found wins:
+
+    1. ``user_id_key`` (default ``"user_id"``) in the run's ``context`` (dataclass, pydantic
+       model or dict);
+    2. ``user_id_key`` in ``config["configurable"]``;
+    3. ``"langgraph_user_id"`` in ``config["configurable"]``, then in the ``context`` (the key
+       LangMem's memory tools fill their ``("memories", "{langgraph_user_id}")`` namespaces
+       from, so the middleware and those tools see the same user);
+    4. the LangGraph server's authenticated user;
+    5. the ``user_id`` given here.
+
+    No user is an error (memories are never shared by accident). The session is the run's
+    ``thread_id`` (``"default"`` without a checkpointer).
 
     Args:
-        memory: The hybrid-memory core.
+        memory: The hybrid-memory core (positional or ``memory=``).
         user_id: Fallback user when the run names none.
-        user_id_key: Where to find the user id in the context / configurable.
+        user_id_key: Where to find the user id in the context / configurable
+            (``"langgraph_user_id"`` is also looked up, after it).
         max_tokens: Token cap of the injected block (default: the core's fuser budget).
         record_turns: Write each turn through ``add_turn`` after the agent.
 
@@ -110,7 +121,7 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         record_turns: bool = True,
     ) -> None:
         super().__init__()
-        self.memory = memory
+        self.memory = require_core(memory, type(self).__name__)
         self.user_id = user_id
         self.user_id_key = user_id_key
         self.max_tokens = max_tokens
@@ -132,9 +143,14 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         Raises:
             InvalidInputError: no user id anywhere.
         """
+        configurable = self._config().get("configurable")
         value = lookup(runtime.context, self.user_id_key)
         if value is None:
-            value = lookup(self._config().get("configurable"), self.user_id_key)
+            value = lookup(configurable, self.user_id_key)
+        if value is None:
+            value = lookup(configurable, LANGGRAPH_USER_ID)
+        if value is None:
+            value = lookup(runtime.context, LANGGRAPH_USER_ID)
         if value is None:
             server = getattr(runtime, "server_info", None)
             value = getattr(getattr(server, "user", None), "identity", None)
@@ -143,8 +159,8 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         if not isinstance(value, str) or not value:
             raise InvalidInputError(
                 f"HybridMemoryMiddleware needs a user id: pass context={{'{self.user_id_key}': ...}} "
-                f"(or a context object with that attribute), config={{'configurable': {{'{self.user_id_key}': ...}}}}, "
-                "or HybridMemoryMiddleware(memory, user_id=...)"
+                f"(or a context object with that attribute), config={{'configurable': {{'{self.user_id_key}': ...}}}} "
+                f"(or '{LANGGRAPH_USER_ID}', as LangMem uses), or HybridMemoryMiddleware(memory, user_id=...)"
             )
         return value
 

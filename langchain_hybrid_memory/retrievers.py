@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import RecallHit
 from hybrid_memory.stores.base import MemoryFilter
-from langchain_hybrid_memory._utils import as_memory_filter
+from langchain_hybrid_memory._utils import as_memory_filter, require_core
 
 __all__ = ["HybridMemoryRetriever", "hit_to_document"]
 
@@ -51,7 +51,7 @@ class HybridMemoryRetriever(BaseRetriever):
     ``k``, ``alpha`` (1.0 = pure vector, 0.0 = pure keyword/BM25; ``None`` = the memory's
     configured default), ``filter`` and ``include_archived`` are set at construction and can be
     overridden per call: ``retriever.invoke("tea", k=3, alpha=0.0)``. A blank query returns no
-    documents.
+    documents. The core comes first, positionally or as ``memory=``.
 
     Setup:
         ``pip install 'hybrid-memory[langchain]'``
@@ -61,7 +61,7 @@ class HybridMemoryRetriever(BaseRetriever):
         >>> from hybrid_memory.testing import HashingEmbedder
         >>> mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
         >>> _ = mem.remember("alice", "Alice drinks green tea every morning", importance=0.8)
-        >>> retriever = HybridMemoryRetriever(memory=mem, user_id="alice", k=2)
+        >>> retriever = HybridMemoryRetriever(mem, user_id="alice", k=2)
         >>> docs = retriever.invoke("what tea does Alice drink?")
         >>> docs[0].page_content, sorted(docs[0].metadata)[:3]
         ('Alice drinks green tea every morning', ['access_count', 'category', 'created_at'])
@@ -91,10 +91,10 @@ class HybridMemoryRetriever(BaseRetriever):
         "what it injects: a retriever's documents go into the prompt.",
     )
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, memory: HybridMemory, **data: Any) -> None:
         if "filter" in data:
             data["filter"] = as_memory_filter(data["filter"])
-        super().__init__(**data)
+        super().__init__(memory=require_core(memory, type(self).__name__), **data)  # type: ignore[call-arg]
 
     def _recall_kwargs(
         self,

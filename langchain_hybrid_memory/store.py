@@ -79,6 +79,7 @@ from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import Category, MemoryRecord, RecallHit, check_id
 from hybrid_memory.scoring import infer_category
 from hybrid_memory.stores.base import MemoryFilter
+from langchain_hybrid_memory._utils import require_core
 
 __all__ = ["HybridMemoryStore"]
 
@@ -198,7 +199,7 @@ class HybridMemoryStore(BaseStore):
     differ from ``InMemoryStore``.
 
     Args:
-        memory: The hybrid-memory core.
+        memory: The hybrid-memory core (positional or ``memory=``).
         namespace: Namespace template with exactly one ``"{user_id}"`` label.
         fields: JSON paths whose text is indexed (``None``: ``content``, else ``text``, else the
             whole value as JSON). ``put(..., index=[...])`` overrides per item.
@@ -206,6 +207,7 @@ class HybridMemoryStore(BaseStore):
             ``None`` uses the core's configured default.
 
     Raises:
+        ConfigurationError: ``memory`` is not a ``HybridMemory``.
         ValueError: the template is not a tuple of valid labels with one ``"{user_id}"``.
 
     Example:
@@ -234,6 +236,7 @@ class HybridMemoryStore(BaseStore):
         fields: Sequence[str] | None = None,
         alpha: float | None = None,
     ) -> None:
+        self.memory = require_core(memory, type(self).__name__)
         template = tuple(namespace)
         if isinstance(namespace, str) or not template or template.count(USER_PLACEHOLDER) != 1:
             raise ValueError(
@@ -244,7 +247,6 @@ class HybridMemoryStore(BaseStore):
                 raise ValueError(f"invalid namespace label {label!r} in {template!r}")
         if alpha is not None and (isinstance(alpha, bool) or not 0.0 <= float(alpha) <= 1.0):
             raise ValueError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
-        self.memory = memory
         self.namespace_template = template
         self.fields = list(fields) if fields is not None else None
         self.alpha = alpha

@@ -8,8 +8,10 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
+from hybrid_memory.errors import ConfigurationError
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import FusedContext, Turn, check_id
+from llamaindex_hybrid_memory._core import require_core
 from llamaindex_hybrid_memory._messages import core_role, message_text, turn_to_message
 
 try:
@@ -55,7 +57,8 @@ class HybridAgentMemory(BaseMemory):
     Setup:
         ``pip install 'hybrid-memory[llamaindex]'``
 
-    Instantiate:
+    Instantiate (the core first, positionally or as ``memory=``; ``HybridAgentMemory(core,
+    user_id=..., session_id=...)`` works too):
         >>> from hybrid_memory import HybridMemory, LocalStore
         >>> from hybrid_memory.testing import HashingEmbedder
         >>> from llamaindex_hybrid_memory import HybridAgentMemory
@@ -90,6 +93,9 @@ class HybridAgentMemory(BaseMemory):
         description="Cap on the long-term block; None uses the core's fuser budget (15 % of the context window).",
     )
 
+    def __init__(self, memory: HybridMemory, **data: Any) -> None:
+        super().__init__(memory=require_core(memory, type(self).__name__), **data)  # type: ignore[call-arg]
+
     @field_validator("user_id", "session_id")
     @classmethod
     def _check_ids(cls, value: str, info: ValidationInfo) -> str:
@@ -115,8 +121,10 @@ class HybridAgentMemory(BaseMemory):
         """Build an agent memory.
 
         Args:
-            memory: The engine; ``None`` builds an ephemeral default ``HybridMemory()`` (in-memory
-                store, default embedder). Pass your own to persist and to share it across sessions.
+            memory: The engine (positional or ``memory=``), required: one core per application,
+                shared by its sessions and adapters, e.g. ``HybridMemory(store=LocalStore("memory.db"))``.
+                There is no default: a private in-memory core would silently forget everything
+                when the session ends.
             user_id: Whose memory.
             session_id: The conversation; ``None`` starts a new one (random id).
             token_limit: Cap on ``get()``; default 75 % of ``llm``'s context window when an LLM is
@@ -124,18 +132,26 @@ class HybridAgentMemory(BaseMemory):
             context_max_tokens: Cap on the long-term block (default: the core's fuser budget).
             llm: Only used to size ``token_limit``.
             chat_history: Messages to start the window with (``set``).
+
+        Raises:
+            ConfigurationError: no core was given (or not a ``HybridMemory``).
         """
+        if memory is None:
+            raise ConfigurationError(
+                "HybridAgentMemory.from_defaults needs the hybrid-memory core: "
+                "HybridAgentMemory.from_defaults(HybridMemory(store=LocalStore('memory.db')), user_id=...); "
+                "create one core per application and pass it to every session, so memories carry over"
+            )
         if token_limit is None:
             token_limit = int(llm.metadata.context_window * 0.75) if llm is not None else DEFAULT_TOKEN_LIMIT
         fields: dict[str, Any] = {
-            "memory": memory if memory is not None else HybridMemory(),
             "user_id": user_id,
             "token_limit": token_limit,
             "context_max_tokens": context_max_tokens,
         }
         if session_id is not None:
             fields["session_id"] = session_id
-        instance = cls(**fields)
+        instance = cls(memory, **fields)
         if chat_history:
             instance.set(list(chat_history))
         return instance

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import check_id
 from hybrid_memory.stores.base import MemoryFilter
+from llamaindex_hybrid_memory._core import require_core
 from llamaindex_hybrid_memory._messages import core_role, message_text, query_text
 
 try:
@@ -27,14 +28,30 @@ DEFAULT_SESSION_ID = "default"
 
 
 class HybridMemoryBlock(BaseMemoryBlock[str]):
-    """A ``BaseMemoryBlock[str]`` that stores flushed turns in hybrid-memory and recalls them.
+    """A ``BaseMemoryBlock[str]`` that stores a session's turns in hybrid-memory and recalls them.
 
-    ``Memory`` flushes its oldest messages to the block when its chat history outgrows
-    ``token_limit × chat_history_token_ratio``; the block writes them through the core's turn
-    write path (importance scoring with the speaker's role, key-frame detection, PII redaction,
-    dedup) with their ``session_id``, role and turn id as provenance. On every ``Memory.aget`` the
-    block returns the long-term memories fused for the latest user message (``""`` when nothing
-    relevant is remembered), which ``Memory`` puts into its system message.
+    Writing takes two paths, both through the core's turn write path (importance scoring with
+    the speaker's role, key-frame detection, PII redaction, dedup):
+
+    * **Each new user message**, when ``Memory`` reads the block (``Memory.aget`` hands every
+      block its active history before each LLM call; ``record_user_turns``). The core scores it
+      and writes key frames (preferences, constraints, changes, explicit "remember") to
+      long-term memory at once, so a fact stated in a short session is recalled by the next
+      one. ``Memory`` itself would hand the block nothing in a short session: it only flushes
+      when its history outgrows ``token_limit × chat_history_token_ratio``.
+    * **Flushed batches**: when ``Memory`` flushes its oldest messages, the block writes them
+      (assistant replies included; user messages already recorded are not added twice) with
+      their ``session_id`` and role, then ends that session in the core, so they (and the user
+      messages recorded so far) are in long-term memory at once.
+
+    Other user turns of a session that never flushes stay in the core's short-term buffer of
+    that session until it is ended: call ``HybridMemory.end_session(user_id, session_id)`` when a
+    conversation ends (the core also ends a user's sessions idle for
+    ``buffer.idle_flush_minutes`` when the user starts another one).
+
+    On every ``Memory.aget`` the block returns the long-term memories fused for the latest user
+    message (``""`` when nothing relevant is remembered), which ``Memory`` puts into its system
+    message. The core comes first, positionally or as ``memory=``.
 
     The block holds no per-session or per-user state: the session comes with each call
     (``session_id`` from ``Memory``), the user is fixed at construction, so one block per user
@@ -45,8 +62,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
 
     Notes:
         ``Memory`` only flushes when its history outgrows the limit (about 21,000 tokens with
-        the defaults), so size ``token_limit`` to your model, or also give hybrid-memory the facts
-        directly with ``HybridMemory.remember``. Under token pressure ``Memory`` truncates blocks
+        the defaults); size ``token_limit`` to your model. Under token pressure ``Memory`` truncates blocks
         in *ascending* ``priority`` (1 goes before 2) and never truncates ``priority=0``; this
         block caps itself with ``max_tokens`` instead of truncating. Do not use this block and
         :class:`~llamaindex_hybrid_memory.HybridAgentMemory` for the same user and session: the
@@ -62,22 +78,26 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         >>> from sqlalchemy.ext.asyncio import create_async_engine
         >>> from llamaindex_hybrid_memory import HybridMemoryBlock
         >>> core = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
-        >>> block = HybridMemoryBlock(memory=core, user_id="alice")
+        >>> block = HybridMemoryBlock(core, user_id="alice")
         >>> engine = create_async_engine("sqlite+aiosqlite:///:memory:")
         >>> chat = Memory.from_defaults(session_id="monday", token_limit=40, memory_blocks=[block],
         ...                             async_engine=engine)
 
-    Use (an agent does this through ``await agent.run("...", memory=chat)``):
-        >>> from llama_index.core.llms import ChatMessage
-        >>> chat.put_messages([
-        ...     ChatMessage(role="user", content="My daughter Mia starts school in Lyon in September."),
-        ...     ChatMessage(role="assistant", content="Noted, congratulations to Mia!"),
-        ...     ChatMessage(role="user", content="Which Lyon school has good art classes?"),
-        ... ])
-        >>> "Mia starts school in Lyon" in chat.get()[0].content
-        True
+    Use (an agent does this through ``await agent.run("...", memory=chat)``; ``Memory`` is
+    async-first: its sync ``put_messages``/``get`` left an unclosed event loop behind here):
         >>> import asyncio
-        >>> asyncio.run(engine.dispose())
+        >>> from llama_index.core.llms import ChatMessage
+        >>> async def session() -> str:
+        ...     await chat.aput_messages([
+        ...         ChatMessage(role="user", content="My daughter Mia starts school in Lyon in September."),
+        ...         ChatMessage(role="assistant", content="Noted, congratulations to Mia!"),
+        ...         ChatMessage(role="user", content="Which Lyon school has good art classes?"),
+        ...     ])
+        ...     messages = await chat.aget()
+        ...     await engine.dispose()
+        ...     return messages[0].content
+        >>> "Mia starts school in Lyon" in asyncio.run(session())
+        True
         >>> core.close()
     """
 
@@ -98,6 +118,14 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         ge=1,
         description="Messages (with text) forming the recall query: the latest user message and those before it.",
     )
+    record_user_turns: bool = Field(
+        default=True,
+        description="Record each new user message through the core's add_turn when Memory reads the block "
+        "(key frames reach long-term memory at once, even in sessions too short for Memory to flush).",
+    )
+
+    def __init__(self, memory: HybridMemory, **data: Any) -> None:
+        super().__init__(memory=require_core(memory, type(self).__name__), **data)  # type: ignore[call-arg]
 
     @field_validator("user_id")
     @classmethod
@@ -109,15 +137,40 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         session_id = block_kwargs.get("session_id")
         if session_id is not None and not isinstance(session_id, str):
             session_id = str(session_id)
+        if self.record_user_turns and session_id is not None:
+            await self._record_latest_user_turn(messages, session_id)
         query = query_text(messages, self.query_window)
         if not query or (self.scope == "session" and session_id is None):
             return ""
         # A fresh filter per call: nothing of one call survives into the next.
         scoped = MemoryFilter(session_id=session_id) if self.scope == "session" else None
+        # No short-term dedup (session_id=None): Memory, not the core, holds this session's chat
+        # history, and the core's buffer now holds the question itself, which would hide the
+        # memories most similar to it.
         context = await self.memory.abuild_context(
-            query, user_id=self.user_id, session_id=session_id, max_tokens=self.max_tokens, filter=scoped
+            query, user_id=self.user_id, session_id=None, max_tokens=self.max_tokens, filter=scoped
         )
         return context.text
+
+    def _recorded_user_texts(self, session_id: str) -> set[str]:
+        """Texts of the user turns in the core's short-term buffer of the session (in memory, no IO)."""
+        return {t.content for t in self.memory.short_term(self.user_id, session_id) if t.role == "user"}
+
+    async def _record_latest_user_turn(self, messages: list[ChatMessage] | None, session_id: str) -> None:
+        """Record the latest user message of ``Memory``'s history unless it is the newest one recorded.
+
+        ``Memory`` reads the blocks several times per user message (every LLM call of an agent
+        run); only the first read records it.
+        """
+        latest = next(
+            (t for m in reversed(messages or []) if core_role(m) == "user" for t in (message_text(m),) if t), None
+        )
+        if latest is None:
+            return
+        turns = self.memory.short_term(self.user_id, session_id)
+        newest = next((t.content for t in reversed(turns) if t.role == "user"), None)
+        if newest != latest:
+            await self.memory.aadd_turn(self.user_id, session_id, "user", latest)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Write flushed messages to long-term memory through the core's turn write path."""
@@ -128,7 +181,10 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                 sid = m.additional_kwargs.get("session_id")
                 items.append((sid if isinstance(sid, str) and sid.strip() else DEFAULT_SESSION_ID, core_role(m), text))
         for session_id, group in groupby(items, key=lambda x: x[0]):
+            recorded = self._recorded_user_texts(session_id)
             for _, role, text in group:
+                if role == "user" and text in recorded:
+                    continue  # recorded when Memory read the block; end_session below writes it
                 await self.memory.aadd_turn(self.user_id, session_id, role, text)
             # The turns leave the (borrowed) short-term buffer and go to long-term memory now.
             await self.memory.aend_session(self.user_id, session_id)

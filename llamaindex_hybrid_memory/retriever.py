@@ -7,6 +7,7 @@ from typing import Any
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import RecallHit, check_id
 from hybrid_memory.stores.base import MemoryFilter
+from llamaindex_hybrid_memory._core import require_core
 
 try:
     from llama_index.core.callbacks import CallbackManager
@@ -34,7 +35,7 @@ class HybridMemoryRetriever(BaseRetriever):
     the text an LLM or embedder sees.
 
     Args:
-        memory: The hybrid-memory engine.
+        memory: The hybrid-memory engine (positional or ``memory=``).
         user_id: Whose memories; never anyone else's.
         k: How many memories per query.
         alpha: Hybrid weight, 1.0 = pure vector, 0.0 = pure keyword (BM25); ``None`` uses the
@@ -76,7 +77,7 @@ class HybridMemoryRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        self.memory = memory
+        self.memory = require_core(memory, type(self).__name__)
         self.user_id = check_id(user_id)
         self.k = k
         self.alpha = alpha

@@ -204,3 +204,82 @@ async def test_async_agent(mem: HybridMemory, tool_model: Any) -> None:
     assert "passport expires in March 2027" in _system_text(model.seen[n])
     assert out["messages"][-1].text == "March 2027."
     assert [t.role for t in mem.short_term("ivy", "a2")] == ["user", "assistant"]
+
+
+# --------------------------------------------------------------------------- LangMem's user key
+@tool
+def manage_memory(content: str, runtime: ToolRuntime) -> str:
+    """Save a memory, as LangMem's manage_memory tool does.
+
+    LangMem fills its ("memories", "{langgraph_user_id}") namespace template from
+    ``config["configurable"]["langgraph_user_id"]``; this tool reads the user the same way (LangMem
+    itself is not a dependency of this project).
+    """
+    assert runtime.store is not None
+    user = runtime.config["configurable"]["langgraph_user_id"]
+    runtime.store.put(("memories", user), str(uuid4()), {"content": content})
+    return "saved"
+
+
+def _langmem_config(thread_id: str, user: str, **extra: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id, "langgraph_user_id": user, **extra}}
+
+
+def test_langgraph_user_id_from_langmem_config(mem: HybridMemory, tool_model: Any) -> None:
+    model = tool_model(
+        messages=iter(
+            [
+                _call("manage_memory", {"content": "Jo takes the night train to Vienna on Fridays"}),
+                AIMessage(content="Saved."),
+                AIMessage(content="The night train to Vienna."),
+            ]
+        )
+    )
+    agent = create_agent(
+        model,
+        tools=[manage_memory],
+        system_prompt="You are a helpful assistant.",
+        middleware=[HybridMemoryMiddleware(mem)],
+        checkpointer=InMemorySaver(),
+        store=HybridMemoryStore(mem),
+    )
+    first = agent.invoke(
+        {"messages": [HumanMessage("Please note how I travel on Fridays")]}, config=_langmem_config("t1", "jo")
+    )
+    # The middleware resolved the same user the LangMem-style tool wrote for ...
+    assert first["memory_context"]["user_id"] == "jo"
+    assert [r.content for r in mem.list_memories("jo") if "Vienna" in r.content]
+    assert mem.short_term("jo", "t1")[0].content == "Please note how I travel on Fridays"
+
+    n_before = len(model.seen)
+    second = agent.invoke(
+        {"messages": [HumanMessage("How do I get to Vienna on Fridays?")]}, config=_langmem_config("t2", "jo")
+    )
+    # ... so a new thread recalls what the tool stored, in the prompt and in the output.
+    assert second["memory_context"]["user_id"] == "jo"
+    assert "night train to Vienna" in _system_text(model.seen[n_before])
+    assert any("night train" in h["content"] for h in second["memory_context"]["hits"])
+    assert mem.list_memories("default") == [] and "jo" in mem.users()
+
+
+def test_langgraph_user_id_comes_after_the_configured_key(mem: HybridMemory) -> None:
+    mem.remember("kim", "Kim lives in Bergen", importance=0.7)
+    mem.remember("lou", "Lou lives in Porto", importance=0.7)
+    agent = create_agent(GenericFakeChatModel(messages=iter(["ok"] * 5)), middleware=[HybridMemoryMiddleware(mem)])
+    question = {"messages": [HumanMessage("Where do I live?")]}
+
+    def user(**kwargs: Any) -> str:
+        return str(agent.invoke(question, **kwargs)["memory_context"]["user_id"])
+
+    # Lookup order: context[user_id] > configurable[user_id] > configurable[langgraph_user_id]
+    # > context[langgraph_user_id] > the constructor's fallback.
+    assert user(config=_langmem_config("t", "lou"), context={"user_id": "kim"}) == "kim"
+    assert user(config=_langmem_config("t", "lou", user_id="kim")) == "kim"
+    assert user(config=_langmem_config("t", "lou")) == "lou"
+    assert user(context={"langgraph_user_id": "lou"}) == "lou"
+    fallback = create_agent(
+        GenericFakeChatModel(messages=iter(["ok"])), middleware=[HybridMemoryMiddleware(mem, user_id="kim")]
+    )
+    assert fallback.invoke(question, config=_langmem_config("t", "lou"))["memory_context"]["user_id"] == "lou"
+    with pytest.raises(InvalidInputError, match="langgraph_user_id"):
+        agent.invoke(question)

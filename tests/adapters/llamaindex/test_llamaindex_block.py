@@ -207,3 +207,67 @@ async def test_query_is_the_latest_user_message(core: HybridMemory) -> None:
     answered = [*asked, ChatMessage(role="assistant", content="OK.")]
     assert "salmon" in await block.aget(asked, session_id="s1")
     assert await block.aget(answered, session_id="s1") == await block.aget(asked, session_id="s1")
+
+
+# --------------------------------------------------------------------------- short sessions
+# FunctionAgent's workflow machinery runs inspect.getmembers over the pydantic agent, reading
+# pydantic's deprecated attributes inside llama-index; ignore those only when inspect triggers them.
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20:inspect")
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211:inspect")
+async def test_a_short_agent_session_is_recalled_by_the_next_one(
+    core: HybridMemory, make_chat_memory: MakeMemory
+) -> None:
+    """The README's setup: token_limit=4000 never flushes in a short session, yet the fact is kept."""
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms.mock import MockFunctionCallingLLMWithChatMemoryOfLastCall
+
+    llm = MockFunctionCallingLLMWithChatMemoryOfLastCall()
+    agent = FunctionAgent(tools=[], llm=llm)
+    block = HybridMemoryBlock(core, user_id="alice")
+
+    tuesday = make_chat_memory(session_id="tuesday", token_limit=4000, memory_blocks=[block])
+    await agent.run("We moved to Lyon in March.", memory=tuesday)
+    assert await tuesday.aget_all(status=MessageStatus.ARCHIVED) == []  # Memory flushed nothing ...
+    assert "We moved to Lyon in March." in {r.content for r in core.list_memories("alice")}  # ... still kept
+
+    wednesday = make_chat_memory(session_id="wednesday", token_limit=4000, memory_blocks=[block])
+    await agent.run("Which city do we live in now?", memory=wednesday)
+    system = [m.content or "" for m in llm.last_chat_messages or [] if m.role == MessageRole.SYSTEM]
+    assert any("We moved to Lyon in March." in s for s in system)  # the new session's prompt recalls it
+
+
+async def test_user_turns_are_recorded_once_and_not_again_when_flushed(
+    core: HybridMemory, make_chat_memory: MakeMemory
+) -> None:
+    chat = make_chat_memory(
+        session_id="s1", token_limit=120, token_flush_size=30, memory_blocks=[HybridMemoryBlock(core, user_id="alice")]
+    )
+    await chat.aput(ChatMessage(role="user", content=FACTS["allergy"]))
+    for _ in range(3):  # an agent reads memory before every LLM call of a run
+        await chat.aget()
+    assert [(t.role, t.content) for t in core.short_term("alice", "s1")] == [("user", FACTS["allergy"])]
+    assert [r.content for r in core.list_memories("alice")] == [FACTS["allergy"]]  # a key frame: written at once
+
+    # Enough conversation for Memory to flush the fact: it is not written a second time.
+    await chat.aput_messages(_conversation({}, filler_rounds=8))
+    assert FACTS["allergy"] in {m.content for m in await chat.aget_all(status=MessageStatus.ARCHIVED)}
+    contents = [r.content for r in core.list_memories("alice")]
+    assert contents.count(FACTS["allergy"]) == 1
+    assert "Tell me a short fact about the number 10." in contents  # the flushed turns were written
+
+
+async def test_recording_user_turns_can_be_switched_off(core: HybridMemory, make_chat_memory: MakeMemory) -> None:
+    block = HybridMemoryBlock(core, user_id="alice", record_user_turns=False)
+    chat = make_chat_memory(session_id="s1", token_limit=4000, memory_blocks=[block])
+    await chat.aput(ChatMessage(role="user", content=FACTS["allergy"]))
+    await chat.aget()
+    assert core.short_term("alice", "s1") == [] and core.list_memories("alice") == []
+
+
+async def test_the_question_does_not_hide_the_memory_that_answers_it(core: HybridMemory) -> None:
+    core.remember("alice", "Mia is allergic to peanuts", importance=0.9)
+    block = HybridMemoryBlock(core, user_id="alice")
+    question = [ChatMessage(role="user", content="Is Mia allergic to peanuts?")]
+    for _ in range(2):  # recorded on the first read; still recalled on the next
+        assert "Mia is allergic to peanuts" in await block.aget(question, session_id="s1")
+    assert [t.content for t in core.short_term("alice", "s1")] == ["Is Mia allergic to peanuts?"]
