@@ -190,6 +190,7 @@ class ContextFuser:
         hit_vectors: dict[str, Vector] | None = None,
         stm_vectors: Vector | None = None,
         stm_threshold: float = 0.8,
+        stm_turn_ids: frozenset[str] = frozenset(),
         language: str | None = None,
     ) -> FusedContext:
         """Fuse ``hits`` (best first) into a prompt block.
@@ -202,6 +203,8 @@ class ContextFuser:
             hit_vectors: Vectors of the hits by id (for short-term dedup).
             stm_vectors: Vectors of the short-term turns, one per row.
             stm_threshold: Cosine at or above which a hit duplicates a short-term turn.
+            stm_turn_ids: Ids of the turns in the short-term window: a memory written from one of
+                them (``metadata["turn_id"]``) is already in the prompt and is dropped.
             language: Force ``"zh"`` or ``"en"`` (default: config, else detected from the query).
         """
         cfg = self.config
@@ -211,6 +214,9 @@ class ContextFuser:
 
         kept: list[RecallHit] = []
         for h in hits:
+            if stm_turn_ids and h.record.metadata.get("turn_id") in stm_turn_ids:
+                dropped.append((h.id, "is a turn of the short-term window"))
+                continue
             if stm_vectors is not None and len(stm_vectors) and hit_vectors and h.id in hit_vectors:
                 sim = float(np.max(stm_vectors @ hit_vectors[h.id]))
                 if sim >= stm_threshold:

@@ -1134,10 +1134,16 @@ class HybridMemory:
             )
         stm_vectors: Vector | None = None
         hit_vectors: dict[str, Vector] | None = None
+        in_window: frozenset[str] = frozenset()
         if session_id is not None and hits:
             turns = self.short_term(user_id, session_id)
-            if turns:
-                stm_vectors = self._turn_matrix(turns)
+            in_window = frozenset(t.id for t in turns)
+            # The question being asked may already be a turn of the window; it must not hide the
+            # memories that answer it, so similarity dedup skips it (its own memory goes by id).
+            asked = self._redact(query)
+            others = [t for t in turns if t.content != asked]
+            if others:
+                stm_vectors = self._turn_matrix(others)
                 hit_vectors = self.store.get_vectors(user_id, [h.id for h in hits])
         ctx = self.fuser.fuse(
             hits,
@@ -1147,6 +1153,7 @@ class HybridMemory:
             hit_vectors=hit_vectors,
             stm_vectors=stm_vectors,
             stm_threshold=self.embedder.stm_threshold,
+            stm_turn_ids=in_window,
         )
         if ctx.hits and self.config.rerank.touch_on_inject:
             self.store.touch(user_id, [h.id for h in ctx.hits], when)
@@ -1163,12 +1170,17 @@ class HybridMemory:
 
     # ------------------------------------------------------------------ management
     @observed("put")
-    def put(self, record: MemoryRecord) -> WriteOutcome:
+    def put(self, record: MemoryRecord, *, score: bool = False) -> WriteOutcome:
         """Store exactly ``record`` under its id, replacing any previous version.
 
         This is the keyed write of key-value style stores (LangGraph's ``BaseStore.put``): PII is
         still redacted (when enabled), but the importance gate, deduplication and conflict rules
         of :meth:`remember` do not apply, so what the caller put is what a ``get`` returns.
+
+        Args:
+            record: The memory to store.
+            score: Replace ``record.importance`` with the importance scorer's score of the
+                (redacted) content, for callers that have no importance of their own.
 
         Returns:
             ``updated`` when a memory with this id existed, else ``added``.
@@ -1185,6 +1197,8 @@ class HybridMemory:
             red = self.writer.redactor.redact(record.content)
             if red.changed:
                 record = record.evolve(content=red.text)
+        if score:  # after redaction: an LLM scorer never sees the raw text
+            record = record.evolve(importance=self._score([record.content]).items[0].importance)
         self._ensure_bound()
         epoch = self.store.user_epoch(record.user_id)
         existed = bool(self.store.get(record.user_id, [record.id]))
@@ -1192,9 +1206,9 @@ class HybridMemory:
         self.writer.invalidate(record.user_id)
         return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
 
-    async def aput(self, record: MemoryRecord) -> WriteOutcome:
+    async def aput(self, record: MemoryRecord, *, score: bool = False) -> WriteOutcome:
         """Async twin of :meth:`put`."""
-        return await asyncio.to_thread(self.put, record)
+        return await asyncio.to_thread(lambda: self.put(record, score=score))
 
     def touch(self, user_id: str, memory_ids: Sequence[str], *, now: datetime | None = None) -> None:
         """Count a use of these memories (``access_count += 1``, ``last_accessed_at = now``).

@@ -407,8 +407,9 @@ class HybridMemoryStore(BaseStore):
             else (stored["category"] if stored.get("category") in _CATEGORIES else infer_category(content))
         )
         imp = stored.get("importance")
-        if isinstance(imp, bool) or not isinstance(imp, (int, float)) or not 0.0 <= float(imp) <= 1.0:
-            imp = self.memory.scorer.score([content]).items[0].importance
+        unscored = isinstance(imp, bool) or not isinstance(imp, (int, float)) or not 0.0 <= float(imp) <= 1.0
+        if unscored:
+            imp = 0.5  # placeholder: the core scores the redacted content (put(..., score=True))
         now = self.memory.now()
         rid = existing.record.id if existing is not None else self._key_id(namespace, key)
         record = MemoryRecord.create(
@@ -423,7 +424,7 @@ class HybridMemoryStore(BaseStore):
             metadata={_META: {"namespace": list(namespace), "key": key, "value": stored, "indexed": indexed}},
         )
         # An explicit keyed write: replaces the item, PII redacted, no dedup/gate (module docstring).
-        self.memory.put(record)
+        self.memory.put(record, score=unscored)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         _check_page(op.limit, op.offset)

@@ -144,11 +144,10 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             return ""
         # A fresh filter per call: nothing of one call survives into the next.
         scoped = MemoryFilter(session_id=session_id) if self.scope == "session" else None
-        # No short-term dedup (session_id=None): Memory, not the core, holds this session's chat
-        # history, and the core's buffer now holds the question itself, which would hide the
-        # memories most similar to it.
+        # Short-term dedup against the core's window of this session: the turns recorded here are
+        # already in Memory's chat history (the question itself never hides what answers it).
         context = await self.memory.abuild_context(
-            query, user_id=self.user_id, session_id=None, max_tokens=self.max_tokens, filter=scoped
+            query, user_id=self.user_id, session_id=session_id, max_tokens=self.max_tokens, filter=scoped
         )
         return context.text
 
