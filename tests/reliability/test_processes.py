@@ -27,8 +27,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.testing import HashingEmbedder
 
