@@ -215,7 +215,7 @@ class ContextFuser:
         kept: list[RecallHit] = []
         for h in hits:
             if stm_turn_ids and h.record.metadata.get("turn_id") in stm_turn_ids:
-                dropped.append((h.id, "is a turn of the short-term window"))
+                dropped.append((h.id, "duplicates the short-term window"))
                 continue
             if stm_vectors is not None and len(stm_vectors) and hit_vectors and h.id in hit_vectors:
                 sim = float(np.max(stm_vectors @ hit_vectors[h.id]))

@@ -103,9 +103,10 @@ class HybridChatMemory(BaseChatMemory):
       message, or the first lines of the string), so the chains' default prompts work unchanged.
 
     ``save_context`` feeds both turns to :meth:`~hybrid_memory.HybridMemory.add_turn`, so they are
-    scored, key frames are pinned and written to long-term memory at once, and evicted turns
-    flow to long-term memory. ``clear()`` drops this session's short-term window only;
-    long-term memories stay (use ``memory.forget_user`` to erase a user).
+    scored, durable in the store's turn log and (above the small-talk gate) in long-term memory at
+    once: a restarted process or another worker continues the same window, and other sessions
+    recall them. ``clear()`` empties this session's short-term window only; long-term memories
+    stay (use ``memory.forget_user`` to erase a user).
 
     The core comes first, positionally or as ``memory=`` (as in every adapter of this package).
 

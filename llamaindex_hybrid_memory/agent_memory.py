@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -39,15 +40,16 @@ class HybridAgentMemory(BaseMemory):
     and the long-term block gets what is left (at most ``context_max_tokens``). No system message
     is added when nothing relevant is remembered.
 
-    ``put()``/``aput()`` (and ``put_messages``/``aput_messages``) feed ``add_turn``: key frames
-    (preferences, constraints, explicit "remember") reach long-term memory at once, other turns
-    when the window evicts them or at :meth:`end_session`. Only text is kept; tool results come
+    ``put()``/``aput()`` (and ``put_messages``/``aput_messages``) feed ``add_turn``: every turn is
+    durable in the store's turn log and, above the small-talk gate, in long-term memory at once;
+    key frames (preferences, constraints, explicit "remember") stay pinned in the window. Only
+    text is kept; tool results come
     back as assistant messages labelled ``Tool result:``; a tool-call request without text is not
     stored.
 
-    ``reset()`` drops the session window **without** writing it and leaves long-term memory
-    alone (use ``HybridMemory.forget_user`` to erase a user); :meth:`end_session` writes the window
-    to long-term memory, then clears it. ``set()`` replaces the window. ``get_all()`` is the window
+    ``reset()`` empties the session window and leaves long-term memory alone (use
+    ``HybridMemory.forget_user`` to erase a user); :meth:`end_session` runs the core's end-of-session
+    policy (extraction, summary), then clears the window. ``set()`` replaces the window. ``get_all()`` is the window
     without the long-term block (older turns live in long-term memory).
 
     Agents only call the async methods, which use the core's async twins. LlamaIndex agents keep
@@ -263,10 +265,10 @@ class HybridAgentMemory(BaseMemory):
 
     async def areset(self) -> None:
         """Async twin of :meth:`reset`."""
-        self.reset()  # in-memory, no IO
+        await asyncio.to_thread(self.reset)  # the window lives in the store
 
     def end_session(self) -> None:
-        """Write the session window to long-term memory, then clear it."""
+        """End the session in the core (extraction, summary), then clear the window."""
         self.memory.end_session(self.user_id, self.session_id)
 
     async def aend_session(self) -> None:

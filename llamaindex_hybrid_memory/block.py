@@ -41,13 +41,10 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
       when its history outgrows ``token_limit × chat_history_token_ratio``.
     * **Flushed batches**: when ``Memory`` flushes its oldest messages, the block writes them
       (assistant replies included; user messages already recorded are not added twice) with
-      their ``session_id`` and role, then ends that session in the core, so they (and the user
-      messages recorded so far) are in long-term memory at once.
+      their ``session_id`` and role.
 
-    Other user turns of a session that never flushes stay in the core's short-term buffer of
-    that session until it is ended: call ``HybridMemory.end_session(user_id, session_id)`` when a
-    conversation ends (the core also ends a user's sessions idle for
-    ``buffer.idle_flush_minutes`` when the user starts another one).
+    Every turn the core accepts is durable and, above the small-talk gate, in long-term memory
+    when ``add_turn`` returns, so nothing waits for the session to end.
 
     On every ``Memory.aget`` the block returns the long-term memories fused for the latest user
     message (``""`` when nothing relevant is remembered), which ``Memory`` puts into its system
@@ -183,7 +180,5 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             recorded = self._recorded_user_texts(session_id)
             for _, role, text in group:
                 if role == "user" and text in recorded:
-                    continue  # recorded when Memory read the block; end_session below writes it
+                    continue  # recorded (and written) when Memory read the block
                 await self.memory.aadd_turn(self.user_id, session_id, role, text)
-            # The turns leave the (borrowed) short-term buffer and go to long-term memory now.
-            await self.memory.aend_session(self.user_id, session_id)
