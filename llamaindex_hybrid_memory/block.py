@@ -41,7 +41,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
       when its history outgrows ``token_limit × chat_history_token_ratio``.
     * **Flushed batches**: when ``Memory`` flushes its oldest messages, the block writes them
       (assistant replies included; user messages already recorded are not added twice) with
-      their ``session_id`` and role.
+      their ``session_id`` and role, then closes the core's window of that session, so the
+      core's window holds what ``Memory`` still has in its chat history.
 
     Every turn the core accepts is durable and, above the small-talk gate, in long-term memory
     when ``add_turn`` returns, so nothing waits for the session to end.
@@ -141,8 +142,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             return ""
         # A fresh filter per call: nothing of one call survives into the next.
         scoped = MemoryFilter(session_id=session_id) if self.scope == "session" else None
-        # Short-term dedup against the core's window of this session: the turns recorded here are
-        # already in Memory's chat history (the question itself never hides what answers it).
+        # Short-term dedup against the core's window of this session: the turns recorded since
+        # the last flush are in Memory's chat history (the question never hides what answers it).
         context = await self.memory.abuild_context(
             query, user_id=self.user_id, session_id=session_id, max_tokens=self.max_tokens, filter=scoped
         )
@@ -182,3 +183,6 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                 if role == "user" and text in recorded:
                     continue  # recorded (and written) when Memory read the block
                 await self.memory.aadd_turn(self.user_id, session_id, role, text)
+            # The flushed turns left Memory's chat history: they leave the core's window of the
+            # session too (they are in long-term memory), so recall may bring them back.
+            await self.memory.aend_session(self.user_id, session_id)
