@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from hybrid_memory.errors import ConfigurationError, ScoringError
+from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
 
 __all__ = ["LLMCallPolicy", "acall_with_policy", "call_with_deadline", "call_with_policy", "describe_error"]
 
@@ -95,9 +95,13 @@ class LLMCallPolicy:
         return self.max_retries + 1
 
     def delay(self, retry: int) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based): ``backoff * 2 ** (retry - 1)``, capped."""
+        """Seconds to wait before retry number ``retry`` (1-based): ``backoff * 2 ** (retry - 1)``, capped.
+
+        Raises:
+            InvalidInputError: ``retry`` < 1.
+        """
         if retry < 1:
-            raise ValueError(f"retry numbers start at 1, got {retry}")
+            raise InvalidInputError(f"retry numbers start at 1, got {retry}")
         d = self.backoff * 2.0 ** (retry - 1)
         return d if self.max_backoff is None else min(d, self.max_backoff)
 
