@@ -33,15 +33,16 @@ import json
 import math
 import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, ValidationError
 
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
+from hybrid_memory.llm_call import LLMCallPolicy, acall_with_policy, call_with_policy
 from hybrid_memory.records import normalize_content
 
 __all__ = [
@@ -458,7 +459,7 @@ def _supports_extra_body(model: Any) -> bool:
 
 
 class _LLMCaller:
-    """Shared plumbing of the LLM components: structured call, timeout, retries, backoff."""
+    """Shared plumbing of the LLM components: structured call and parsing under an :class:`LLMCallPolicy`."""
 
     def __init__(
         self,
@@ -467,10 +468,7 @@ class _LLMCaller:
         schema: type[BaseModel],
         method: StructuredMethod,
         max_tokens: int,
-        timeout: float,
-        max_retries: int,
-        backoff: float,
-        sleep: Callable[[float], None] | None,
+        policy: LLMCallPolicy,
         model_kwargs: Mapping[str, Any] | None,
         coerce: Callable[[Any], Any] | None = None,
     ) -> None:
@@ -478,16 +476,13 @@ class _LLMCaller:
             raise ConfigurationError("chat_model must be a LangChain chat model (with invoke/ainvoke)")
         if method not in ("function_calling", "json_mode"):
             raise ConfigurationError(f"method must be 'function_calling' or 'json_mode', got {method!r}")
-        if max_tokens < 1 or timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise ConfigurationError("max_tokens >= 1, timeout > 0, max_retries >= 0 and backoff >= 0 are required")
+        if max_tokens < 1:
+            raise ConfigurationError("max_tokens >= 1 is required")
         self.model = chat_model
         self.schema = schema
         self.method: StructuredMethod = method
         self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self._sleep = sleep if sleep is not None else time.sleep
+        self.policy = policy
         self._kwargs = dict(model_kwargs) if model_kwargs is not None else None
         self._coerce = coerce
         self._runnable: Any = None
@@ -555,42 +550,14 @@ class _LLMCaller:
             raise ValueError(f"reply does not match the schema (finish_reason={finish}): {exc}") from exc
 
     def call(self, messages: list[tuple[str, str]]) -> tuple[BaseModel, int]:
-        """Invoke with timeout and retries; return (parsed, attempts). Raises ScoringError."""
-        last: BaseException | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self._sleep(self.backoff * (2 ** (attempt - 1)))
-            try:
-                out = _invoke_with_timeout(self.runnable(), messages, self.timeout)
-                return self.parse(out), attempt + 1
-            except ConfigurationError:
-                raise
-            except Exception as exc:  # any model or parse failure is retried, then reported
-                last = exc
-        raise ScoringError(f"{_describe(last)} after {self.max_retries + 1} attempt(s)") from last
+        """Invoke under the policy (deadline, retries, backoff); return (parsed, attempts). Raises ScoringError."""
+        runnable = self.runnable()
+        return call_with_policy(self.policy, partial(runnable.invoke, messages), self.parse)
 
     async def acall(self, messages: list[tuple[str, str]]) -> tuple[BaseModel, int]:
         """Async twin of :meth:`call` (native ``ainvoke`` with ``asyncio.wait_for``)."""
-        last: BaseException | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff * (2 ** (attempt - 1)))
-            try:
-                out = await asyncio.wait_for(self.runnable().ainvoke(messages), self.timeout)
-                return self.parse(out), attempt + 1
-            except ConfigurationError:
-                raise
-            except Exception as exc:  # retried, then reported
-                last = exc
-        raise ScoringError(f"{_describe(last)} after {self.max_retries + 1} attempt(s)") from last
-
-
-def _describe(exc: BaseException | None) -> str:
-    if exc is None:
-        return "unknown error"
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        return "timed out"
-    return f"{type(exc).__name__}: {str(exc)[:200]}"
+        runnable = self.runnable()
+        return await acall_with_policy(self.policy, partial(runnable.ainvoke, messages), self.parse)
 
 
 def _finish_reason(msg: Any) -> str | None:
@@ -599,30 +566,6 @@ def _finish_reason(msg: Any) -> str | None:
         fr = meta.get("finish_reason")
         return str(fr) if fr is not None else None
     return None
-
-
-def _invoke_with_timeout(runnable: Any, messages: Any, timeout: float) -> Any:
-    """Run ``runnable.invoke`` in a daemon thread and wait at most ``timeout`` seconds.
-
-    A call that times out is abandoned (its thread is a daemon, so it never blocks exit).
-    """
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["out"] = runnable.invoke(messages)
-        except BaseException as exc:  # re-raised in the caller thread
-            box["err"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="hybrid-memory-llm", daemon=True).start()
-    if not done.wait(timeout):
-        raise TimeoutError(f"the model did not answer within {timeout:g}s")
-    if "err" in box:
-        raise box["err"]
-    return box["out"]
 
 
 class LLMImportanceScorer:
@@ -644,15 +587,19 @@ class LLMImportanceScorer:
         method: ``"function_calling"`` (default) or ``"json_mode"``.
         batch_size: Turns per model call.
         max_tokens: Completion budget per call.
-        timeout: Seconds per call before it is abandoned and retried.
-        max_retries: Retries after the first attempt.
-        backoff: First retry delay in seconds (doubles each retry).
+        timeout: Seconds per call before it is abandoned and retried (default 30; overrides
+            ``policy.timeout``).
+        max_retries: Retries after the first attempt (default 2; overrides ``policy.max_retries``).
+        backoff: First retry delay in seconds, doubling each retry (default 0.5; overrides
+            ``policy.backoff``).
         cache_size: Scores kept in the LRU cache (0 disables it).
         key_frame_threshold: Importance at or above which a turn is a key frame.
         fallback: Scorer used when the model fails (default :class:`HeuristicImportanceScorer`).
         model_kwargs: Extra call arguments bound to the model, replacing the automatic ones
             (``extra_body={"max_tokens": ...}`` for OpenAI-style models, ``max_tokens=...`` else).
-        sleep: Replaces :func:`time.sleep` between retries (tests).
+        sleep: Replaces :func:`time.sleep` between retries (tests; overrides ``policy.sleep``).
+        policy: Deadline, retries and backoff as one :class:`~hybrid_memory.llm_call.LLMCallPolicy`
+            (shareable between components); the keyword arguments above override its fields.
 
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
@@ -672,26 +619,26 @@ class LLMImportanceScorer:
         method: StructuredMethod = "function_calling",
         batch_size: int = 8,
         max_tokens: int = 400,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        backoff: float = 0.5,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        backoff: float | None = None,
         cache_size: int = 10_000,
         key_frame_threshold: float = 0.7,
         fallback: ImportanceScorer | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         sleep: Callable[[float], None] | None = None,
+        policy: LLMCallPolicy | None = None,
     ) -> None:
         if batch_size < 1 or cache_size < 0:
             raise ConfigurationError("batch_size must be >= 1 and cache_size >= 0")
+        base = policy if policy is not None else LLMCallPolicy(timeout=30.0, max_retries=2, backoff=0.5)
+        self.policy = base.replace(timeout=timeout, max_retries=max_retries, backoff=backoff, sleep=sleep)
         self._caller = _LLMCaller(
             chat_model,
             schema=ImportanceScores,
             method=method,
             max_tokens=max_tokens,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            sleep=sleep,
+            policy=self.policy,
             model_kwargs=model_kwargs,
             coerce=_coerce_scores,
         )
@@ -816,7 +763,7 @@ class LLMImportanceScorer:
             try:
                 parsed, attempts = self._caller.call(self.messages([items[i] for i in chunk], [rs[i] for i in chunk]))
             except ScoringError as exc:
-                stats["attempts"] += self._caller.max_retries + 1
+                stats["attempts"] += self.policy.attempts
                 notes.append(f"model call failed: {exc}")
                 continue
             stats["attempts"] += attempts
@@ -837,7 +784,7 @@ class LLMImportanceScorer:
                     self.messages([items[i] for i in chunk], [rs[i] for i in chunk])
                 )
             except ScoringError as exc:
-                stats["attempts"] += self._caller.max_retries + 1
+                stats["attempts"] += self.policy.attempts
                 notes.append(f"model call failed: {exc}")
                 continue
             stats["attempts"] += attempts

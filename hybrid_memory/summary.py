@@ -28,10 +28,12 @@ import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from hybrid_memory.errors import ConfigurationError
-from hybrid_memory.scoring import HeuristicImportanceScorer, _describe, _invoke_with_timeout
+from hybrid_memory.errors import ConfigurationError, ScoringError
+from hybrid_memory.llm_call import LLMCallPolicy, call_with_policy, describe_error
+from hybrid_memory.scoring import HeuristicImportanceScorer
 
 __all__ = ["SessionSummarizer", "SummaryCheck", "SummaryResult", "check_summary", "critical_items"]
 
@@ -183,6 +185,10 @@ def _split_sentences(text: str) -> list[str]:
     return [p.strip() for p in parts if p and p.strip()]
 
 
+def _reply_text(out: Any) -> str:
+    return str(getattr(out, "content", out)).strip()
+
+
 class SessionSummarizer:
     """Incremental summaries of a session, verified by :func:`check_summary`.
 
@@ -192,9 +198,12 @@ class SessionSummarizer:
         max_chars: Cap of an extractive summary (the model is asked to be concise).
         min_importance: Extractive mode keeps user sentences scoring at least this.
         max_tokens: Completion budget per model call.
-        timeout: Seconds per model call.
+        timeout: Seconds per model call (default 60; overrides ``policy.timeout``).
         model_kwargs: Extra call arguments bound to the model (``extra_body`` for OpenAI-style
             models is chosen automatically, as in ``LLMImportanceScorer``).
+        policy: Deadline, retries and backoff of each model call as one
+            :class:`~hybrid_memory.llm_call.LLMCallPolicy` (default: 60 s, no retry, so a failing
+            model falls back to the extractive summary at once); ``timeout`` overrides its field.
     """
 
     def __init__(
@@ -205,8 +214,9 @@ class SessionSummarizer:
         max_chars: int = 1200,
         min_importance: float = 0.15,
         max_tokens: int = 400,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
+        policy: LLMCallPolicy | None = None,
     ) -> None:
         if max_attempts < 1 or max_chars < 50:
             raise ConfigurationError("max_attempts must be >= 1 and max_chars >= 50")
@@ -217,9 +227,15 @@ class SessionSummarizer:
         self.max_chars = max_chars
         self.min_importance = min_importance
         self.max_tokens = max_tokens
-        self.timeout = timeout
+        base = policy if policy is not None else LLMCallPolicy(timeout=60.0, max_retries=0)
+        self.policy = base.replace(timeout=timeout)
         self._scorer = HeuristicImportanceScorer()
         self._model_kwargs = dict(model_kwargs) if model_kwargs is not None else None
+
+    @property
+    def timeout(self) -> float:
+        """Seconds per model call (``policy.timeout``)."""
+        return self.policy.timeout
 
     @property
     def uses_llm(self) -> bool:
@@ -296,13 +312,15 @@ class SessionSummarizer:
         attempts = 0
         runnable = self._bound()
         for _ in range(self.max_attempts):
-            attempts += 1
+            messages = self.messages(previous, turns, feedback)
             try:
-                out = _invoke_with_timeout(runnable, self.messages(previous, turns, feedback), self.timeout)
-            except Exception as exc:  # the model failed: extractive summary, recorded
-                reason = f"summary model failed: {_describe(exc)}; extractive summary used"
+                text, used = call_with_policy(self.policy, partial(runnable.invoke, messages), _reply_text)
+            except ScoringError as exc:  # the model failed: extractive summary, recorded
+                attempts += self.policy.attempts
+                why = describe_error(exc.__cause__) if self.policy.attempts == 1 else str(exc)
+                reason = f"summary model failed: {why}; extractive summary used"
                 return self._finish(self._extractive(previous, turns, rs), sources, attempts, reason)
-            text = str(getattr(out, "content", out)).strip()
+            attempts += used
             check = check_summary(text, sources)
             if check.ok:
                 return SummaryResult(text, check, attempts)

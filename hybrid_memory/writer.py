@@ -60,6 +60,7 @@ from hybrid_memory.analyzer import ENGLISH_STOPWORDS
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import InvalidInputError, ScoringError
+from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.privacy import PiiRedactor
 from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
 from hybrid_memory.scoring import StructuredMethod, _LLMCaller
@@ -375,12 +376,14 @@ class LLMConflictJudge:
         chat_model: A LangChain chat model.
         method: ``"function_calling"`` or ``"json_mode"``.
         max_tokens: Completion budget per call.
-        timeout: Seconds per call.
-        max_retries: Retries after the first attempt.
-        backoff: First retry delay in seconds (doubles).
+        timeout: Seconds per call (default 30; overrides ``policy.timeout``).
+        max_retries: Retries after the first attempt (default 2; overrides ``policy.max_retries``).
+        backoff: First retry delay in seconds, doubling (default 0.5; overrides ``policy.backoff``).
         fallback: Judge used when the model fails.
         model_kwargs: Extra call arguments bound to the model (see ``LLMImportanceScorer``).
-        sleep: Replaces :func:`time.sleep` between retries (tests).
+        sleep: Replaces :func:`time.sleep` between retries (tests; overrides ``policy.sleep``).
+        policy: Deadline, retries and backoff as one :class:`~hybrid_memory.llm_call.LLMCallPolicy`;
+            the keyword arguments above override its fields.
     """
 
     name = "llm"
@@ -391,22 +394,22 @@ class LLMConflictJudge:
         *,
         method: StructuredMethod = "function_calling",
         max_tokens: int = 300,
-        timeout: float = 30.0,
-        max_retries: int = 2,
-        backoff: float = 0.5,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        backoff: float | None = None,
         fallback: ConflictJudge | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         sleep: Callable[[float], None] | None = None,
+        policy: LLMCallPolicy | None = None,
     ) -> None:
+        base = policy if policy is not None else LLMCallPolicy(timeout=30.0, max_retries=2, backoff=0.5)
+        self.policy = base.replace(timeout=timeout, max_retries=max_retries, backoff=backoff, sleep=sleep)
         self._caller = _LLMCaller(
             chat_model,
             schema=ConflictVerdicts,
             method=method,
             max_tokens=max_tokens,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            sleep=sleep,
+            policy=self.policy,
             model_kwargs=model_kwargs,
         )
         self.fallback: ConflictJudge = fallback if fallback is not None else HeuristicConflictJudge()

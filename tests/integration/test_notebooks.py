@@ -3,9 +3,12 @@
 Generic on purpose: a notebook added later is executed here without touching this file, unless
 another test already executes it (a test module that uses ``nbclient`` and names the notebook
 file, like ``tests/adapters/langchain/test_langchain_notebook.py``); those are not run twice.
-Notebooks with known content also have their key outputs checked below. Notebooks that read the
-benchmark dev data (``DATA_REQUIRED``) are skipped, with the reason, when that data cannot be found:
-it lives outside the repository, in ``HYBRID_MEMORY_BENCH_DATA`` or a ``shared/data`` folder above it.
+Notebooks with known content also have their key outputs checked below, and every notebook's saved
+outputs must equal a fresh run's (:mod:`tests.integration.notebook_tools`; refresh them with
+``python -m tests.integration.notebook_tools refresh NAME``). Notebooks that read the benchmark dev
+data (``DATA_REQUIRED``) are skipped, with the reason, when that data cannot be found: it lives outside
+the repository, in ``HYBRID_MEMORY_BENCH_DATA`` or a ``shared/data`` folder above it. With ``CI=true``
+the data must be there, and its absence fails the test.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.integration.notebook_tools import check, drift_message, execute, outputs_text
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -110,7 +115,7 @@ def _executed_elsewhere() -> set[str]:
         if path.resolve() == THIS:
             continue
         text = path.read_text(encoding="utf-8")
-        if "nbclient" in text:
+        if "nbclient" in text or "notebook_tools" in text:
             names.update(re.findall(r"[\w.-]+\.ipynb", text))
     return names
 
@@ -118,17 +123,6 @@ def _executed_elsewhere() -> set[str]:
 def _notebooks() -> list[Path]:
     skip = _executed_elsewhere()
     return sorted(p for p in NOTEBOOKS.glob("*.ipynb") if p.name not in skip)
-
-
-def _outputs(nb: Any) -> str:
-    parts: list[str] = []
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        for out in cell.get("outputs", []):
-            parts.append(out.get("text", ""))
-            parts.append(out.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
 
 
 def test_the_quickstart_is_collected_here_and_adapter_notebooks_are_not() -> None:
@@ -141,30 +135,28 @@ def test_the_quickstart_is_collected_here_and_adapter_notebooks_are_not() -> Non
 @pytest.mark.notebook
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", _notebooks(), ids=lambda p: p.name)
-def test_notebook_executes_offline(notebook: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notebook_executes_offline(notebook: Path) -> None:
     for module in REQUIRES.get(notebook.name, ()):
         pytest.importorskip(module, reason=f"{notebook.name} needs {module}")
     reason = missing_data_reason(notebook.name)
     if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (CI=true: the benchmark data must be present)")
         pytest.skip(reason)
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    # The kernel is a child process: let it import this checkout even when it is not installed.
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    nb = nbformat.read(notebook, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-    client = nbclient.NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
-    )
-    client.execute()  # raises CellExecutionError with the failing cell and its traceback
+    pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    nb = execute(notebook, timeout=300)  # raises CellExecutionError with the failing cell and its traceback
 
-    text = _outputs(nb)
-    for line in EXPECT.get(notebook.name, ()):
-        assert line in text, f"{notebook.name}: expected output {line!r}"
+    text = outputs_text(nb)
+    missing = [line for line in EXPECT.get(notebook.name, ()) if line not in text]
+    assert not missing, (
+        f"{notebook.name}: expected output lines not found: {missing!r}\n"
+        f"----- the whole output of the fresh run -----\n{text}"
+    )
     if notebook.name in CHECKS:
         CHECKS[notebook.name](nb, text)
+    diffs = check(notebook, nb)
+    assert not diffs, drift_message(notebook.name, diffs)
 
 
 def _alpha_table(text: str) -> tuple[list[tuple[str, str]], dict[float, list[float]]]:

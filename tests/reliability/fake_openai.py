@@ -8,14 +8,18 @@ request to ``/v1/chat/completions`` takes the next action from the script (the l
   per numbered turn, ``FactList`` with one memory from turn 0), or the same JSON as content
   when the request has no tools (JSON mode);
 * ``"429"`` / ``"500"`` / ``"503"``: that HTTP status with an OpenAI error body;
-* ``"timeout"``: answer ``ok`` only after ``slow_seconds``;
+* ``"timeout"``: hold the request until the server stops (at most ``slow_seconds``, a guard
+  against a hung test), then answer ``ok``: the client's deadline always passes first, however
+  loaded the machine is, so a test never depends on one sleep outlasting another;
 * ``"truncated"``: ``finish_reason="length"`` and tool-call arguments cut in the middle;
 * ``"malformed"``: prose instead of a tool call or JSON;
 * ``"wrong_schema"``: valid JSON of the wrong shape;
 * ``"bad_body"``: HTTP 200 whose body is not JSON;
 * ``"cut"``: a ``Content-Length`` larger than the body, then the connection is closed.
 
-Every request is recorded (monotonic time, path, headers, JSON body).
+Every request is recorded (monotonic time, path, headers, JSON body). Tests assert on the
+requests and on the delays the client *asked for* (an injected ``sleep``), never on the
+recorded times: wall-clock spacing is not reliable on a loaded machine.
 """
 
 from __future__ import annotations
@@ -42,15 +46,21 @@ class Seen:
 @dataclass
 class FakeOpenAI:
     script: list[str]
-    slow_seconds: float = 3.0
+    slow_seconds: float = 60.0
     requests: list[Seen] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Condition = field(default_factory=threading.Condition)
+    stopping: threading.Event = field(default_factory=threading.Event)
     url: str = ""
 
     def next_action(self) -> str:
         with self._lock:
             n = len(self.requests)
         return self.script[min(n - 1, len(self.script) - 1)]
+
+    def wait_for_requests(self, n: int, timeout: float) -> bool:
+        """Wait until at least ``n`` requests arrived; ``False`` if ``timeout`` passed first (a hang guard)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: len(self.requests) >= n, timeout)
 
     @property
     def base_url(self) -> str:
@@ -124,9 +134,10 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 body = {}
             with fake._lock:
                 fake.requests.append(Seen(time.monotonic(), self.path, dict(self.headers.items()), body))
+                fake._lock.notify_all()
             action = fake.next_action()
             if action == "timeout":
-                time.sleep(fake.slow_seconds)
+                fake.stopping.wait(fake.slow_seconds)
                 action = "ok"
             if action == "ok":
                 self._send(200, json.dumps(_completion(body)).encode())
@@ -157,7 +168,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve(script: Sequence[str], *, slow_seconds: float = 3.0) -> Iterator[FakeOpenAI]:
+def serve(script: Sequence[str], *, slow_seconds: float = 60.0) -> Iterator[FakeOpenAI]:
+    """Run the scripted server on a free loopback port for the ``with`` block."""
     fake = FakeOpenAI(list(script), slow_seconds=slow_seconds)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     server.daemon_threads = True
@@ -167,6 +179,7 @@ def serve(script: Sequence[str], *, slow_seconds: float = 3.0) -> Iterator[FakeO
     try:
         yield fake
     finally:
+        fake.stopping.set()  # release the requests held by "timeout"
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

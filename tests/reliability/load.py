@@ -1,7 +1,10 @@
 """The mixed multi-user workload of the isolation tests and of ``benchmarks/reliability.py``.
 
 ``run_threads`` / ``run_tasks`` drive one :class:`~hybrid_memory.HybridMemory` with ``workers``
-concurrent callers (threads, or asyncio tasks using the ``a``-prefixed twins) for ``seconds``.
+concurrent callers (threads, or asyncio tasks using the ``a``-prefixed twins) for ``seconds``,
+and each caller for at least ``min_ops`` operations (drawn from its seeded generator), so what
+the tests require (every kind of operation, some hits to check) comes from a number of
+operations, not from how many a loaded machine gets through in ``seconds``.
 Every caller repeatedly picks one of ``users`` users and does ``add_turn`` / ``remember`` /
 ``recall`` / ``build_context`` / ``forget``. Each user's memories carry a marker token only that
 user has, and queries mix the shared vocabulary with *other* users' markers, so a leak would be
@@ -187,13 +190,19 @@ class _Caller:
                     self.ledger.forgotten.add(target)
 
 
-def run_threads(mem: HybridMemory, *, workers: int, users: int, seconds: float, seed: int = 0) -> Ledger:
+#: Operations every caller makes at least, whatever the duration (see the module docstring).
+MIN_OPS = 40
+
+
+def run_threads(
+    mem: HybridMemory, *, workers: int, users: int, seconds: float, seed: int = 0, min_ops: int = MIN_OPS
+) -> Ledger:
     ledger = Ledger()
     stop = time.monotonic() + seconds
 
     def work(n: int) -> None:
         caller = _Caller(mem, ledger, users, seed * 100 + n)
-        while time.monotonic() < stop:
+        while caller.seq < min_ops or time.monotonic() < stop:
             op, user, content, query = caller.plan()
             try:
                 caller.run_sync(op, user, content, query)
@@ -211,13 +220,15 @@ def run_threads(mem: HybridMemory, *, workers: int, users: int, seconds: float, 
     return ledger
 
 
-async def run_tasks(mem: HybridMemory, *, workers: int, users: int, seconds: float, seed: int = 0) -> Ledger:
+async def run_tasks(
+    mem: HybridMemory, *, workers: int, users: int, seconds: float, seed: int = 0, min_ops: int = MIN_OPS
+) -> Ledger:
     ledger = Ledger()
     stop = time.monotonic() + seconds
 
     async def work(n: int) -> None:
         caller = _Caller(mem, ledger, users, seed * 100 + n)
-        while time.monotonic() < stop:
+        while caller.seq < min_ops or time.monotonic() < stop:
             op, user, content, query = caller.plan()
             try:
                 await caller.run_async(op, user, content, query)

@@ -42,7 +42,9 @@ DIM = 32
 #: Query timeout given to WeaviateStore.connect in these tests (seconds).
 QUERY_TIMEOUT = 3.0
 #: Allowed overshoot of that timeout (thread wake-ups, one probe round trip, a busy 2-core CI box).
-SLACK = 1.5
+#: Generous on purpose: the bound proves the call gives up after its own timeout rather than the
+#: client's built-in retries (45-63 s), and must hold on a loaded machine.
+SLACK = QUERY_TIMEOUT
 
 _WORDS = [w for w in WORDS if w.isascii()]  # the shared workload words, Latin only
 
@@ -80,17 +82,41 @@ def make_records(n: int, users: int, seed: int) -> tuple[list[MemoryRecord], np.
     return recs, vectors
 
 
-def kill_when(server: Any, condition: Callable[[], bool], sig: int = signal.SIGKILL) -> threading.Thread:
-    """A thread that sends ``sig`` to the server as soon as ``condition()`` holds."""
+class Killer:
+    """A thread that sends ``sig`` to the server as soon as ``condition()`` holds; ``fired`` is set after.
 
-    def run() -> None:
-        while not condition():
-            time.sleep(0.001)
-        os.kill(server.pid, sig)
+    The kill lands whenever the thread gets to it, often in the middle of a request. A test that
+    needs the kill to happen before its workload ends waits on ``fired`` at a later point of
+    the workload, so a loaded machine that is slow to schedule this thread cannot let the
+    workload run to completion first.
+    """
 
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
+    def __init__(self, server: Any, condition: Callable[[], bool], sig: int = signal.SIGKILL) -> None:
+        self.fired = threading.Event()
+
+        def run() -> None:
+            while not condition():
+                time.sleep(0.001)
+            os.kill(server.pid, sig)
+            self.fired.set()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def hold_until_fired(self) -> None:
+        """Block the workload until the signal was sent (at most 60 s, a hang guard)."""
+        assert self.fired.wait(60), "the killer thread never fired"
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+
+def kill_when(server: Any, condition: Callable[[], bool], sig: int = signal.SIGKILL) -> Killer:
+    """Start a :class:`Killer`."""
+    return Killer(server, condition, sig)
 
 
 def wait_until_usable(store: Any, user_id: str, limit: float = 120.0) -> float:
@@ -161,6 +187,8 @@ def test_kill9_mid_batched_ingest_then_replay_brings_all_5000_exactly_once(
         errors: list[BaseException] = []
         killer = kill_when(server, lambda: len(acked) >= 3000)
         for i in range(0, n, 100):
+            if len(acked) >= 4000:  # the kill must land mid-ingest however slow the killer is scheduled
+                killer.hold_until_fired()
             batch = recs[i : i + 100]
             try:
                 store.upsert(batch, vectors[i : i + 100])
@@ -237,6 +265,8 @@ def test_kill9_during_facade_ingest_nothing_lost_silently(private_weaviate: Call
         raised: list[list[dict[str, Any]]] = []
         killer = kill_when(server, lambda: len(acked) >= 300)
         for i in range(0, len(items), 50):
+            if len(acked) >= 600:  # the kill must interrupt the ingest however slow the killer is scheduled
+                killer.hold_until_fired()
             batch = items[i : i + 50]
             try:
                 outs = mem.remember_many("user-00", batch)

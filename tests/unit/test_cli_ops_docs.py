@@ -103,3 +103,10 @@ def test_python_blocks_then_shell_commands_run(
         in results["hybrid-memory reembed --store memory.db --to hashing --hashing-dim 256 --out hashed.db"]
     )
     assert "forgot user 'alice'" in results["hybrid-memory forget --store memory.db --user alice --yes"]
+
+
+def test_every_command_of_the_operator_guide_parses() -> None:
+    commands = _commands(DOC.read_text(encoding="utf-8"))  # docs/operating.md, beside the README section
+    assert len(commands) >= 15
+    for line in commands:
+        build_parser().parse_args(shlex.split(line)[1:])

@@ -7,6 +7,7 @@ tests/integration/test_llm_cassettes.py.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -57,6 +58,16 @@ class Failing(FakeListChatModel):
 
 def no_sleep(_: float) -> None:
     return None
+
+
+class Hung(FakeListChatModel):
+    """Never answers until ``release`` is set: a deadline always fires first, however loaded the machine."""
+
+    release: Any = None
+
+    def _call(self, *args: Any, **kwargs: Any) -> str:  # also what ainvoke runs (in an executor thread)
+        self.release.wait(60)
+        return super()._call(*args, **kwargs)
 
 
 def test_protocol_and_json_mode_mapping() -> None:
@@ -146,9 +157,13 @@ def test_failure_falls_back_to_heuristic_and_says_so() -> None:
 
 
 def test_timeout_is_enforced_and_reported() -> None:
-    slow = FakeListChatModel(responses=[scores_json((0, 9))], sleep=2.0)
-    s = LLMImportanceScorer(slow, method="json_mode", timeout=0.2, max_retries=0)
-    b = s.score(["I have type 1 diabetes"])
+    release = threading.Event()
+    hung = Hung(responses=[scores_json((0, 9))], release=release)
+    s = LLMImportanceScorer(hung, method="json_mode", timeout=0.2, max_retries=0)
+    try:
+        b = s.score(["I have type 1 diabetes"])
+    finally:
+        release.set()
     assert b.fallback_reason is not None and "timed out" in b.fallback_reason
     assert b.items[0].importance == HeuristicImportanceScorer().score_one("I have type 1 diabetes").importance
 
@@ -187,8 +202,12 @@ async def test_async_scoring_uses_ainvoke_and_falls_back() -> None:
     good = FakeListChatModel(responses=[scores_json((0, 9))])
     b = await LLMImportanceScorer(good, method="json_mode").ascore(["我有高血压，在吃药"])
     assert b.items[0].importance == pytest.approx(8 / 9, abs=1e-4)
-    slow = FakeListChatModel(responses=[scores_json((0, 9))], sleep=1.0)
-    b2 = await LLMImportanceScorer(slow, method="json_mode", timeout=0.1, max_retries=0).ascore(["I'm vegan"])
+    release = threading.Event()
+    hung = Hung(responses=[scores_json((0, 9))], release=release)
+    try:
+        b2 = await LLMImportanceScorer(hung, method="json_mode", timeout=0.1, max_retries=0).ascore(["I'm vegan"])
+    finally:
+        release.set()  # before the loop closes: its executor waits for the hung call's thread
     assert b2.fallback_reason is not None and "timed out" in b2.fallback_reason
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -33,11 +34,17 @@ T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 
 
 class FakeData:
-    """``handle.data`` with ``insert_many``: sleeps a little, counts concurrency, fails on demand."""
+    """``handle.data`` with ``insert_many``: sleeps a little, counts concurrency, fails on demand.
 
-    def __init__(self, *, delay: float = 0.02) -> None:
+    With ``overlap=n`` the first request waits (on a condition, at most 10 s as a hang guard)
+    until ``n`` requests run at once, so a test of concurrent requests does not depend on two
+    threads happening to overlap within ``delay`` on a loaded machine.
+    """
+
+    def __init__(self, *, delay: float = 0.02, overlap: int = 1) -> None:
         self.delay = delay
-        self.lock = threading.Lock()
+        self.overlap = overlap
+        self.lock = threading.Condition()
         self.running = 0
         self.max_running = 0
         self.requests: list[list[str]] = []
@@ -50,6 +57,9 @@ class FakeData:
             self.requests.append([str(o.uuid) for o in objs])
             self.running += 1
             self.max_running = max(self.max_running, self.running)
+            self.lock.notify_all()
+            if number == 0:
+                self.lock.wait_for(lambda: self.running >= self.overlap, timeout=10)
         try:
             time.sleep(self.delay)
             if number in self.raise_on_request:
@@ -82,14 +92,14 @@ def records(n: int) -> tuple[list[MemoryRecord], np.ndarray]:
 
 
 def test_upsert_keeps_two_requests_in_flight_and_sends_every_object_once(tmp_path: Any) -> None:
-    data = FakeData()
+    data = FakeData(overlap=2)
     store = make_store(tmp_path, data, batch_size=10)
     recs, vecs = records(55)
     store.upsert(recs, vecs)
     assert data.max_running == 2
-    sent = [u for req in data.requests for u in req]
-    assert sent == [object_uuid(r.id) for r in recs]
-    assert [len(req) for req in data.requests] == [10, 10, 10, 10, 10, 5]
+    # Two requests in flight may reach the server in either order: compare the chunks, not the arrival order.
+    uuids = [object_uuid(r.id) for r in recs]
+    assert sorted(data.requests) == sorted(uuids[k : k + 10] for k in range(0, 55, 10))
     assert store.dead_letter_count() == 0
 
 
@@ -141,8 +151,19 @@ def test_submit_inline_and_threaded_hand_back_results_and_errors() -> None:
         boom.result(timeout=5)
 
 
-def test_workers_reuse_an_idle_thread_and_retire_after_the_idle_timeout() -> None:
-    workers = _Workers(idle_timeout=0.3)
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Poll ``condition`` until it holds; ``False`` after ``timeout`` (a hang guard, not a measurement)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_workers_reuse_an_idle_thread() -> None:
+    # An idle timeout far longer than the test: the reuse cannot race with retirement under load.
+    workers = _Workers(idle_timeout=300)
     seen: list[int] = []
     done = threading.Event()
 
@@ -151,19 +172,28 @@ def test_workers_reuse_an_idle_thread_and_retire_after_the_idle_timeout() -> Non
         done.set()
 
     workers.run(task)
-    assert done.wait(5)
-    deadline = time.monotonic() + 5
-    while workers.idle() != 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert workers.idle() == 1
+    assert done.wait(30)
+    assert wait_until(lambda: workers.idle() == 1)
     done.clear()
     workers.run(task)
-    assert done.wait(5)
+    assert done.wait(30)
     assert seen[0] == seen[1]  # the same thread ran both calls
-    deadline = time.monotonic() + 5
-    while workers.idle() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert workers.idle() == 0  # retired
+    assert wait_until(lambda: workers.idle() == 1)
+
+
+def test_workers_retire_after_the_idle_timeout() -> None:
+    workers = _Workers(idle_timeout=0.05)
+    seen: list[int] = []
+    done = threading.Event()
+
+    def task() -> None:
+        seen.append(threading.get_ident())
+        done.set()
+
+    workers.run(task)
+    assert done.wait(30)
+    # Retired: no idle worker left and its thread has ended.
+    assert wait_until(lambda: workers.idle() == 0 and all(t.ident != seen[0] for t in threading.enumerate()))
 
 
 def test_workers_start_a_new_thread_while_one_is_busy() -> None:
@@ -175,7 +205,7 @@ def test_workers_start_a_new_thread_while_one_is_busy() -> None:
     def blocked() -> None:
         idents.append(threading.get_ident())
         started.set()
-        release.wait(5)
+        release.wait(60)  # set below; the long guard keeps the first worker busy however slow the machine
 
     second = threading.Event()
 

