@@ -36,7 +36,7 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
 * a second, tiny collection ``<collection>Meta`` holds one config object: schema version,
   analyzer name, embedder name and vector dimension;
 * ``<collection>Turns`` (multi-tenant, the same tenant per user, created lazily) is the durable
-  log of the turns ``add_turn`` accepted: one object per turn, UUID ``uuid5(user id, turn id)``
+  log of the turns ``add_turn`` accepted: one object per turn, UUID ``uuid5(SHA-256(user id), turn id)``
   (a retried append replaces, never duplicates), properties session id, turn id, role, content,
   timestamp, importance, key-frame flag, tokens, scoring note, ``seq`` and the forget ``epoch``
   it was written under; no vector index;
@@ -68,10 +68,10 @@ Conversation state without transactions (architecture §10):
   :meth:`~WeaviateStore.load_session` returns only the current epoch's turns, so even a turn
   written by a process that died between its write and its second read is never read back.
   Dead letters keep the epoch of their write; a replay drops them if the user was forgotten.
-  Limits: a write request abandoned by a timeout can still land later (no server-side
-  condition exists to stop it), and a memory written by a process that died before its second
-  epoch read stays stored (invisible turns, but a *memory* stays searchable) until the user is
-  forgotten again.
+  Limits (no server-side conditional write exists): a write request abandoned by a timeout can
+  still land later; a write that landed after the forget's second removal stays stored when its
+  process died (or lost the server) before its second epoch read -- a turn is then invisible
+  (wrong epoch), a memory stays searchable until the user is forgotten again.
 
 Search sends ``alpha`` explicitly (1.0 = pure vector, 0.0 = pure keyword (BM25)), the query text
 ``analyzer.analyze_query(query)`` (stopwords removed client-side, because ``whitespace``
@@ -2764,7 +2764,12 @@ class WeaviateStore(AsyncFromSyncStore):
             def count_run() -> int:
                 return int(h.aggregate.over_all(total_count=True, filters=scope).total_count or 0)
 
-            count = self._call("count session turns", count_run)
+            try:
+                count = self._call("count session turns", count_run)
+            except StoreError as exc:
+                if not _is_tenant_missing(exc):
+                    raise
+                count = 0  # removed by a forget just now: the epoch tells the reader on its next load
         return SessionLog(turns=tuple(turns), count=count, epoch=epoch)
 
     def delete_session(self, user_id: str, session_id: str) -> int:
