@@ -153,3 +153,17 @@ def weaviate_contract_store(weaviate_endpoint: WeaviateEndpoint, tmp_path: Path)
         yield store
     finally:
         drop(weaviate_endpoint, store)
+
+
+@pytest.fixture
+def weaviate_contract_twin(weaviate_endpoint: WeaviateEndpoint, tmp_path: Path) -> Callable[[Any], Any]:
+    """Connect a second ``WeaviateStore`` (own client, own dead-letter file) to a store's collections."""
+
+    def twin(store: Any) -> Any:
+        return connect(
+            weaviate_endpoint,
+            collection=store.collection,
+            dead_letter_path=tmp_path / f"dead-letters-twin-{uuid.uuid4().hex[:8]}.sqlite",
+        )
+
+    return twin

@@ -34,7 +34,44 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
   :class:`~hybrid_memory.records.MemoryRecord`), else ``uuid5(namespace, id)``; Weaviate breaks
   score ties by this UUID string;
 * a second, tiny collection ``<collection>Meta`` holds one config object: schema version,
-  analyzer name, embedder name and vector dimension.
+  analyzer name, embedder name and vector dimension;
+* ``<collection>Turns`` (multi-tenant, the same tenant per user, created lazily) is the durable
+  log of the turns ``add_turn`` accepted: one object per turn, UUID ``uuid5(SHA-256(user id), turn id)``
+  (a retried append replaces, never duplicates), properties session id, turn id, role, content,
+  timestamp, importance, key-frame flag, tokens, scoring note, ``seq`` and the forget ``epoch``
+  it was written under; no vector index;
+* ``<collection>ForgetEpochs`` (not multi-tenant, no vectors) holds one object per forgotten
+  user, UUID ``uuid5(SHA-256(user id))`` (the id is not stored in clear), property ``epoch``.
+
+Conversation state without transactions (architecture §10):
+
+* ``seq`` (:class:`_SeqClock`) is ``unix_ms << 10 | tie_break``, a 53-bit integer (the gRPC
+  batch carries numbers as protobuf doubles, exact only up to 2**53; valid until the year
+  2248). ``tie_break`` is 10 random bits per process. In one process, the seqs of a session
+  are strictly increasing in append order and greater than every seq the process has loaded
+  for it, whatever the clocks. Every reader orders a log by ``(seq, object UUID)``, so turns
+  appended by different processes are ordered the same way everywhere: by UTC millisecond, then
+  by tie-break. Not guaranteed: that a turn becomes visible before every turn with a larger seq
+  (a slower append, a clock behind). Such a turn is never lost: :meth:`WeaviateStore.load_session`
+  reads the turns *before* the count (so the count covers at least those turns), and a full load
+  reports ``count == len(turns)``, so a reader that has synced past it sees
+  ``count != cached + len(new)`` and reloads the whole log (``HybridMemory`` does).
+* Forget: :meth:`WeaviateStore.delete_user` bumps the user's epoch (read-modify-write;
+  concurrent forgets may bump once between them, an epoch only has to *change*), removes the
+  memory and turn tenants and the user's local dead letters, bumps the epoch again and removes
+  the tenants again. A write that carries ``epochs`` (and every ``update`` and ``touch``, whose
+  read-modify-write could otherwise re-insert a forgotten memory) reads the epoch before
+  writing and again after: if it moved, the write deletes what it wrote and raises
+  :class:`~hybrid_memory.errors.UserForgottenError`. A racing write whose second read came
+  before the forget's second bump has landed before it, so the second removal deletes it; one
+  whose second read came later is refused and undone. Turns carry their epoch and
+  :meth:`~WeaviateStore.load_session` returns only the current epoch's turns, so even a turn
+  written by a process that died between its write and its second read is never read back.
+  Dead letters keep the epoch of their write; a replay drops them if the user was forgotten.
+  Limits (no server-side conditional write exists): a write request abandoned by a timeout can
+  still land later; a write that landed after the forget's second removal stays stored when its
+  process died (or lost the server) before its second epoch read -- a turn is then invisible
+  (wrong epoch), a memory stays searchable until the user is forgotten again.
 
 Search sends ``alpha`` explicitly (1.0 = pure vector, 0.0 = pure keyword (BM25)), the query text
 ``analyzer.analyze_query(query)`` (stopwords removed client-side, because ``whitespace``
@@ -99,13 +136,15 @@ from hybrid_memory.errors import (
     SchemaError,
     StoreError,
     StoreUnavailableError,
+    UserForgottenError,
 )
-from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
+from hybrid_memory.records import MemoryRecord, Turn, check_id, check_text, ensure_utc
 from hybrid_memory.stores.base import (
     QUERY_MAXIMUM_RESULTS,
     AsyncFromSyncStore,
     MemoryFilter,
     SearchRequest,
+    SessionLog,
     StoreHit,
     Vector,
     as_matrix,
@@ -114,6 +153,7 @@ from hybrid_memory.stores.base import (
 __all__ = [
     "SCHEMA_VERSION",
     "SEARCH_PROPERTY",
+    "SEQ_TIE_BREAK_BITS",
     "WeaviateServer",
     "WeaviateStore",
     "find_weaviate_binary",
@@ -142,6 +182,12 @@ _ID_CHUNK = 1000
 _FILTER_CACHE_SIZE = 256
 #: Largest ``write_concurrency`` (batch requests of one write in flight at once).
 _MAX_WRITE_CONCURRENCY = 8
+#: Turns per page when a session log is read (keyset pagination on ``seq``).
+_TURN_PAGE = 1000
+#: Low bits of a turn's ``seq`` that hold the per-process tie-break.
+SEQ_TIE_BREAK_BITS = 10
+#: Every ``seq`` is below this: the gRPC batch sends numbers as doubles (exact up to 2**53).
+_SEQ_LIMIT = 1 << 53
 _KEYWORD_EXPLAIN = re.compile(
     r"Result Set keyword,bm25\) Document ([0-9a-fA-F-]{36})(?:: original score ([^,\s]+),| contributed)"
 )
@@ -188,6 +234,77 @@ def object_uuid(record_id: str) -> str:
     except ValueError:
         pass
     return str(uuid.uuid5(_UUID_NAMESPACE, record_id))
+
+
+def _user_hash(user_id: str) -> str:
+    return hashlib.sha256(user_id.encode("utf-8")).hexdigest()
+
+
+def _turn_uuid(user_id: str, turn_id: str) -> str:
+    """Object UUID of a turn: the same for a retried append of the same turn."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"turn:{_user_hash(user_id)}:{turn_id}"))
+
+
+def _epoch_uuid(user_id: str) -> str:
+    """Object UUID of a user's forget epoch (derived from a SHA-256 of the id, never the id)."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"forget-epoch:{_user_hash(user_id)}"))
+
+
+class _SeqClock:
+    """Issues the ``seq`` of appended turns: ``unix_ms << SEQ_TIE_BREAK_BITS | tie_break``.
+
+    One per process (shared by every :class:`WeaviateStore` in it; re-seeded in a forked child).
+    For each ``(collection, user, session)`` it remembers the largest seq issued or loaded (LRU,
+    ``capacity`` sessions), and a new seq is the first one of this process's tie-break that is
+    above it and not earlier than the current millisecond. So a session's seqs from one process
+    strictly increase in append order, and a turn appended after loading another process's turn
+    sorts after it even when that process's clock runs ahead.
+    """
+
+    def __init__(self, capacity: int = 65_536) -> None:
+        self.capacity = capacity
+        self._floors: collections.OrderedDict[tuple[str, str, str], int] = collections.OrderedDict()
+        self._reseed()
+
+    def _reseed(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self.tie_break = int.from_bytes(os.urandom(2), "big") & ((1 << SEQ_TIE_BREAK_BITS) - 1)
+
+    def _remember(self, key: tuple[str, str, str], seq: int) -> None:
+        if seq > self._floors.get(key, -1):
+            self._floors[key] = seq
+        self._floors.move_to_end(key)
+        while len(self._floors) > self.capacity:
+            self._floors.popitem(last=False)
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():  # a forked child: its own tie-break, a lock nobody holds
+            self._reseed()
+
+    def observe(self, key: tuple[str, str, str], seq: int) -> None:
+        """Note that ``seq`` was seen in ``key``'s log: later appends here sort after it."""
+        self._check_fork()
+        with self._lock:
+            self._remember(key, seq)
+
+    def next(self, key: tuple[str, str, str]) -> int:
+        """A new seq for ``key``, above every seq issued or observed for it."""
+        self._check_fork()
+        bits, tb = SEQ_TIE_BREAK_BITS, self.tie_break
+        with self._lock:
+            floor = self._floors.get(key, -1)
+            slot = max(0, floor >> bits)
+            if (slot << bits | tb) <= floor:
+                slot += 1
+            seq = max(slot, time.time_ns() // 1_000_000) << bits | tb
+            if seq >= _SEQ_LIMIT:
+                raise StoreError("turn sequence numbers are exhausted (2**53); the clock is far in the future")
+            self._remember(key, seq)
+            return seq
+
+
+_SEQ_CLOCK = _SeqClock()
 
 
 #: gRPC reconnect backoff (ms). grpc-core's default grows to 120 s while a server is down, so a
@@ -575,7 +692,11 @@ class _Pending:
 
 
 class _DeadLetterQueue:
-    """Records whose write failed after all retries, in a SQLite file (created on first use)."""
+    """Records whose write failed after all retries, in a SQLite file (created on first use).
+
+    ``epoch`` is the user's forget epoch the write carried (``NULL``: none); a replay drops the
+    record when the user was forgotten since.
+    """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -602,13 +723,15 @@ class _DeadLetterQueue:
             "CREATE TABLE IF NOT EXISTS dead_letters ("
             " user_id TEXT NOT NULL, record_id TEXT NOT NULL, record_json TEXT NOT NULL,"
             " vector BLOB NOT NULL, error TEXT NOT NULL, attempts INTEGER NOT NULL,"
-            " first_failed_at TEXT NOT NULL, last_failed_at TEXT NOT NULL,"
+            " first_failed_at TEXT NOT NULL, last_failed_at TEXT NOT NULL, epoch INTEGER,"
             " PRIMARY KEY (user_id, record_id))"
         )
+        if "epoch" not in {str(r[1]) for r in conn.execute("PRAGMA table_info(dead_letters)")}:
+            conn.execute("ALTER TABLE dead_letters ADD COLUMN epoch INTEGER")  # a queue from before epochs
         self._conn = conn
         return conn
 
-    def add(self, items: Sequence[tuple[_Pending, str]]) -> None:
+    def add(self, items: Sequence[tuple[_Pending, str]], epochs: Mapping[str, int] | None = None) -> None:
         if not items:
             return
         now = datetime.now(timezone.utc).isoformat()
@@ -619,10 +742,11 @@ class _DeadLetterQueue:
             try:
                 for p, err in items:
                     conn.execute(
-                        "INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, 1, ?, ?)"
+                        "INSERT INTO dead_letters (user_id, record_id, record_json, vector, error, attempts,"
+                        " first_failed_at, last_failed_at, epoch) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)"
                         " ON CONFLICT(user_id, record_id) DO UPDATE SET record_json=excluded.record_json,"
                         " vector=excluded.vector, error=excluded.error, attempts=attempts+1,"
-                        " last_failed_at=excluded.last_failed_at",
+                        " last_failed_at=excluded.last_failed_at, epoch=excluded.epoch",
                         (
                             p.record.user_id,
                             p.record.id,
@@ -631,6 +755,7 @@ class _DeadLetterQueue:
                             err[:2000],
                             now,
                             now,
+                            None if epochs is None else epochs.get(p.record.user_id),
                         ),
                     )
                 conn.execute("COMMIT")
@@ -638,22 +763,22 @@ class _DeadLetterQueue:
                 conn.execute("ROLLBACK")
                 raise
 
-    def pending(self, user_id: str | None = None) -> list[tuple[MemoryRecord, Vector, str, int]]:
+    def pending(self, user_id: str | None = None) -> list[tuple[MemoryRecord, Vector, str, int, int | None]]:
         with self._lock:
             conn = self._open(create=False)
             if conn is None:
                 return []
-            sql = "SELECT record_json, vector, error, attempts FROM dead_letters"
+            sql = "SELECT record_json, vector, error, attempts, epoch FROM dead_letters"
             args: tuple[str, ...] = ()
             if user_id is not None:
                 sql += " WHERE user_id = ?"
                 args = (user_id,)
             rows = conn.execute(sql + " ORDER BY last_failed_at, rowid", args).fetchall()
         out = []
-        for rec_json, blob, err, attempts in rows:
+        for rec_json, blob, err, attempts, epoch in rows:
             rec = MemoryRecord.from_json_dict(json.loads(rec_json))
             vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
-            out.append((rec, vec, str(err), int(attempts)))
+            out.append((rec, vec, str(err), int(attempts), None if epoch is None else int(epoch)))
         return out
 
     def remove(self, user_id: str, record_ids: Iterable[str]) -> None:
@@ -776,6 +901,46 @@ def _record(props: Mapping[str, Any]) -> MemoryRecord:
         raise SchemaError(f"a stored object does not describe a memory: {exc}") from exc
 
 
+def _turn_properties(turn: Turn, epoch: int) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "user_id": turn.user_id,
+        "session_id": turn.session_id,
+        "turn_id": turn.id,
+        "role": turn.role,
+        "content": turn.content,
+        "timestamp": ensure_utc(turn.timestamp, name="timestamp"),
+        "importance": float(turn.importance),
+        "key_frame": bool(turn.key_frame),
+        "tokens": int(turn.tokens),
+        "scoring_note": turn.scoring_note,
+        "seq": int(turn.seq),
+        "epoch": int(epoch),
+    }
+    return {k: v for k, v in props.items() if v is not None}
+
+
+def _turn(props: Mapping[str, Any]) -> Turn:
+    try:
+        ts = props["timestamp"]
+        if isinstance(ts, str):
+            ts = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+        return Turn(
+            id=props["turn_id"],
+            user_id=props["user_id"],
+            session_id=props["session_id"],
+            role=props["role"],
+            content=props["content"],
+            timestamp=ensure_utc(ts),
+            importance=float(props.get("importance") or 0.0),
+            key_frame=bool(props.get("key_frame")),
+            tokens=int(props.get("tokens") or 0),
+            scoring_note=props.get("scoring_note"),
+            seq=int(props["seq"]),
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise SchemaError(f"a stored object does not describe a turn: {exc}") from exc
+
+
 def _vector_of(obj: Any) -> Vector | None:
     vec = getattr(obj, "vector", None)
     if isinstance(vec, Mapping):
@@ -832,6 +997,26 @@ def _check_records(records: object) -> list[MemoryRecord]:
         if not isinstance(r, MemoryRecord):
             raise InvalidInputError(f"expected MemoryRecord, got {type(r).__name__}")
     return out
+
+
+def _check_epoch_map(epochs: object) -> dict[str, int]:
+    """``epochs`` (``user -> epoch`` or ``None``) as a new dict; anything else is InvalidInputError."""
+    if epochs is None:
+        return {}
+    if not isinstance(epochs, Mapping):
+        raise InvalidInputError("epochs must be a mapping user_id -> int")
+    out: dict[str, int] = {}
+    for user, epoch in epochs.items():
+        check_id(user)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidInputError(f"a forget epoch must be a non-negative int, got {epoch!r}")
+        out[user] = epoch
+    return out
+
+
+def _object_error(message: str) -> Exception:
+    """The error for an object a batch rejected: retried by ``_call`` when it looks transient."""
+    return ConnectionError(message) if _message_is_transient(message) else StoreError(message)
 
 
 def _chunks(items: Sequence[T], n: int) -> Iterable[Sequence[T]]:
@@ -929,7 +1114,8 @@ class WeaviateStore(AsyncFromSyncStore):
 
     Args:
         client: A connected ``weaviate.WeaviateClient`` you own; the store never closes it.
-        collection: Collection name (the meta collection is ``<collection>Meta``).
+        collection: Collection name (the others are ``<collection>Meta``, ``<collection>Turns``
+            and ``<collection>ForgetEpochs``).
         analyzer: Tokeniser for the searchable text (must match the one the data was indexed
             with; the analyzer name is stored and checked by :meth:`ensure_schema`).
         vector_index: ``"flat"`` (exact, default; parity with LocalStore), ``"dynamic"`` (flat,
@@ -996,6 +1182,8 @@ class WeaviateStore(AsyncFromSyncStore):
         self._client = client
         self.collection = collection
         self.meta_collection = f"{collection}Meta"
+        self.turns_collection = f"{collection}Turns"
+        self.epochs_collection = f"{collection}ForgetEpochs"
         self.analyzer = analyzer if analyzer is not None else Analyzer()
         self.vector_index = vector_index
         self.dynamic_threshold = dynamic_threshold
@@ -1014,6 +1202,7 @@ class WeaviateStore(AsyncFromSyncStore):
         self._meta_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._handles: dict[str, Any] = {}
+        self._turn_handles: dict[str, Any] = {}
         self._filter_cache: dict[MemoryFilter, Any] = {}
         self.health_check_interval = health_check_interval
         self._live_url = _live_url_of(client)
@@ -1298,6 +1487,7 @@ class WeaviateStore(AsyncFromSyncStore):
             return
         self._closed = True
         self._handles.clear()
+        self._turn_handles.clear()
         self._dlq.close()
         if self._owns_client:
             with contextlib.suppress(Exception):
@@ -1513,8 +1703,46 @@ class WeaviateStore(AsyncFromSyncStore):
             )
         return Configure.Vectors.self_provided(name=VECTOR_NAME, vector_index_config=index)
 
+    def _turn_property_defs(self) -> list[Any]:
+        from weaviate.classes.config import DataType, Property, Tokenization
+
+        def ident(name: str) -> Any:
+            return Property(
+                name=name,
+                data_type=DataType.TEXT,
+                tokenization=Tokenization.FIELD,
+                index_searchable=False,
+                index_filterable=True,
+            )
+
+        def blob(name: str, dt: Any = DataType.TEXT) -> Any:
+            if dt != DataType.TEXT:
+                return Property(name=name, data_type=dt, index_filterable=False)
+            return Property(
+                name=name,
+                data_type=dt,
+                tokenization=Tokenization.FIELD,
+                index_searchable=False,
+                index_filterable=False,
+            )
+
+        return [
+            ident("user_id"),
+            ident("session_id"),
+            ident("turn_id"),
+            blob("role"),
+            blob("content"),
+            blob("timestamp", DataType.DATE),
+            blob("importance", DataType.NUMBER),
+            blob("key_frame", DataType.BOOL),
+            blob("tokens", DataType.INT),
+            blob("scoring_note"),
+            Property(name="seq", data_type=DataType.INT, index_filterable=True, index_range_filters=True),
+            Property(name="epoch", data_type=DataType.INT, index_filterable=True),
+        ]
+
     def create(self) -> None:
-        """Create the memory and meta collections.
+        """Create the memory, meta, turn and forget-epoch collections.
 
         Raises:
             SchemaError: a collection of that name already exists.
@@ -1588,8 +1816,51 @@ class WeaviateStore(AsyncFromSyncStore):
                 if not cols.exists(self.meta_collection):
                     raise
 
+        def no_vectors() -> Any:
+            return Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.none())
+
+        def create_turns() -> None:
+            if cols.exists(self.turns_collection):
+                return
+            try:
+                cols.create(
+                    self.turns_collection,
+                    description=f"hybrid-memory turn logs of {self.collection} (one tenant per user)",
+                    properties=self._turn_property_defs(),
+                    vector_config=no_vectors(),
+                    multi_tenancy_config=Configure.multi_tenancy(
+                        enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
+                    ),
+                    replication_config=replication,
+                )
+            except Exception:
+                if not cols.exists(self.turns_collection):
+                    raise
+
+        def create_epochs() -> None:
+            if cols.exists(self.epochs_collection):
+                return
+            try:
+                cols.create(
+                    self.epochs_collection,
+                    description=f"hybrid-memory forget epochs of {self.collection} (by SHA-256 of the user id)",
+                    properties=[
+                        Property(name="epoch", data_type=DataType.INT, index_filterable=False),
+                    ],
+                    vector_config=no_vectors(),
+                    replication_config=replication,
+                )
+            except Exception:
+                if not cols.exists(self.epochs_collection):
+                    raise
+
+        replication = (
+            Configure.replication(factor=self.replication_factor) if self.replication_factor is not None else None
+        )
         self._call("create collection", create_main)
         self._call("create meta collection", create_meta)
+        self._call("create turns collection", create_turns)
+        self._call("create forget-epochs collection", create_epochs)
         self._check_schema()
         with self._meta_lock:
             self._meta = None
@@ -1626,10 +1897,10 @@ class WeaviateStore(AsyncFromSyncStore):
             )
 
     def drop(self) -> None:
-        """Delete both collections and every memory in them (all users!). Idempotent."""
+        """Delete the four collections: every memory, turn and forget epoch (all users!). Idempotent."""
 
         def run() -> None:
-            for name in (self.collection, self.meta_collection):
+            for name in (self.collection, self.meta_collection, self.turns_collection, self.epochs_collection):
                 if self._client.collections.exists(name):
                     self._client.collections.delete(name)
 
@@ -1637,6 +1908,7 @@ class WeaviateStore(AsyncFromSyncStore):
         with self._meta_lock:
             self._meta = None
         self._handles.clear()
+        self._turn_handles.clear()
 
     async def acreate(self) -> None:
         """Async twin of :meth:`create`."""
@@ -1752,6 +2024,15 @@ class WeaviateStore(AsyncFromSyncStore):
                 self._handles.clear()
             h = self._client.collections.use(self.collection).with_tenant(tenant)
             self._handles[tenant] = h
+        return h
+
+    def _turns(self, tenant: str) -> Any:
+        h = self._turn_handles.get(tenant)
+        if h is None:
+            if len(self._turn_handles) > 4096:
+                self._turn_handles.clear()
+            h = self._client.collections.use(self.turns_collection).with_tenant(tenant)
+            self._turn_handles[tenant] = h
         return h
 
     def _filters(self, f: MemoryFilter | None) -> Any:
@@ -1875,12 +2156,19 @@ class WeaviateStore(AsyncFromSyncStore):
             concurrent.futures.wait([fut for _, fut in in_flight])
         return failed
 
-    def _write(self, items: Sequence[_Pending], *, dead_letter: bool = True) -> list[tuple[_Pending, str]]:
+    def _write(
+        self,
+        items: Sequence[_Pending],
+        *,
+        dead_letter: bool = True,
+        epochs: Mapping[str, int] | None = None,
+    ) -> list[tuple[_Pending, str]]:
         """Write with retries; return the final failures.
 
-        With ``dead_letter`` (full writes of the caller's records) what still fails is queued and
-        what succeeds clears any older queued version of the same memory. Without it (touch) the
-        queue is left alone, so a pending newer version is neither cleared nor overwritten.
+        With ``dead_letter`` (full writes of the caller's records) what still fails is queued
+        (with its user's epoch from ``epochs``) and what succeeds clears any older queued version
+        of the same memory. Without it (touch) the queue is left alone, so a pending newer
+        version is neither cleared nor overwritten.
         """
         self._check_open()
         by_tenant: dict[str, list[_Pending]] = {}
@@ -1911,7 +2199,7 @@ class WeaviateStore(AsyncFromSyncStore):
                 if ok and dead_letter:
                     self._dlq.remove(group[0].record.user_id, ok)
         if final and dead_letter:
-            self._dlq.add(final)
+            self._dlq.add(final, epochs)
         return final
 
     def _raise_failures(self, failures: Sequence[tuple[_Pending, str]], total: int) -> None:
@@ -1936,10 +2224,116 @@ class WeaviateStore(AsyncFromSyncStore):
             latest[(rec.user_id, rec.id)] = _Pending(rec, vec, object_uuid(rec.id), tenant_name(rec.user_id))
         return list(latest.values())
 
-    def upsert(self, records: Sequence[MemoryRecord], vectors: Vector) -> None:
+    # -- forget epochs -------------------------------------------------------------------------
+    def _read_epoch(self, user_id: str) -> int:
+        """The user's forget epoch: one object fetch by UUID (0 when the user was never forgotten)."""
+        coll = self._client.collections.use(self.epochs_collection)
+        uid = _epoch_uuid(user_id)
+        obj = self._call("read forget epoch", lambda: coll.query.fetch_object_by_id(uid, return_properties=["epoch"]))
+        if obj is None:
+            return 0
+        try:
+            return int(obj.properties["epoch"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"a forget-epoch object has no integer epoch: {exc}") from exc
+
+    def _bump_epoch(self, user_id: str) -> int:
+        """Read-modify-write ``epoch + 1`` (two concurrent bumps may land as one: it still moved)."""
+        from weaviate.classes.data import DataObject
+
+        coll = self._client.collections.use(self.epochs_collection)
+        uid = _epoch_uuid(user_id)
+        new = self._read_epoch(user_id) + 1
+
+        def run() -> None:
+            res = coll.data.insert_many([DataObject(properties={"epoch": new}, uuid=uid)])
+            for err in res.errors.values():
+                raise _object_error(str(getattr(err, "message", err)))
+
+        self._call("write forget epoch", run)
+        return new
+
+    def user_epoch(self, user_id: str) -> int:
+        """The user's forget epoch (0 until the first :meth:`delete_user`; each one changes it).
+
+        One object fetch by UUID; nothing is cached, so a forget from any process is seen at once.
+        """
+        self._check_open()
+        check_id(user_id)
+        return self._read_epoch(user_id)
+
+    def _check_epochs(self, epochs: Mapping[str, int], *, outage_ok: bool = False) -> None:
+        """Before a write: refuse it if a user's epoch is no longer the caller's.
+
+        With ``outage_ok`` an unreachable server skips the check: the write then fails too and
+        is dead-lettered with the epochs, which the replay checks.
+        """
+        for user, epoch in epochs.items():
+            try:
+                current = self._read_epoch(user)
+            except StoreUnavailableError:
+                if outage_ok:
+                    return
+                raise
+            if current != epoch:
+                raise UserForgottenError(user)
+
+    def _forgotten_since(self, epochs: Mapping[str, int]) -> list[str]:
+        """After a write: the users of ``epochs`` whose epoch moved meanwhile."""
+        return [user for user, epoch in epochs.items() if self._read_epoch(user) != epoch]
+
+    def _delete_objects(self, handle: Any, uuids: Sequence[str], what: str) -> int:
+        """Delete objects by UUID from one tenant (a missing tenant holds none)."""
+        from weaviate.classes.query import Filter
+
+        deleted = 0
+        for chunk in _chunks(list(dict.fromkeys(uuids)), _ID_CHUNK):
+
+            def run(chunk: Sequence[str] = chunk) -> int:
+                res = handle.data.delete_many(where=Filter.by_id().contains_any(list(chunk)))
+                if res.failed:
+                    raise StoreError(f"{res.failed} of {res.matches} deletions failed")
+                return int(res.matches)
+
+            try:
+                deleted += self._call(what, run)
+            except StoreError as exc:
+                if _is_tenant_missing(exc):
+                    return deleted
+                raise
+        return deleted
+
+    def _undo(self, written: Sequence[_Pending], users: Iterable[str]) -> None:
+        """Delete what a write refused after the fact (``users`` were forgotten) had stored."""
+        gone = set(users)
+        by_tenant: dict[str, list[_Pending]] = {}
+        for p in written:
+            if p.record.user_id in gone:
+                by_tenant.setdefault(p.tenant, []).append(p)
+        with self._write_lock:
+            for tenant, group in by_tenant.items():
+                self._dlq.remove(group[0].record.user_id, [p.record.id for p in group])
+                self._delete_objects(self._tenant(tenant), [p.uuid for p in group], "undo a forgotten write")
+
+    # -- memory writes -------------------------------------------------------------------------
+    def upsert(
+        self,
+        records: Sequence[MemoryRecord],
+        vectors: Vector | Sequence[Sequence[float]],
+        *,
+        epochs: Mapping[str, int] | None = None,
+    ) -> None:
         """Insert or replace ``records`` with their vectors (stored unit-normalised).
 
+        Args:
+            records: The records (of one or several users).
+            vectors: One vector per record.
+            epochs: Forget epochs the caller read (``user -> epoch``). Checked before the write
+                (refused, nothing written) and after it (what was written for a user forgotten
+                meanwhile is deleted again); see the module docstring.
+
         Raises:
+            UserForgottenError: a user in ``epochs`` was forgotten since.
             InvalidInputError: wrong vector count/shape or non-JSON metadata (nothing written).
             EmbeddingDimensionError: vectors of another dimension than the store's.
             StoreUnavailableError: some records could not be written after retries (network);
@@ -1948,6 +2342,7 @@ class WeaviateStore(AsyncFromSyncStore):
         """
         self._check_open()
         records = _check_records(records)
+        guard = _check_epoch_map(epochs)
         if not records:
             return
         m = as_matrix(vectors, len(records), None)
@@ -1955,16 +2350,47 @@ class WeaviateStore(AsyncFromSyncStore):
             raise InvalidInputError("a zero vector has no direction; cosine similarity is undefined")
         self._ensure_dimension(int(m.shape[1]))
         items = self._pending(records, _unit_rows(m))
-        self._raise_failures(self._write(items), len(items))
+        if guard:
+            self._check_epochs(guard, outage_ok=True)
+        failures = self._write(items, epochs=guard or None)
+        gone = self._undo_if_forgotten(items, failures, guard)
+        if gone:
+            raise UserForgottenError(gone[0])
+        self._raise_failures(failures, len(items))
 
-    def update(self, records: Sequence[MemoryRecord]) -> None:
+    def _undo_if_forgotten(
+        self, items: Sequence[_Pending], failures: Sequence[tuple[_Pending, str]], epochs: Mapping[str, int]
+    ) -> list[str]:
+        """After a write: undo it for the users of ``epochs`` forgotten meanwhile; return them."""
+        failed = {p.uuid for p, _ in failures}
+        written = [p for p in items if p.uuid not in failed]
+        if not epochs or not written:
+            return []
+        gone = self._forgotten_since(epochs)
+        if gone:
+            self._undo(written, gone)
+            for user in gone:  # its queued part would be dropped by a replay anyway
+                self._dlq.remove(user, [p.record.id for p in items if p.record.user_id == user])
+        return gone
+
+    def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
         """Replace stored records' fields, keeping their vectors.
 
+        A read-modify-write: without ``epochs`` the users' current epochs are read first, so an
+        update racing a forget (from any process) never re-inserts a forgotten memory.
+
+        Args:
+            records: The new versions of stored records.
+            epochs: As in :meth:`upsert`.
+
         Raises:
+            UserForgottenError: a user in ``epochs`` was forgotten since (checked first), or a
+                user was forgotten while the update ran.
             NotFoundError: an id does not exist for its user (nothing is written).
         """
         self._check_open()
         records = _check_records(records)
+        guard = _check_epoch_map(epochs)
         if not records:
             return
         by_user: dict[str, list[MemoryRecord]] = {}
@@ -1972,15 +2398,23 @@ class WeaviateStore(AsyncFromSyncStore):
             if not isinstance(r, MemoryRecord):
                 raise InvalidInputError(f"expected MemoryRecord, got {type(r).__name__}")
             by_user.setdefault(r.user_id, []).append(r)
+        if guard:
+            self._check_epochs(guard)
+        for user_id in by_user:
+            if user_id not in guard:
+                guard[user_id] = self._read_epoch(user_id)
         recs: list[MemoryRecord] = []
         vecs: list[Vector] = []
         # Read-modify-write under the write lock: a delete/delete_user of this process cannot
-        # slip in between, so an update never re-inserts a memory that was just forgotten.
+        # slip in between; other processes are covered by the epochs.
         with self._write_lock:
             for user_id, group in by_user.items():
                 stored = self._fetch(user_id, [r.id for r in group], vectors=True)
                 missing = [r.id for r in group if r.id not in stored]
                 if missing:
+                    gone = self._forgotten_since(guard)
+                    if gone:
+                        raise UserForgottenError(gone[0])
                     raise NotFoundError(f"memory {missing[0]!r} does not exist for user {user_id!r}")
                 for r in group:
                     vec = stored[r.id][1]
@@ -1989,24 +2423,35 @@ class WeaviateStore(AsyncFromSyncStore):
                     recs.append(r)
                     vecs.append(vec)
             items = self._pending(recs, np.stack(vecs).astype(np.float32))
-            self._raise_failures(self._write(items), len(items))
+            failures = self._write(items, epochs=guard)
+        gone = self._undo_if_forgotten(items, failures, guard)
+        if gone:
+            raise UserForgottenError(gone[0])
+        self._raise_failures(failures, len(items))
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
         """``access_count += 1`` and ``last_accessed_at = when`` (missing ids are skipped).
 
         The increment is read-modify-write: concurrent touches of one memory may count once. A
         failed touch raises but is not dead-lettered (it would overwrite a pending newer version).
+        A touch racing a forget (from any process) deletes what it re-wrote and returns.
         """
         self._check_open()
         when = ensure_utc(when, name="when")
         ids = _check_ids(ids)
+        check_id(user_id)
+        if not ids:
+            return
+        epoch = self._read_epoch(user_id)
         with self._write_lock:  # see update(): never re-insert a memory forgotten meanwhile
-            self._touch(user_id, ids, when)
+            written = self._touch(user_id, ids, when)
+        if written and self._read_epoch(user_id) != epoch:
+            self._undo(written, [user_id])
 
-    def _touch(self, user_id: str, ids: list[str], when: datetime) -> None:
+    def _touch(self, user_id: str, ids: list[str], when: datetime) -> list[_Pending]:
         stored = self._fetch(user_id, ids, vectors=True)
         if not stored:
-            return
+            return []
         recs: list[MemoryRecord] = []
         vecs: list[Vector] = []
         for rec, vec in stored.values():
@@ -2014,29 +2459,50 @@ class WeaviateStore(AsyncFromSyncStore):
                 continue
             recs.append(rec.evolve(access_count=rec.access_count + 1, last_accessed_at=when))
             vecs.append(vec)
-        if recs:
-            items = self._pending(recs, np.stack(vecs).astype(np.float32))
-            failures = self._write(items, dead_letter=False)
-            if failures:
-                msg = f"{len(failures)} of {len(items)} access updates failed: {failures[0][1]}"
-                if all(_message_is_transient(m) for _, m in failures):
-                    raise StoreUnavailableError(msg)
-                raise StoreError(msg)
+        if not recs:
+            return []
+        items = self._pending(recs, np.stack(vecs).astype(np.float32))
+        failures = self._write(items, dead_letter=False)
+        if failures:
+            msg = f"{len(failures)} of {len(items)} access updates failed: {failures[0][1]}"
+            if all(_message_is_transient(m) for _, m in failures):
+                raise StoreUnavailableError(msg)
+            raise StoreError(msg)
+        return items
 
     def replay_dead_letters(self, user_id: str | None = None) -> int:
         """Write the dead-lettered records again; return how many succeeded.
 
         Records that fail again stay queued (their error and attempt count are updated). A record
         written successfully later through :meth:`upsert` is removed from the queue, so a replay
-        never overwrites newer data with an older version.
+        never overwrites newer data with an older version. A record whose write carried a forget
+        epoch is dropped (not written) when its user was forgotten since, from any process.
         """
         self._check_open()
         pending = self._dlq.pending(user_id)
         if not pending:
             return 0
-        items = [_Pending(r, v, object_uuid(r.id), tenant_name(r.user_id)) for r, v, _, _ in pending]
-        failures = self._write(items)
-        return len(items) - len(failures)
+        current: dict[str, int] = {}
+        stale: dict[str, list[str]] = {}
+        items: list[_Pending] = []
+        for r, v, _, _, epoch in pending:
+            if epoch is not None:
+                if r.user_id not in current:
+                    current[r.user_id] = self._read_epoch(r.user_id)
+                if current[r.user_id] != epoch:
+                    stale.setdefault(r.user_id, []).append(r.id)
+                    continue
+            items.append(_Pending(r, v, object_uuid(r.id), tenant_name(r.user_id)))
+        for user, ids in stale.items():
+            logger.info("dropping %d dead letters of a user forgotten since they were queued", len(ids))
+            self._dlq.remove(user, ids)
+        if not items:
+            return 0
+        guard = {u: e for u, e in current.items() if any(p.record.user_id == u for p in items)}
+        failures = self._write(items, epochs=guard or None)
+        gone = set(self._undo_if_forgotten(items, failures, guard))
+        failed = {p.uuid for p, _ in failures}
+        return sum(1 for p in items if p.uuid not in failed and p.record.user_id not in gone)
 
     async def areplay_dead_letters(self, user_id: str | None = None) -> int:
         """Async twin of :meth:`replay_dead_letters`."""
@@ -2044,7 +2510,7 @@ class WeaviateStore(AsyncFromSyncStore):
 
     def dead_letters(self, user_id: str | None = None) -> list[tuple[MemoryRecord, str, int]]:
         """Queued records with their last error and attempt count (local file, no network)."""
-        return [(r, err, n) for r, _, err, n in self._dlq.pending(user_id)]
+        return [(r, err, n) for r, _, err, n, _ in self._dlq.pending(user_id)]
 
     def dead_letter_count(self) -> int:
         """Number of records in the dead-letter queue."""
@@ -2157,24 +2623,182 @@ class WeaviateStore(AsyncFromSyncStore):
         return deleted
 
     def delete_user(self, user_id: str) -> int:
-        """Delete everything of ``user_id``: the whole tenant and its dead letters.
+        """Delete everything of ``user_id`` and change its forget epoch.
+
+        In this order: bump the epoch, remove the memory and turn tenants and the user's dead
+        letters (in this store's file), bump the epoch again, remove the tenants again. A write
+        racing the forget (from any process) either lands before one of the removals or sees a
+        moved epoch after it wrote and deletes what it wrote (module docstring).
 
         Returns:
             The number of memories the user had.
         """
         self._check_open()
+        check_id(user_id)
         tenant = tenant_name(user_id)
         n = self.count(user_id)
-        coll = self._client.collections.use(self.collection)
+        memories = self._client.collections.use(self.collection)
+        turns = self._client.collections.use(self.turns_collection)
 
-        def run() -> None:
-            coll.tenants.remove([tenant])  # a missing tenant is not an error
+        def remove() -> None:
+            memories.tenants.remove([tenant])  # a missing tenant is not an error
+            turns.tenants.remove([tenant])
 
         with self._write_lock:
-            self._call("delete tenant", run)
-            self._handles.pop(tenant, None)
-            self._dlq.remove_user(user_id)
+            for sweep in range(2):
+                self._bump_epoch(user_id)
+                self._call("delete tenant", remove)
+                self._handles.pop(tenant, None)
+                self._turn_handles.pop(tenant, None)
+                if sweep == 0:
+                    self._dlq.remove_user(user_id)
         return n
+
+    # -- conversation state --------------------------------------------------------------------
+    def append_turns(self, turns: Sequence[Turn], *, epoch: int) -> list[Turn]:
+        """Durably append turns of one user to their sessions' logs.
+
+        The user's epoch is checked before the write (refused, nothing written) and after it
+        (what was written is deleted again). A retried append of the same turn id replaces the
+        stored turn instead of adding one.
+
+        Returns:
+            The turns with ``seq`` set, in the given order (strictly increasing per session).
+
+        Raises:
+            UserForgottenError: the user's epoch is no longer ``epoch``.
+            InvalidInputError: turns of several users, or invalid turns.
+        """
+        self._check_open()
+        from weaviate.classes.data import DataObject
+
+        if isinstance(turns, (str, bytes)) or not isinstance(turns, Sequence):
+            raise InvalidInputError("turns must be a sequence of Turn")
+        items = list(turns)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidInputError(f"epoch must be a non-negative int, got {epoch!r}")
+        if not items:
+            return []
+        if not all(isinstance(t, Turn) for t in items) or len({t.user_id for t in items}) != 1:
+            raise InvalidInputError("append_turns takes Turn objects of exactly one user")
+        user = items[0].user_id
+        check_id(user)
+        for t in items:
+            check_id(t.session_id, name="session_id")
+            check_id(t.id, name="turn id")
+            check_text(t.content)
+            ensure_utc(t.timestamp, name="timestamp")
+        self._check_epochs({user: epoch})
+        out = [t.model_copy(update={"seq": _SEQ_CLOCK.next((self.collection, user, t.session_id))}) for t in items]
+        objects = [DataObject(properties=_turn_properties(t, epoch), uuid=_turn_uuid(user, t.id)) for t in out]
+        h = self._turns(tenant_name(user))
+        for chunk in _chunks(objects, self.batch_size):
+
+            def run(chunk: Sequence[Any] = chunk) -> None:
+                res = h.data.insert_many(list(chunk))
+                for err in res.errors.values():
+                    raise _object_error(f"a turn was not stored: {getattr(err, 'message', err)}")
+
+            self._call("append turns", run)  # idempotent: a resent object replaces itself
+        if self._read_epoch(user) != epoch:
+            self._delete_objects(h, [str(o.uuid) for o in objects], "undo a forgotten append")
+            raise UserForgottenError(user)
+        return out
+
+    def load_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:
+        """The session's turns with ``seq > after_seq`` (in log order), its turn count and the epoch.
+
+        The epoch is read first and only turns written under it are returned (a turn of a
+        forgotten epoch is never read back, even before its tenant is removed). The turns are
+        read before the count, so ``count`` is at least what the log held when they were read;
+        with ``after_seq=0`` it is exactly ``len(turns)``. A cache that finds
+        ``count != cached + len(turns)`` must reload the whole log (module docstring).
+        """
+        self._check_open()
+        from weaviate.classes.query import Filter, Sort
+
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+            raise InvalidInputError("after_seq must be a non-negative int")
+        epoch = self._read_epoch(user_id)
+        h = self._turns(tenant_name(user_id))
+        scope = Filter.all_of(
+            [Filter.by_property("session_id").equal(session_id), Filter.by_property("epoch").equal(epoch)]
+        )
+        order = Sort.by_property("seq", ascending=True).by_id(ascending=True)
+        turns: list[Turn] = []
+        seen: set[str] = set()
+        floor, inclusive = after_seq, False
+        while True:
+            bound = Filter.by_property("seq")
+            page_filter = Filter.all_of(
+                [scope, bound.greater_or_equal(floor) if inclusive else bound.greater_than(floor)]
+            )
+
+            def run(page_filter: Any = page_filter) -> Any:
+                return h.query.fetch_objects(filters=page_filter, sort=order, limit=_TURN_PAGE)
+
+            try:
+                res = self._call("load session", run)
+            except StoreError as exc:
+                if _is_tenant_missing(exc):
+                    return SessionLog(turns=(), count=0, epoch=epoch)
+                raise
+            for o in res.objects:
+                if str(o.uuid) in seen:
+                    continue
+                seen.add(str(o.uuid))
+                t = _turn(o.properties)
+                if t.user_id == user_id and t.session_id == session_id:  # defence in depth
+                    turns.append(t)
+            if len(res.objects) < _TURN_PAGE:
+                break
+            floor, inclusive = int(res.objects[-1].properties["seq"]), True  # equal seqs may span pages
+        if turns:
+            _SEQ_CLOCK.observe((self.collection, user_id, session_id), turns[-1].seq)
+        if after_seq == 0:
+            count = len(turns)
+        else:
+
+            def count_run() -> int:
+                return int(h.aggregate.over_all(total_count=True, filters=scope).total_count or 0)
+
+            try:
+                count = self._call("count session turns", count_run)
+            except StoreError as exc:
+                if not _is_tenant_missing(exc):
+                    raise
+                count = 0  # removed by a forget just now: the epoch tells the reader on its next load
+        return SessionLog(turns=tuple(turns), count=count, epoch=epoch)
+
+    def delete_session(self, user_id: str, session_id: str) -> int:
+        """Delete the session's turn log (long-term memories stay); return how many turns it held."""
+        self._check_open()
+        from weaviate.classes.query import Filter
+
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        h = self._turns(tenant_name(user_id))
+        where = Filter.by_property("session_id").equal(session_id)
+        deleted = 0
+        while True:
+
+            def run() -> tuple[int, int]:
+                res = h.data.delete_many(where=where)
+                return int(res.matches), int(res.failed)
+
+            try:
+                matches, failed = self._call("delete session", run)
+            except StoreError as exc:
+                if _is_tenant_missing(exc):
+                    return deleted
+                raise
+            if failed:
+                raise StoreError(f"{failed} of {matches} turns of the session could not be deleted")
+            deleted += matches
+            if matches < QUERY_MAXIMUM_RESULTS:  # one call deletes at most that many
+                return deleted
 
     # -- search --------------------------------------------------------------------------------
     def search(self, request: SearchRequest) -> list[StoreHit]:

@@ -18,6 +18,11 @@ them, so that fixture must live in ``tests/conftest.py`` or in a plugin module l
 conftest's ``pytest_plugins`` (e.g. one that ``tests/integration/conftest.py`` also imports).
 Entries may also be added from such a plugin at import time (``STORE_FACTORIES`` is a plain dict
 read when tests are collected).
+
+A backend that several processes can share also gives a ``twin``: a second, independent store
+object on the same data as the one the factory made (another ``LocalStore`` on the same file,
+another client on the same Weaviate collection). The ``store_twin`` fixture uses it and skips
+backends without one (an in-memory SQLite database belongs to one connection).
 """
 
 from __future__ import annotations
@@ -30,9 +35,14 @@ import pytest
 
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.stores.local import LocalStore
-from tests.weaviate_fixtures import weaviate_contract_store, weaviate_endpoint  # noqa: F401 - fixtures
+from tests.weaviate_fixtures import (  # noqa: F401 - fixtures
+    weaviate_contract_store,
+    weaviate_contract_twin,
+    weaviate_endpoint,
+)
 
 StoreFactory = Callable[[pytest.FixtureRequest, Path], MemoryStore]
+TwinFactory = Callable[[pytest.FixtureRequest, Path, MemoryStore], MemoryStore]
 
 
 @dataclass(frozen=True)
@@ -41,15 +51,20 @@ class StoreKind:
 
     factory: StoreFactory
     marks: tuple[pytest.MarkDecorator, ...] = field(default_factory=tuple)
+    twin: TwinFactory | None = None
 
 
 STORE_FACTORIES: dict[str, StoreKind] = {
     "local-memory": StoreKind(lambda request, tmp_path: LocalStore(":memory:")),
-    "local-file": StoreKind(lambda request, tmp_path: LocalStore(tmp_path / "m.db")),
+    "local-file": StoreKind(
+        lambda request, tmp_path: LocalStore(tmp_path / "m.db"),
+        twin=lambda request, tmp_path, store: LocalStore(tmp_path / "m.db"),
+    ),
     # A real server (tests/weaviate_fixtures.py): skipped without binary/WEAVIATE_URL, fails in CI.
     "weaviate": StoreKind(
         lambda request, tmp_path: request.getfixturevalue("weaviate_contract_store"),
         marks=(pytest.mark.weaviate,),
+        twin=lambda request, tmp_path, store: request.getfixturevalue("weaviate_contract_twin")(store),
     ),
 }
 
@@ -65,6 +80,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
     s = STORE_FACTORIES[store_kind].factory(request, tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def store_twin(
+    store_kind: str, store: MemoryStore, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[MemoryStore]:
+    """A second store object on the same data as ``store`` (as another process would open it)."""
+    twin = STORE_FACTORIES[store_kind].twin
+    if twin is None:
+        pytest.skip(f"{store_kind}: a second store object cannot open the same data")
+    s = twin(request, tmp_path, store)
     try:
         yield s
     finally:

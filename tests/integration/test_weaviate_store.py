@@ -2,7 +2,8 @@
 
 The behaviour every store shares is in ``tests/contract`` (which also runs on Weaviate); these
 tests cover what is specific to the Weaviate backend. Outages are real: a private server is
-stopped and started again (no mocks).
+stopped and started again (no mocks); races with a forget are placed by wrapping one of the
+store's own steps (the forget itself is real, through a second client).
 """
 
 from __future__ import annotations
@@ -21,13 +22,21 @@ import numpy as np
 import pytest
 
 from hybrid_memory.analyzer import Analyzer
-from hybrid_memory.errors import ConfigurationError, SchemaError, StoreError, StoreUnavailableError
-from hybrid_memory.records import MemoryRecord
+from hybrid_memory.errors import (
+    ConfigurationError,
+    SchemaError,
+    StoreError,
+    StoreUnavailableError,
+    UserForgottenError,
+)
+from hybrid_memory.records import MemoryRecord, Turn
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest
 from hybrid_memory.stores.weaviate import (
     SEARCH_PROPERTY,
+    SEQ_TIE_BREAK_BITS,
     WeaviateServer,
     WeaviateStore,
+    _turn_properties,
     find_weaviate_binary,
     object_uuid,
     tenant_name,
@@ -386,3 +395,138 @@ def test_api_key_authentication(binary: str, tmp_path: Path) -> None:
             store.close()
     finally:
         server.stop()
+
+
+# -- conversation state: turn logs and forget epochs ----------------------------------------------
+def turn(user: str, session: str, content: str) -> Turn:
+    return Turn(id=str(uuid.uuid4()), user_id=user, session_id=session, role="user", content=content, timestamp=T0)
+
+
+def test_turn_and_forget_epoch_collections(weaviate_store: WeaviateStore) -> None:
+    store = weaviate_store
+    [t] = store.append_turns([turn("alice@example.com", "s1", "hello")], epoch=0)
+    store.delete_user("bob@example.com")
+    cols = store.client.collections
+    turns_cfg = cols.use(store.turns_collection).config.get()
+    assert turns_cfg.multi_tenancy_config.enabled and turns_cfg.multi_tenancy_config.auto_tenant_creation
+    [(_, vector)] = turns_cfg.vector_config.items()
+    assert vector.vector_index_config.skip  # no vector index is built for turns
+    props = {p.name: p for p in turns_cfg.properties}
+    assert not [n for n, p in props.items() if p.index_searchable]
+    assert props["seq"].index_range_filters
+    assert set(cols.use(store.turns_collection).tenants.get()) == {tenant_name("alice@example.com")}
+    # The turn is stored under the user's tenant with its seq: unix ms << 10 | tie-break, < 2**53.
+    obj = cols.use(store.turns_collection).with_tenant(tenant_name("alice@example.com")).query.fetch_objects()
+    [stored] = obj.objects
+    assert stored.properties["seq"] == t.seq < 2**53
+    assert abs((t.seq >> SEQ_TIE_BREAK_BITS) - time.time() * 1000) < 60_000
+    epochs_cfg = cols.use(store.epochs_collection).config.get()
+    assert not epochs_cfg.multi_tenancy_config.enabled
+    # A forgotten user's epoch is kept under a hash: the id is nowhere in clear.
+    [epoch] = cols.use(store.epochs_collection).query.fetch_objects().objects
+    assert epoch.properties == {"epoch": store.user_epoch("bob@example.com")}
+    assert "bob" not in json.dumps(epoch.properties) + str(epoch.uuid)
+    store.drop()
+    for name in (store.collection, store.meta_collection, store.turns_collection, store.epochs_collection):
+        assert not cols.exists(name)
+
+
+def test_a_retried_append_replaces_the_turn(weaviate_store: WeaviateStore) -> None:
+    t = turn("alice", "s1", "said once")
+    first = weaviate_store.append_turns([t], epoch=0)
+    again = weaviate_store.append_turns([t], epoch=0)  # e.g. the caller retried after a timeout
+    log = weaviate_store.load_session("alice", "s1")
+    assert log.count == 1 and log.turns == tuple(again)
+    assert again[0].seq > first[0].seq
+
+
+def test_a_turn_that_appears_late_with_a_smaller_seq_shows_in_the_count(weaviate_store: WeaviateStore) -> None:
+    """A slower process's append can become visible after a turn with a larger seq.
+
+    The race is timing-dependent, so the late turn is written here with the raw client (as that
+    process would have written it); the guarantee under test is that a reader which synced past
+    it sees ``count != cached + len(new)`` and reloads the whole log, which then holds it.
+    """
+    store = weaviate_store
+    [early] = store.append_turns([turn("alice", "s1", "appended second, visible first")], epoch=0)
+    cached = store.load_session("alice", "s1")
+    late = turn("alice", "s1", "appended first, visible second").model_copy(update={"seq": early.seq - 1})
+    h = store.client.collections.use(store.turns_collection).with_tenant(tenant_name("alice"))
+    h.data.insert(properties=_turn_properties(late, 0), uuid=str(uuid.uuid4()))
+    new = store.load_session("alice", "s1", after_seq=cached.turns[-1].seq)
+    assert new.turns == () and new.count != cached.count + len(new.turns)
+    assert [t.content for t in store.load_session("alice", "s1").turns] == [late.content, early.content]
+
+
+def forget_after(store: WeaviateStore, method: str, other: WeaviateStore, user: str) -> None:
+    """Make ``other`` (another process, in effect) forget ``user`` right after ``store.<method>`` ran.
+
+    The window between a write's epoch check and its batch is microseconds wide; wrapping the
+    store's own step places a real forget, through a second client, exactly there.
+    """
+    real = getattr(store, method)
+
+    def then_forget(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        setattr(store, method, real)
+        other.delete_user(user)
+        return out
+
+    setattr(store, method, then_forget)
+
+
+def test_writes_racing_a_forget_are_undone(weaviate_store_factory: Callable[..., WeaviateStore]) -> None:
+    store = weaviate_store_factory()
+    other = weaviate_store_factory(collection=store.collection)
+    kept = rec("alice", "stored before the forget")
+    store.upsert([kept], vecs(1))
+
+    forget_after(store, "_check_epochs", other, "alice")  # the forget lands after the check passed
+    with pytest.raises(UserForgottenError):
+        store.upsert([rec("alice", "buffered before the forget")], vecs(1), epochs={"alice": 0})
+    epoch = store.user_epoch("alice")
+    forget_after(store, "_check_epochs", other, "alice")
+    with pytest.raises(UserForgottenError):
+        store.append_turns([turn("alice", "s1", "said before the forget")], epoch=epoch)
+    store.upsert([kept], vecs(1))
+    forget_after(store, "_fetch", other, "alice")  # update read the memory, then it was forgotten
+    with pytest.raises(UserForgottenError):
+        store.update([kept.evolve(content="an edit of a forgotten memory")])
+    store.upsert([kept], vecs(1))
+    forget_after(store, "_fetch", other, "alice")
+    store.touch("alice", [kept.id], T0 + timedelta(days=1))  # access bookkeeping: undone quietly
+
+    # Some writes re-created a tenant after the forget removed it; what they wrote is gone again.
+    for name in (store.collection, store.turns_collection):
+        coll = store.client.collections.use(name)
+        if tenant_name("alice") in coll.tenants.get():
+            assert coll.with_tenant(tenant_name("alice")).aggregate.over_all(total_count=True).total_count == 0
+    assert store.dead_letter_count() == 0
+
+
+def test_dead_letters_of_a_forgotten_user_are_dropped_by_the_replay(binary: str, tmp_path: Path) -> None:
+    store = WeaviateStore.embedded(tmp_path / "wv", binary=binary, memory_limit="512MiB")
+    try:
+        server = store.server
+        assert server is not None
+        store.max_retries = 0
+        store.bind_embedder("test", 8)
+        alice, bob = rec("alice", "alice's secret"), rec("bob", "bob's note")
+        server.stop(keep_data=True)
+        for r in (alice, bob):
+            with pytest.raises(StoreUnavailableError, match="dead-letter"):
+                store.upsert([r], vecs(1), epochs={r.user_id: 0})
+        assert store.dead_letter_count() == 2
+        server.start()
+        # Another process (own dead-letter file) forgets alice while her write is queued here.
+        other = WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "o.sqlite")
+        try:
+            other.delete_user("alice")
+        finally:
+            other.close()
+        assert store.replay_dead_letters() == 1
+        assert store.dead_letter_count() == 0
+        assert store.count("alice") == 0
+        assert store.get("bob", [bob.id]) == [bob]
+    finally:
+        store.close()

@@ -242,3 +242,18 @@ def test_filters_are_built_once_per_filter(tmp_path: Any) -> None:
     assert store._filters(MemoryFilter(categories=("preference",))) is not first
     assert store._filters(None) is None
     assert store._filters(MemoryFilter(statuses=())) is store._filters(MemoryFilter(statuses=()))
+
+
+def test_seq_clock_orders_one_session_strictly_and_after_what_it_loaded() -> None:
+    from hybrid_memory.stores.weaviate import SEQ_TIE_BREAK_BITS, _SeqClock
+
+    clock = _SeqClock()
+    key = ("C", "alice", "s1")
+    seqs = [clock.next(key) for _ in range(2000)]  # far more than one per millisecond
+    assert seqs == sorted(set(seqs))
+    assert {s & ((1 << SEQ_TIE_BREAK_BITS) - 1) for s in seqs} == {clock.tie_break}
+    assert abs((seqs[0] >> SEQ_TIE_BREAK_BITS) - time.time() * 1000) < 60_000
+    ahead = ((seqs[-1] >> SEQ_TIE_BREAK_BITS) + 3_600_000) << SEQ_TIE_BREAK_BITS  # a process an hour ahead
+    clock.observe(key, ahead)
+    assert ahead < clock.next(key) < 2**53
+    assert clock.next(("C", "alice", "s2")) < ahead  # the floor is per session
