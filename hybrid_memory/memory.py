@@ -391,7 +391,10 @@ class HybridMemory:
             pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
             self._write_turns([turn], contexts=[w.last_content or ""], epoch=epoch, pii_note=pii)
             (stored,) = self.store.append_turns([turn], epoch=epoch)
-            self._sync(w, user_id, session_id)
+            # Into the cache without a re-read: a turn another process appended meanwhile makes the
+            # next sync's count disagree, and that sync rebuilds the window from the log.
+            self._drop_vectors(w.buffer.add(stored))
+            w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
         with self._lock:
             self._last_turn_at[(user_id, session_id)] = ts
         self._after_turn(stored)

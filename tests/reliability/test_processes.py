@@ -1,6 +1,7 @@
 """One memory, many processes: the store is the single source of truth (architecture §10, issue 13).
 
-Every scenario runs real OS processes (``tests/reliability/proc_worker.py``) over one store file:
+Every scenario runs real OS processes (``tests/reliability/proc_worker.py``) over one store, a
+``LocalStore`` file and a real Weaviate collection (``backend`` parameter):
 
 * a process killed with SIGKILL right after ``add_turn`` returned loses nothing: a new process
   recalls the turn and continues the session with the same short-term window;
@@ -27,8 +28,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.trace import default_trace_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS = float(os.environ.get("HYBRID_MEMORY_RELIABILITY_SECONDS", "20"))
@@ -63,13 +67,80 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
 
 
-def memory(path: Path) -> HybridMemory:
-    return HybridMemory(store=LocalStore(path), embedder=HashingEmbedder(), trace=False)
+class Backend:
+    """Where the processes of one test meet: a LocalStore file or a Weaviate collection."""
+
+    def __init__(self, kind: str, tmp_path: Path, endpoint: Any = None) -> None:
+        self.kind, self.tmp, self.endpoint = kind, tmp_path, endpoint
+        self.db = tmp_path / "app.db"
+        self.collection = "P" + os.urandom(8).hex()
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        if self.kind == "local":
+            return {"kind": "local", "path": str(self.db)}
+        return {
+            "kind": "weaviate",
+            "url": self.endpoint.url,
+            "grpc_port": self.endpoint.grpc_port,
+            "collection": self.collection,
+            "dead_letter_path": str(self.tmp / "dead-letters.sqlite"),
+        }
+
+    def store(self) -> Any:
+        if self.kind == "local":
+            return LocalStore(self.db)
+        from hybrid_memory.stores.weaviate import WeaviateStore
+
+        return WeaviateStore.connect(
+            self.endpoint.url,
+            grpc_port=self.endpoint.grpc_port,
+            collection=self.collection,
+            dead_letter_path=self.tmp / "dead-letters.sqlite",
+        )
+
+    def memory(self) -> HybridMemory:
+        return HybridMemory(store=self.store(), embedder=HashingEmbedder(), trace=False)
+
+    @property
+    def where(self) -> list[str]:
+        if self.kind == "local":
+            return ["--store", str(self.db)]
+        return [
+            "--weaviate",
+            self.endpoint.url,
+            "--grpc-port",
+            str(self.endpoint.grpc_port),
+            "--collection",
+            self.collection,
+        ]
+
+    def drop(self) -> None:
+        if self.kind == "weaviate":
+            store = self.store()
+            try:
+                store.drop()
+            finally:
+                store.close()
 
 
-def test_kill_9_right_after_add_turn_loses_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "app.db"
-    store = {"kind": "local", "path": str(db)}
+@pytest.fixture(params=["local", "weaviate"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    # Trace files and dead letters of every process of the test live under tmp_path.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    if request.param == "local":
+        yield Backend("local", tmp_path)
+        return
+    request.applymarker(pytest.mark.weaviate)
+    b = Backend("weaviate", tmp_path, request.getfixturevalue("weaviate_endpoint"))
+    try:
+        yield b
+    finally:
+        b.drop()
+
+
+def test_kill_9_right_after_add_turn_loses_nothing(backend: Backend) -> None:
+    store = backend.spec
     turns = [
         ["s1", "user", "My flight to Berlin is next Tuesday at 9am."],
         ["s1", "assistant", "Noted, have a good trip."],
@@ -83,7 +154,7 @@ def test_kill_9_right_after_add_turn_loses_nothing(tmp_path: Path) -> None:
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
 
-    with memory(db) as mem:  # a new process (a new connection and caches) on the same file
+    with backend.memory() as mem:  # a new process (a new connection and caches) on the same store
         assert [t.content for t in mem.short_term("alice", "s1")] == [t[2] for t in turns]
         for query, needle in (("flight Berlin", "Berlin"), ("cello", "cello")):
             hits = mem.recall(query, user_id="alice", k=3)
@@ -93,15 +164,15 @@ def test_kill_9_right_after_add_turn_loses_nothing(tmp_path: Path) -> None:
         assert len(mem.short_term("alice", "s1")) == 4
 
 
-def test_a_session_continued_across_processes_keeps_one_window(tmp_path: Path) -> None:
-    store = {"kind": "local", "path": str(tmp_path / "app.db")}
+def test_a_session_continued_across_processes_keeps_one_window(backend: Backend) -> None:
+    store = backend.spec
     a = run({"mode": "add", "store": store, "user": "bob", "turns": [["t", "user", "I live in Porto."]]})
     b = run({"mode": "add", "store": store, "user": "bob", "turns": [["t", "user", "I work as a nurse."]]})
     assert a["window"] == {"t": ["I live in Porto."]}
     assert b["window"] == {"t": ["I live in Porto.", "I work as a nurse."]}  # B's window holds A's turn
     assert b["turns"][0]["seq"] > a["turns"][0]["seq"]
     # A long-lived process with a cached window sees what another process added meanwhile.
-    with memory(tmp_path / "app.db") as mem:
+    with backend.memory() as mem:
         assert [t.content for t in mem.short_term("bob", "t")] == ["I live in Porto.", "I work as a nurse."]
         run({"mode": "add", "store": store, "user": "bob", "turns": [["t", "user", "I have two cats."]]})
         mem.add_turn("bob", "t", "user", "And a dog.")
@@ -115,11 +186,11 @@ def test_a_session_continued_across_processes_keeps_one_window(tmp_path: Path) -
         subprocess_end = [
             sys.executable,
             "-c",
-            "import sys; from hybrid_memory import HybridMemory, LocalStore;"
-            "from hybrid_memory.testing import HashingEmbedder;"
-            "m = HybridMemory(store=LocalStore(sys.argv[1]), embedder=HashingEmbedder()); m.end_session('bob', 't');"
-            "m.close()",
-            str(tmp_path / "app.db"),
+            "import json, sys; from hybrid_memory import HybridMemory;"
+            "from hybrid_memory.testing import HashingEmbedder; from tests.reliability.proc_worker import open_store;"
+            "m = HybridMemory(store=open_store(json.loads(sys.argv[1])), embedder=HashingEmbedder());"
+            "m.end_session('bob', 't'); m.close()",
+            json.dumps(store),
         ]
         subprocess.run(subprocess_end, check=True, cwd=ROOT, env=_env(), timeout=120)
         assert mem.short_term("bob", "t") == []
@@ -127,17 +198,6 @@ def test_a_session_continued_across_processes_keeps_one_window(tmp_path: Path) -
             "I live in Porto.",
             "I have two cats.",
         }
-
-
-def _user_rows(db: Path, user: str) -> dict[str, int]:
-    con = sqlite3.connect(db)
-    try:
-        return {
-            table: int(con.execute(f"SELECT COUNT(*) FROM {table} WHERE user_id = ?", (user,)).fetchone()[0])
-            for table in ("memories", "turns")
-        }
-    finally:
-        con.close()
 
 
 def _trace_texts(path: Path, user: str) -> list[str]:
@@ -150,9 +210,8 @@ def _trace_texts(path: Path, user: str) -> list[str]:
         con.close()
 
 
-def test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it(tmp_path: Path) -> None:
-    db = tmp_path / "app.db"
-    store = {"kind": "local", "path": str(db)}
+def test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it(backend: Backend, tmp_path: Path) -> None:
+    store = backend.spec
     stop = tmp_path / "stop"
     logs = [tmp_path / f"w{i}.jsonl" for i in range(3)]
     procs = [
@@ -178,7 +237,7 @@ def test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it(tmp
             time.sleep(0.05)
         forget_started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "hybrid_memory.cli", "forget", "--store", str(db), "--user", "victim", "--yes"],
+            [sys.executable, "-m", "hybrid_memory.cli", "forget", *backend.where, "--user", "victim", "--yes"],
             cwd=ROOT,
             env=_env(),
             capture_output=True,
@@ -202,26 +261,30 @@ def test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it(tmp
 
     said_before = {r["text"] for log in logs for r in read_log(log) if r["end"] < forget_started}
     assert len(said_before) >= 15
-    with memory(db) as mem:
-        remaining = {r.content for r in mem.list_memories("victim")}
-        window = {t.content for s in ("s0", "s1", "s2") for t in mem.short_term("victim", s)}
-        assert remaining.isdisjoint(said_before)  # memories and their vectors (one row each)
-        assert window == set()  # the sessions were ended after the forget: nothing written back
+    with backend.memory() as mem:
+        records = mem.list_memories("victim", filter=None)  # every status
+        remaining = {r.content for r in records} | {r.context for r in records}
+        assert remaining.isdisjoint(said_before)  # memories (with their vectors: one object each)
+        for s in ("s0", "s1", "s2"):  # the sessions were ended after the forget: nothing written back
+            assert mem.short_term("victim", s) == []
+            assert mem.store.load_session("victim", s).count == 0
         found = {h.content for h in mem.recall("garden note", user_id="victim", k=1000)}
         assert found.isdisjoint(said_before)
         assert [t.content for t in mem.short_term("bystander", "b")] == ["I like tea."]
         assert bystander["turns"][0]["content"] == "I like tea."
-    with sqlite3.connect(db) as con:  # nothing of what was said before: not in any table of the file
-        blob = "\n".join(str(r) for r in con.execute("SELECT content, context FROM memories"))
-        blob += "\n".join(str(r) for r in con.execute("SELECT content FROM turns"))
-    assert not any(text in blob for text in said_before)
-    traces = "\n".join(_trace_texts(Path(f"{db}.traces.sqlite"), "victim"))
+        trace_file = Path(default_trace_path(mem.store))
+    if backend.kind == "local":  # nothing of what was said before: not in any table of the file
+        with sqlite3.connect(backend.db) as con:
+            blob = "\n".join(str(r) for r in con.execute("SELECT content, context FROM memories"))
+            blob += "\n".join(str(r) for r in con.execute("SELECT content FROM turns"))
+        assert not any(text in blob for text in said_before)
+    traces = "\n".join(_trace_texts(trace_file, "victim"))
+    assert trace_file.exists() or backend.kind == "weaviate"
     assert not any(text in traces for text in said_before)
 
 
-def test_processes_of_mixed_traffic_lose_duplicate_and_leak_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "app.db"
-    store = {"kind": "local", "path": str(db)}
+def test_processes_of_mixed_traffic_lose_duplicate_and_leak_nothing(backend: Backend, tmp_path: Path) -> None:
+    store = backend.spec
     users = [f"user{i}" for i in range(6)]
     logs = [tmp_path / f"m{i}.jsonl" for i in range(4)]
     procs = [
@@ -247,7 +310,7 @@ def test_processes_of_mixed_traffic_lose_duplicate_and_leak_nothing(tmp_path: Pa
     written = [r for r in rows if r["op"] in ("add_turn", "remember")]
     assert len(written) > 50
     assert [r for r in rows if r.get("foreign")] == []  # no recall or context ever showed another user's memory
-    with memory(db) as mem:
+    with backend.memory() as mem:
         for user in users:
             stored = [r.content for r in mem.list_memories(user)]
             counts = Counter(stored)
