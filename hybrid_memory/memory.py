@@ -431,9 +431,17 @@ class HybridMemory:
         if not drafts:
             return []
         self._ensure_bound()
+        # One embedding per turn: the writer stores it and the short-term dedup of build_context
+        # reuses it (the text is already redacted, so the writer has no reason to re-embed).
+        vectors = self.embedder.embed_documents([d.content for d in drafts])
+        with self._lock:
+            for d, v in zip(drafts, vectors, strict=True):
+                self._turn_vectors[d.provenance[0]] = v
         written = [
             o.model_copy(update={"notes": (*o.notes, note)}) if note else o
-            for o, note in zip(self.writer.write(drafts, epochs={turns[0].user_id: epoch}), notes, strict=True)
+            for o, note in zip(
+                self.writer.write(drafts, vectors=vectors, epochs={turns[0].user_id: epoch}), notes, strict=True
+            )
         ]
         if pii_note is not None:  # redacted at the door: say so where the writer would have
             written = [o if o.reason else o.model_copy(update={"reason": pii_note}) for o in written]
@@ -1163,13 +1171,15 @@ class HybridMemory:
         return ctx
 
     def _turn_matrix(self, turns: Sequence[Turn]) -> Vector:
-        missing = [t for t in turns if t.id not in self._turn_vectors]
-        if missing:
-            vecs = self.embedder.embed_documents([self._redact(t.content) for t in missing])
+        with self._lock:
+            known = {t.id: self._turn_vectors.get(t.id) for t in turns}
+        missing = [t for t in turns if known[t.id] is None]
+        if missing:  # turns below the gate, or added by another process (turn text is redacted)
+            vecs = self.embedder.embed_documents([t.content for t in missing])
             with self._lock:
                 for t, v in zip(missing, vecs, strict=True):
-                    self._turn_vectors[t.id] = v
-        return np.stack([self._turn_vectors[t.id] for t in turns])
+                    known[t.id] = self._turn_vectors[t.id] = v
+        return np.stack([known[t.id] for t in turns])
 
     # ------------------------------------------------------------------ management
     @observed("put")

@@ -1,0 +1,96 @@
+"""The cost of a conversation turn as an app pays it: ``build_context`` then ``add_turn`` (user + reply).
+
+A scripted bilingual conversation (facts, small talk, questions) is played through one
+``HybridMemory`` on a ``LocalStore`` file (WAL, ``synchronous=FULL``: every acknowledged turn is
+fsynced) with the default embedder (``--embedder hashing`` takes the model out of the picture).
+Reports p50/p95 per call and the whole turn. Use it to compare two versions of the library on the
+same machine::
+
+    python -m benchmarks.turn_latency --turns 200 --out benchmarks/results/turn_latency.json
+    PYTHONPATH=/path/to/other/checkout python -m benchmarks.turn_latency --label before ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+LINES = [
+    "记住：我对花生过敏，任何菜都不要放花生。",
+    "I prefer aisle seats on planes.",
+    "今天天气不错啊",
+    "My flight to Berlin is next Tuesday at 9am.",
+    "What should I cook tonight?",
+    "我下个月20号要去成都出差",
+    "lol ok",
+    "I started learning the cello last month.",
+    "帮我订下周去北京的高铁票，座位怎么选？",
+    "My manager Priya wants the slides by Thursday.",
+]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def run(turns: int, embedder: str) -> dict[str, Any]:
+    from hybrid_memory import HybridMemory, LocalStore
+
+    emb: Any = None
+    if embedder == "hashing":
+        from hybrid_memory.testing import HashingEmbedder
+
+        emb = HashingEmbedder()
+    t0 = datetime(2025, 5, 1, 9, tzinfo=timezone.utc)
+    times: dict[str, list[float]] = {"build_context": [], "add_turn": [], "turn": []}
+    with tempfile.TemporaryDirectory() as d:
+        mem = HybridMemory(store=LocalStore(Path(d) / "m.db"), embedder=emb, trace=False)
+        mem.add_turn("warm", "w", "user", "warm up the embedder and the store")  # not timed
+        for i in range(turns):
+            now = t0 + timedelta(minutes=i)
+            text = f"{LINES[i % len(LINES)]} ({i})"
+            a = time.perf_counter()
+            mem.build_context(text, user_id="u", session_id="s", now=now)
+            b = time.perf_counter()
+            mem.add_turn("u", "s", "user", text, timestamp=now)
+            mem.add_turn("u", "s", "assistant", f"Noted ({i}).", timestamp=now)
+            c = time.perf_counter()
+            times["build_context"].append((b - a) * 1000)
+            times["add_turn"].append((c - b) * 500)  # per add_turn call
+            times["turn"].append((c - a) * 1000)
+        memories = mem.store.count("u")
+        mem.close()
+    return {
+        "turns": turns,
+        "embedder": embedder,
+        "memories": memories,
+        **{f"{k}_p50_ms": round(statistics.median(v), 2) for k, v in times.items()},
+        **{f"{k}_p95_ms": round(_pct(v, 0.95), 2) for k, v in times.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--turns", type=int, default=200)
+    p.add_argument("--embedder", choices=("default", "hashing"), default="default")
+    p.add_argument("--label", default="this checkout")
+    p.add_argument("--out", type=Path, default=None, help="append the result to this JSON list")
+    args = p.parse_args(argv)
+    result = {"label": args.label, **run(args.turns, args.embedder)}
+    print(json.dumps(result))
+    if args.out is not None:
+        old = json.loads(args.out.read_text()) if args.out.exists() else []
+        args.out.write_text(json.dumps([*old, result], indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
