@@ -1939,11 +1939,31 @@ class WeaviateStore(AsyncFromSyncStore):
                     "embedder": None,
                     "dimension": None,
                 }
-                self._write_meta(meta)
+                if not self._create_meta(meta):  # another process created it first: use theirs
+                    obj = self._call("read meta", lambda: meta_coll.query.fetch_object_by_id(_CONFIG_UUID))
+                    if obj is None:
+                        raise SchemaError(f"the meta object of {self.collection!r} vanished while it was created")
+                    meta = json.loads(obj.properties["value"])
             else:
                 meta = json.loads(obj.properties["value"])
             self._meta = meta
             return meta
+
+    def _create_meta(self, meta: Mapping[str, Any]) -> bool:
+        """Insert the first meta object; ``False`` when another process inserted it meanwhile."""
+        meta_coll = self._client.collections.use(self.meta_collection)
+        props = {"key": "config", "value": json.dumps(dict(meta), sort_keys=True)}
+
+        def run() -> bool:
+            try:
+                meta_coll.data.insert(properties=props, uuid=_CONFIG_UUID)
+            except Exception as exc:
+                if getattr(exc, "status_code", None) == 422 and meta_coll.data.exists(_CONFIG_UUID):
+                    return False  # 422 "id already exists": a concurrent first connection won
+                raise
+            return True
+
+        return bool(self._call("create meta", run))
 
     def _write_meta(self, meta: Mapping[str, Any]) -> None:
         meta_coll = self._client.collections.use(self.meta_collection)

@@ -233,7 +233,9 @@ def test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it(bac
     try:
         deadline = time.monotonic() + 120
         while min(len(read_log(p)) for p in logs) < 5:  # everyone has said a few things
-            assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            dead = [p for p in procs if p.poll() is not None]
+            assert not dead, dead[0].communicate()[1]
+            assert time.monotonic() < deadline
             time.sleep(0.05)
         forget_started = time.monotonic()
         done = subprocess.run(
