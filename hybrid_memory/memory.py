@@ -1172,8 +1172,8 @@ class HybridMemory:
 
     def _turn_matrix(self, turns: Sequence[Turn]) -> Vector:
         with self._lock:
-            known = {t.id: self._turn_vectors.get(t.id) for t in turns}
-        missing = [t for t in turns if known[t.id] is None]
+            known = {t.id: self._turn_vectors[t.id] for t in turns if t.id in self._turn_vectors}
+        missing = [t for t in turns if t.id not in known]
         if missing:  # turns below the gate, or added by another process (turn text is redacted)
             vecs = self.embedder.embed_documents([t.content for t in missing])
             with self._lock:
