@@ -55,7 +55,7 @@ def memory_loop(extra: str) -> Any:
     mem.flush()
     hits = mem.recall("花生", user_id="li_lei", k=1, now=LATER)
     assert [h.content for h in hits] == ["记住：我对花生过敏"], hits
-    assert 0.0 <= hits[0].score and hits[0].record.user_id == "li_lei", hits[0]
+    assert hits[0].score > 0.0 and hits[0].record.user_id == "li_lei", hits[0]
     ctx = mem.build_context("晚饭吃什么？花生酱面可以吗", user_id="li_lei", now=LATER)
     assert "花生过敏" in ctx.text and 0 < ctx.token_count < 400, ctx
     assert "cats" not in ctx.text, "another user's memory leaked into the context"
