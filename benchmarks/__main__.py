@@ -30,6 +30,7 @@ from benchmarks import studies  # noqa: E402
 from hybrid_memory.bench.cache import CachedEmbedder  # noqa: E402
 from hybrid_memory.bench.datasets import Dataset, load_locomo, load_longmemeval, load_memorybank  # noqa: E402
 from hybrid_memory.bench.runner import BenchOptions, run_benchmark  # noqa: E402
+from hybrid_memory.bench.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
 from hybrid_memory.embeddings import default_embedder  # noqa: E402
 
 STEPS = ("main", "alpha", "analyzer", "embedders", "speed", "report")
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown steps {sorted(unknown)}")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    use_bundled_tiktoken_cache()  # the reports publish exact o200k_base token counts
     data = load_all(args.data_dir)
     emb = CachedEmbedder(default_embedder())
     t0 = time.perf_counter()

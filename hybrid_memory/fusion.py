@@ -142,7 +142,8 @@ class ContextFuser:
 
     Args:
         config: Fuser settings (caps, budget, relevance floor, language).
-        counter: Token counter (tiktoken offline).
+        counter: Token counter (tiktoken offline, or the approximation); its ``name`` is
+            reported as ``FusedContext.token_counter``.
         min_similarity: Cosine floor below which a hit is not relevant (calibrated per embedder;
             the facade passes the embedder's value unless ``config.min_similarity`` is set).
     """
@@ -226,7 +227,14 @@ class ContextFuser:
 
         if not kept:
             reason = "no memories recalled" if not hits else "every recalled memory is already in the short-term window"
-            return FusedContext(text="", token_count=0, skipped=True, skipped_reason=reason, dropped=tuple(dropped))
+            return FusedContext(
+                text="",
+                token_count=0,
+                skipped=True,
+                skipped_reason=reason,
+                dropped=tuple(dropped),
+                token_counter=self.counter.name,
+            )
         if not any(self.is_relevant(h) for h in kept):
             return FusedContext(
                 text="",
@@ -234,6 +242,7 @@ class ContextFuser:
                 skipped=True,
                 skipped_reason="no recalled memory is relevant enough",
                 dropped=tuple(dropped) + tuple((h.id, "below the relevance floor") for h in kept),
+                token_counter=self.counter.name,
             )
         relevant = []
         for h in kept:
@@ -270,6 +279,7 @@ class ContextFuser:
                 skipped=True,
                 skipped_reason=f"no memory fits the token budget ({budget})",
                 dropped=tuple(dropped),
+                token_counter=self.counter.name,
             )
         text = self._render(header, chosen, lang)
         return FusedContext(
@@ -277,6 +287,7 @@ class ContextFuser:
             token_count=self.counter.count(text),
             hits=tuple(x.hit for x in chosen),
             dropped=tuple(dropped),
+            token_counter=self.counter.name,
         )
 
     @staticmethod

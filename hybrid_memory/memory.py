@@ -1142,6 +1142,7 @@ class HybridMemory:
                 skipped=True,
                 skipped_reason=f"long-term store unavailable: {exc}",
                 degraded=True,
+                token_counter=self.counter.name,
             )
         stm_vectors: Vector | None = None
         hit_vectors: dict[str, Vector] | None = None

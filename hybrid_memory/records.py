@@ -311,6 +311,9 @@ class FusedContext(BaseModel):
 
     ``text`` is empty when injection was skipped; ``skipped_reason`` then says why. ``degraded``
     is true when long-term memory was unavailable and only short-term memory was used.
+    ``token_counter`` names what counted ``token_count``: ``"tiktoken:<encoding>"`` (exact) or
+    ``"approx"`` (tiktoken's files not available offline; see :mod:`hybrid_memory.tokens`);
+    ``"unknown"`` when the context was not built by a :class:`~hybrid_memory.fusion.ContextFuser`.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -322,6 +325,7 @@ class FusedContext(BaseModel):
     skipped_reason: str | None = None
     dropped: tuple[tuple[str, str], ...] = ()
     degraded: bool = False
+    token_counter: str = "unknown"
 
     def __bool__(self) -> bool:
         return bool(self.text)

@@ -18,6 +18,18 @@ from hybrid_memory.testing import HashingEmbedder
 DAY0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Exact o200k_base token counts for the whole session (and the notebook kernels it starts).
+
+    The library counts exactly only from tiktoken's own cache (``hybrid_memory.tokens``); the
+    suite points ``TIKTOKEN_CACHE_DIR`` at llama-index-core's bundled files when it is installed
+    and the variable is unset. Tests of the approximate path set their own empty directory.
+    """
+    from hybrid_memory.bench.tiktoken_files import use_bundled_tiktoken_cache
+
+    use_bundled_tiktoken_cache()
+
+
 @pytest.fixture
 def hashing_embedder() -> HashingEmbedder:
     """A fast deterministic lexical embedder (no model)."""

@@ -137,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
         load_memorybank,
     )
     from hybrid_memory.bench.runner import DEFAULT_ALPHAS, BenchOptions, run_benchmark
+    from hybrid_memory.bench.tiktoken_files import use_bundled_tiktoken_cache
 
+    use_bundled_tiktoken_cache()  # exact o200k counts in the report when llama-index-core is installed
     if args.dataset == "locomo":
         ds = load_locomo(args.data)
     elif args.dataset == "longmemeval":

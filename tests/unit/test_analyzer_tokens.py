@@ -75,7 +75,8 @@ def test_unknown_cjk_mode_is_rejected() -> None:
 
 def test_token_counter_is_exact_offline_and_truncates() -> None:
     c = TokenCounter("gpt-4o-mini")
-    assert c.exact  # the llama-index-core bundled cache is used, no network
+    assert c.exact, c.fallback_reason  # tests/conftest.py points TIKTOKEN_CACHE_DIR at the bundled files
+    assert c.name == "tiktoken:o200k_base"
     assert c.count("hello world") == 2
     text = "我喜欢喝茶。" * 50
     cut = c.truncate(text, 10)
@@ -87,7 +88,7 @@ def test_approximate_counter() -> None:
     assert not c.exact
     assert c.count("") == 0
     assert c.count("我喜欢") == 3
-    assert c.truncate("abcdefgh", 1) == "abcd"
+    assert c.truncate("abcdefgh", 1) == "abc"  # 3.7 characters per token
 
 
 def test_word_characters_are_exactly_weaviate_letters_and_numbers() -> None:

@@ -300,9 +300,9 @@ def _o200k(text: str, monkeypatch: pytest.MonkeyPatch) -> int:
     """An independent tiktoken count (the fuser's encoding for gpt-4o-mini), from the bundled cache."""
     import tiktoken
 
-    from hybrid_memory.tokens import _bundled_cache
+    from hybrid_memory.bench.tiktoken_files import bundled_tiktoken_cache
 
-    cache = _bundled_cache()
+    cache = bundled_tiktoken_cache()
     assert cache is not None
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", cache)
     return len(tiktoken.get_encoding("o200k_base").encode(text))
