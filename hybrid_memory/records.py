@@ -27,6 +27,7 @@ from hybrid_memory.errors import InvalidInputError
 
 __all__ = [
     "Category",
+    "ForgetCount",
     "FusedContext",
     "MemoryRecord",
     "RecallHit",
@@ -364,3 +365,26 @@ class WriteOutcome(BaseModel):
     reason: str | None = None
     related_id: str | None = None
     notes: tuple[str, ...] = ()
+
+
+class ForgetCount(int):
+    """How many memories a forget deleted, and whether their text is already gone from disk.
+
+    An ``int`` (the count, as before), so existing callers keep working; ``wipe_pending`` is True
+    when a reader in another connection pinned the store's files and an old copy of the deleted
+    text is still on disk. The store finishes the wipe by itself once that reader has left (next
+    write or open of the file), or call ``HybridMemory.finish_wipe()``; see
+    :attr:`hybrid_memory.stores.local.LocalStore.wipe_pending`.
+
+    Example:
+        >>> n = ForgetCount(3, wipe_pending=True)
+        >>> n == 3, n + 1, n.wipe_pending
+        (True, 4, True)
+    """
+
+    wipe_pending: bool
+
+    def __new__(cls, count: int, *, wipe_pending: bool = False) -> ForgetCount:  # noqa: D102
+        self = super().__new__(cls, count)
+        self.wipe_pending = bool(wipe_pending)
+        return self

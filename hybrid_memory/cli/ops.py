@@ -58,6 +58,8 @@ _ALL_STATUSES: tuple[Status, ...] = ("active", "superseded", "archived", "delete
 _CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
 _PAGE = 1000
 _INTERRUPTED = 130
+#: ``forget`` exit code: deleted, but a reader of another connection still pins the text on disk.
+_WIPE_PENDING = 3
 
 
 # ----------------------------------------------------------------------------- argument types
@@ -79,6 +81,16 @@ def _positive(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
     return n
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from exc
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"seconds must be in [0, 3600], got {text!r}")
+    return value
 
 
 def _when(text: str) -> datetime:
@@ -705,16 +717,38 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- forget / consolidate
+def _wiped(mem: Any, args: argparse.Namespace) -> bool:
+    """Whether the forgotten text is gone from disk; says so on stderr when it is not yet."""
+    if not mem.wipe_pending() or mem.finish_wipe(args.wait):
+        return True
+    print(
+        f"warning: the deleted text is not yet wiped from disk: another connection holds a read transaction "
+        f"on the store, so its WAL still has an old copy (waited {args.wait:g} s). The wipe finishes by itself "
+        "on the next write or open of the store once that reader ends; run `hybrid-memory forget --finish-wipe "
+        "--store ...` to wait for it.",
+        file=sys.stderr,
+    )
+    return False
+
+
 def _cmd_forget(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
+        if args.finish_wipe:
+            if _wiped(mem, args):
+                print("no forgotten text left on disk")
+                return 0
+            return _WIPE_PENDING
+        if args.user is None:
+            raise ConfigurationError("forget needs --user (or --finish-wipe)")
         if args.id:
             gone = [i for i in args.id if mem.forget(i, user_id=args.user)]
             missing = [i for i in args.id if i not in gone]
             print(f"forgot {len(gone)} memor{'y' if len(gone) == 1 else 'ies'} of {args.user!r}")
+            wiped = _wiped(mem, args)
             if missing:
                 print("not found: " + ", ".join(missing), file=sys.stderr)
                 return 1
-            return 0
+            return 0 if wiped else _WIPE_PENDING
         if not args.yes:
             if not sys.stdin.isatty():
                 raise ConfigurationError(f"forgetting every memory of {args.user!r} needs --yes")
@@ -724,7 +758,7 @@ def _cmd_forget(args: argparse.Namespace) -> int:
                 return 1
         n = mem.forget_user(args.user)
         print(f"forgot user {args.user!r}: {n} memories and their traces")
-        return 0
+        return 0 if _wiped(mem, args) else _WIPE_PENDING
 
 
 def _cmd_consolidate(args: argparse.Namespace) -> int:
@@ -991,12 +1025,27 @@ def register(subparsers: Any) -> None:
         "forget",
         help="forget memories by id, or a whole user",
         description="Delete memories (with --id) or every memory, trace and dead letter of a user (needs --yes "
-        "when not asked interactively). Deleted text is overwritten in the SQLite files.",
+        "when not asked interactively). Deleted text is overwritten in the SQLite files. If another connection "
+        "holds a read transaction on a --store file, the old text stays in its WAL until that reader ends: "
+        "forget then waits --wait seconds, warns and exits with code 3; the wipe finishes by itself on the next "
+        "write or open of the store, or with --finish-wipe.",
     )
     _store_args(p)
-    p.add_argument("--user", required=True, help="whose memories")
+    p.add_argument("--user", help="whose memories (required unless --finish-wipe)")
     p.add_argument("--id", action="append", help="a memory id (repeatable); without it the whole user is forgotten")
     p.add_argument("--yes", action="store_true", help="do not ask before forgetting a whole user")
+    p.add_argument(
+        "--wait",
+        type=_seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long to wait for readers that pin deleted text on disk (default 2)",
+    )
+    p.add_argument(
+        "--finish-wipe",
+        action="store_true",
+        help="forget nothing new: finish a pending wipe (waits --wait seconds); exit code 3 if still pending",
+    )
     p.set_defaults(func=_cmd_forget)
 
     p = subparsers.add_parser(
