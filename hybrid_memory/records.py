@@ -53,6 +53,9 @@ MEMORY_NAMESPACE = uuid.UUID("6f1b8a7e-4c1d-5b0e-9f3a-2d7c8e5a1b90")
 MAX_CONTENT_CHARS = 100_000
 #: Longest accepted user/session id.
 MAX_ID_CHARS = 256
+#: Largest ``access_count`` / ``version``: 2**53 - 1, the largest integer that SQLite (int64),
+#: Weaviate and every JSON reader (float64) keep exactly, with room left for increments.
+MAX_COUNTER = 2**53 - 1
 
 
 def utcnow() -> datetime:
@@ -166,11 +169,11 @@ class MemoryRecord(BaseModel):
     created_at: datetime
     updated_at: datetime
     last_accessed_at: datetime | None = None
-    access_count: int = Field(default=0, ge=0)
+    access_count: int = Field(default=0, ge=0, le=MAX_COUNTER)
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
     status: Status = "active"
-    version: int = Field(default=1, ge=1)
+    version: int = Field(default=1, ge=1, le=MAX_COUNTER)
     supersedes: str | None = None
     superseded_by: str | None = None
     provenance: tuple[str, ...] = ()
