@@ -198,8 +198,12 @@ def test_facade_and_cli_tell_the_caller_the_wipe_is_pending(
         assert code == 3, (out, err)
         assert "forgot user 'bob': 1 memories" in out
         assert "not yet wiped" in err and "finish" in err
+        assert main(["forget", "--store", str(path), "--finish-wipe", "--wait", "0.1"]) == 3
+        capsys.readouterr()
 
         reader.end_transaction()
+        assert main(["forget", "--store", str(path), "--finish-wipe", "--wait", "0"]) == 0
+        assert "no forgotten text left on disk" in capsys.readouterr().out
         assert mem.finish_wipe() is True
         assert mem.wipe_pending() is False
         assert on_disk(path) == []
