@@ -67,6 +67,7 @@ from hybrid_memory.fusion import ContextFuser, passes_floor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.metrics import MetricsSnapshot
 from hybrid_memory.records import (
+    ForgetCount,
     FusedContext,
     MemoryRecord,
     RecallHit,
@@ -1281,7 +1282,7 @@ class HybridMemory:
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])
         return deleted
 
-    def forget_user(self, user_id: str) -> int:
+    def forget_user(self, user_id: str) -> ForgetCount:
         """Right to be forgotten: delete every memory, turn, trace step and cache of ``user_id``.
 
         The store deletes the user's memories and turn logs and bumps the user's forget epoch in
@@ -1290,7 +1291,11 @@ class HybridMemory:
         in flight fail with :class:`~hybrid_memory.errors.UserForgottenError`.
 
         Returns:
-            The number of long-term memories deleted.
+            The number of long-term memories deleted, as a :class:`~hybrid_memory.records.ForgetCount`
+            (an ``int``) whose ``wipe_pending`` is True when a reader in another connection still
+            pins an old copy of the deleted text on disk (``LocalStore`` WAL). The store finishes
+            that wipe by itself on the next write or open once the reader has left; wait for it
+            with :meth:`finish_wipe`, check it with :meth:`wipe_pending`.
         """
         self._ensure_open()
         check_id(user_id)
@@ -1308,7 +1313,28 @@ class HybridMemory:
         clear = getattr(self.scorer, "clear_cache", None)
         if callable(clear):
             clear()
-        return n
+        return ForgetCount(n, wipe_pending=self.wipe_pending())
+
+    def wipe_pending(self) -> bool:
+        """Whether text deleted by a forget may still be on disk because a reader pinned the store.
+
+        Only a :class:`~hybrid_memory.stores.local.LocalStore` file can be in that state (a read
+        transaction of another connection holds its WAL); other stores delete on the server and
+        always answer False.
+        """
+        self._ensure_open()
+        pending = getattr(self.store, "wipe_pending", False)
+        return pending is True
+
+    def finish_wipe(self, timeout: float | None = None) -> bool:
+        """Finish a pending wipe, waiting up to ``timeout`` s for readers of other connections.
+
+        Returns:
+            True when no deleted text is left on disk; False while a reader still pins it.
+        """
+        self._ensure_open()
+        finish = getattr(self.store, "finish_wipe", None)
+        return bool(finish(timeout)) if callable(finish) else True
 
     # ------------------------------------------------------------------ observability
     def replay(self, session_id: str | None, *, user_id: str | None = None) -> list[TraceStep]:
@@ -1424,9 +1450,17 @@ class HybridMemory:
         """Async twin of :meth:`forget`."""
         return await asyncio.to_thread(lambda: self.forget(memory_id, user_id=user_id))
 
-    async def aforget_user(self, user_id: str) -> int:
+    async def aforget_user(self, user_id: str) -> ForgetCount:
         """Async twin of :meth:`forget_user`."""
         return await asyncio.to_thread(self.forget_user, user_id)
+
+    async def awipe_pending(self) -> bool:
+        """Async twin of :meth:`wipe_pending`."""
+        return await asyncio.to_thread(self.wipe_pending)
+
+    async def afinish_wipe(self, timeout: float | None = None) -> bool:
+        """Async twin of :meth:`finish_wipe`."""
+        return await asyncio.to_thread(self.finish_wipe, timeout)
 
     async def aclose(self) -> None:
         """Async twin of :meth:`close`."""

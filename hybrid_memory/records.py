@@ -27,6 +27,7 @@ from hybrid_memory.errors import InvalidInputError
 
 __all__ = [
     "Category",
+    "ForgetCount",
     "FusedContext",
     "MemoryRecord",
     "RecallHit",
@@ -52,6 +53,9 @@ MEMORY_NAMESPACE = uuid.UUID("6f1b8a7e-4c1d-5b0e-9f3a-2d7c8e5a1b90")
 MAX_CONTENT_CHARS = 100_000
 #: Longest accepted user/session id.
 MAX_ID_CHARS = 256
+#: Largest ``access_count`` / ``version``: 2**53 - 1, the largest integer that SQLite (int64),
+#: Weaviate and every JSON reader (float64) keep exactly, with room left for increments.
+MAX_COUNTER = 2**53 - 1
 
 
 def utcnow() -> datetime:
@@ -165,11 +169,11 @@ class MemoryRecord(BaseModel):
     created_at: datetime
     updated_at: datetime
     last_accessed_at: datetime | None = None
-    access_count: int = Field(default=0, ge=0)
+    access_count: int = Field(default=0, ge=0, le=MAX_COUNTER)
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
     status: Status = "active"
-    version: int = Field(default=1, ge=1)
+    version: int = Field(default=1, ge=1, le=MAX_COUNTER)
     supersedes: str | None = None
     superseded_by: str | None = None
     provenance: tuple[str, ...] = ()
@@ -370,3 +374,26 @@ class WriteOutcome(BaseModel):
     reason: str | None = None
     related_id: str | None = None
     notes: tuple[str, ...] = ()
+
+
+class ForgetCount(int):
+    """How many memories a forget deleted, and whether their text is already gone from disk.
+
+    An ``int`` (the count, as before), so existing callers keep working; ``wipe_pending`` is True
+    when a reader in another connection pinned the store's files and an old copy of the deleted
+    text is still on disk. The store finishes the wipe by itself once that reader has left (next
+    write or open of the file), or call ``HybridMemory.finish_wipe()``; see
+    :attr:`hybrid_memory.stores.local.LocalStore.wipe_pending`.
+
+    Example:
+        >>> n = ForgetCount(3, wipe_pending=True)
+        >>> n == 3, n + 1, n.wipe_pending
+        (True, 4, True)
+    """
+
+    wipe_pending: bool
+
+    def __new__(cls, count: int, *, wipe_pending: bool = False) -> ForgetCount:  # noqa: D102
+        self = super().__new__(cls, count)
+        self.wipe_pending = bool(wipe_pending)
+        return self

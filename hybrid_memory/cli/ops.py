@@ -58,6 +58,11 @@ _ALL_STATUSES: tuple[Status, ...] = ("active", "superseded", "archived", "delete
 _CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
 _PAGE = 1000
 _INTERRUPTED = 130
+#: ``forget`` exit code: deleted, but a reader of another connection still pins the text on disk.
+_WIPE_PENDING = 3
+#: Largest vector dimension an export may claim (embedding models have at most a few thousand).
+MAX_DIMENSION = 65_536
+_REEMBED_CLI_HINT = "run `hybrid-memory reembed` to re-embed the store with the new embedder, or use another store"
 
 
 # ----------------------------------------------------------------------------- argument types
@@ -79,6 +84,16 @@ def _positive(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
     return n
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from exc
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"seconds must be in [0, 3600], got {text!r}")
+    return value
 
 
 def _when(text: str) -> datetime:
@@ -387,12 +402,128 @@ def _read_header(path: Path) -> tuple[dict[str, Any], int]:
     with open(path, "rb") as fh:
         first = fh.readline()
     try:
-        header = json.loads(first)
+        header = json.loads(first, parse_constant=_no_constant)
     except ValueError as exc:
         raise InvalidInputError(f"{path} does not start with an export header line") from exc
     if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
         raise InvalidInputError(f"{path} is not a hybrid-memory export ({EXPORT_FORMAT})")
     return header, len(first)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+class _Header:
+    """The checked header of an export: embedder name, dimension and the users it says it holds."""
+
+    def __init__(self, src: Path, header: dict[str, Any]) -> None:
+        name, dim, users = header.get("embedder"), header.get("dimension"), header.get("users")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise InvalidInputError(f"{src}: the header's embedder must be a non-empty string or null, got {name!r}")
+        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIMENSION):
+            raise InvalidInputError(
+                f"{src}: the header claims dimension {dim!r}; expected an integer in 1..{MAX_DIMENSION} or null"
+            )
+        if users is not None and (not isinstance(users, list) or not all(isinstance(u, str) for u in users)):
+            raise InvalidInputError(f"{src}: the header's users must be a list of user ids or null, got {users!r}")
+        self.embedder: str | None = name
+        self.dimension: int | None = dim
+        self.users: frozenset[str] | None = None if users is None else frozenset(users)
+
+
+def _check_vector(vec: Any, dim: int | None) -> Any:
+    if not isinstance(vec, list):
+        raise ValueError(f"vector must be a list of numbers or null, got {type(vec).__name__}")
+    if not vec or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in vec):
+        raise ValueError("vector must be a non-empty list of numbers")
+    if dim is not None and len(vec) != dim:
+        raise ValueError(f"vector has {len(vec)} numbers; expected {dim}")
+    if len(vec) > MAX_DIMENSION:
+        raise ValueError(f"vector has {len(vec)} numbers; at most {MAX_DIMENSION}")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = np.asarray(vec, dtype=np.float32)
+            norm = float(np.linalg.norm(v))
+    except OverflowError as exc:
+        raise ValueError("vector has a number beyond float32") from exc
+    if not np.all(np.isfinite(v)) or not np.isfinite(norm):
+        raise ValueError("vector has NaN, infinity or numbers beyond float32")
+    if norm == 0.0:
+        raise ValueError("vector is all zeros")
+    return v
+
+
+def _parse_line(raw: bytes, head: _Header, dim: int | None, remap: str | None) -> tuple[Any, Any]:
+    """One export line as ``(MemoryRecord, float32 vector or None)``; ValueError says what is wrong."""
+    from hybrid_memory.records import MemoryRecord, check_id, check_text
+
+    try:
+        obj = json.loads(raw, parse_constant=_no_constant)
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise ValueError(f"not JSON ({exc})") from exc
+    if not isinstance(obj, dict) or not isinstance(obj.get("record"), dict):
+        raise ValueError('expected {"record": {...}, "vector": [...] or null}')
+    extra = sorted(set(obj) - {"record", "vector"})
+    if extra:
+        raise ValueError(f"unexpected keys {extra}")
+    rec = MemoryRecord.from_json_dict(obj["record"])
+    check_id(rec.user_id)
+    check_id(rec.id, name="id")
+    check_text(rec.content)
+    if rec.session_id is not None:
+        check_id(rec.session_id, name="session_id")
+    if remap is not None:
+        rec = rec.evolve(user_id=remap)
+    elif head.users is not None and rec.user_id not in head.users:
+        raise ValueError(
+            f"user {rec.user_id!r} is not one of the users the header names ({', '.join(sorted(head.users))}); "
+            "pass --user USER to import every line as that user"
+        )
+    vec = obj.get("vector")
+    return rec, None if vec is None else _check_vector(vec, dim)
+
+
+class _Validated:
+    """What the whole file holds, known before the first write."""
+
+    def __init__(self) -> None:
+        self.per_user: Counter[str] = Counter()
+        self.dimension: int | None = None
+        self.needs_embedding = False
+
+    @property
+    def total(self) -> int:
+        return sum(self.per_user.values())
+
+
+def _validate_import(src: Path, start: int, head: _Header, store_dim: int | None, remap: str | None) -> _Validated:
+    """Check every line of the file; raise on the first bad one, naming its byte offset."""
+    out = _Validated()
+    dim = head.dimension if head.dimension is not None else store_dim
+    seen: set[tuple[str, str]] = set()
+    with open(src, "rb") as fh:
+        fh.seek(start)
+        pos = start
+        for raw in fh:
+            at, pos = pos, pos + len(raw)
+            if not raw.strip():
+                continue
+            try:
+                rec, vec = _parse_line(raw, head, dim, remap)
+                key = (rec.user_id, rec.id)
+                if key in seen:
+                    raise ValueError(f"memory {rec.id!r} of user {rec.user_id!r} already appeared on an earlier line")
+            except ValueError as exc:  # InvalidInputError is one
+                raise InvalidInputError(f"{src}: bad line after byte {at}: {exc}") from exc
+            seen.add(key)
+            out.per_user[rec.user_id] += 1
+            if vec is None:
+                out.needs_embedding = True
+            elif dim is None:
+                dim = int(vec.shape[0])
+    out.dimension = dim
+    return out
 
 
 def _store_label(args: argparse.Namespace) -> str:
@@ -401,65 +532,93 @@ def _store_label(args: argparse.Namespace) -> str:
     return f"weaviate:{args.weaviate}/{args.collection}"
 
 
-def _load_progress(path: Path, label: str, size: int) -> int | None:
+def _load_progress(path: Path, label: str, size: int, remap: str | None) -> tuple[int, int] | None:
+    """``(byte offset, memories written)`` of an interrupted import of this file into this target."""
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if state.get("target") != label or state.get("size") != size:
+    if not isinstance(state, dict) or state.get("target") != label or state.get("size") != size:
         return None
-    off = state.get("offset")
-    return int(off) if isinstance(off, int) else None
+    if state.get("user") != remap:
+        return None
+    off, lines = state.get("offset"), state.get("lines")
+    if isinstance(off, bool) or not isinstance(off, int) or not 0 < off <= size:
+        return None
+    return off, lines if isinstance(lines, int) and not isinstance(lines, bool) and lines >= 0 else 0
 
 
-def _save_progress(path: Path, label: str, size: int, offset: int, lines: int) -> None:
+def _save_progress(path: Path, label: str, size: int, offset: int, lines: int, remap: str | None) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"target": label, "size": size, "offset": offset, "lines": lines}), encoding="utf-8")
+    state = {"target": label, "size": size, "offset": offset, "lines": lines, "user": remap}
+    tmp.write_text(json.dumps(state), encoding="utf-8")
     os.replace(tmp, path)
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from hybrid_memory.records import MemoryRecord
+    from hybrid_memory.errors import EmbeddingDimensionError
 
     src = Path(args.file)
     if not src.exists():
         raise NotFoundError(f"no such file: {src}")
-    header, start = _read_header(src)
+    raw_header, start = _read_header(src)
+    head = _Header(src, raw_header)
+    remap: str | None = args.user
+    if remap is not None:
+        from hybrid_memory.records import check_id
+
+        check_id(remap)
     size = src.stat().st_size
     progress = src.with_name(src.name + ".progress")
     label = _store_label(args)
-    resume = None if args.restart else _load_progress(progress, label, size)
+    resume = None if args.restart else _load_progress(progress, label, size, remap)
     store = open_store(args, create=True)
     try:
-        name, dim = header.get("embedder"), header.get("dimension")
+        store_dim = store.dimension
+        if head.dimension is not None and store_dim is not None and head.dimension != store_dim:
+            raise EmbeddingDimensionError(
+                store_dim,
+                head.dimension,
+                hint=f"{src} holds {head.embedder or 'unnamed'} vectors; "
+                "run `hybrid-memory reembed` or import into another store",
+            )
+        # Every line is checked before the first write: a refused import leaves the store as it was.
+        plan = _validate_import(src, start, head, store_dim, remap)
+        dim = plan.dimension
         emb: Any = None
-        if isinstance(name, str) and isinstance(dim, int):
-            store.bind_embedder(name, dim)
-        offset = resume if resume is not None else start
+        if plan.needs_embedding:
+            emb = resolve_embedder(args.embedder, head.embedder, dim)
+            if isinstance(emb, _StoredEmbedder):
+                emb.embed_documents([])  # raises: the command line cannot build this embedder
+            if dim is not None and emb.dimension != dim:
+                raise EmbeddingDimensionError(dim, emb.dimension, hint=_REEMBED_CLI_HINT)
+            dim = emb.dimension
+        bind_name = head.embedder if head.embedder is not None else (emb.name if emb is not None else None)
+        offset, earlier = resume if resume is not None else (start, 0)
         if resume is not None:
-            print(f"resuming the import at byte {resume} of {size}", file=sys.stderr)
-        imported = 0
+            print(
+                f"resuming the import at byte {offset} of {size} ({earlier} memories already imported)", file=sys.stderr
+            )
+        written = 0
         bar = _bar(size, "import", args, unit="B", initial=offset)
-        batch: list[tuple[MemoryRecord, list[float] | None]] = []
-        lines_done = 0
+        batch: list[tuple[Any, Any]] = []
 
         def flush(next_offset: int) -> None:
-            nonlocal emb, imported
+            nonlocal written
             if not batch:
                 return
             missing = [i for i, (_, v) in enumerate(batch) if v is None]
             vecs: list[Any] = [v for _, v in batch]
             if missing:
-                if emb is None:
-                    emb = resolve_embedder(args.embedder, name if isinstance(name, str) else None, store.dimension)
-                    store.bind_embedder(emb.name, emb.dimension)
                 new = emb.embed_documents([batch[i][0].content for i in missing])
                 for i, v in zip(missing, new, strict=True):
                     vecs[i] = v
-            store.upsert([r for r, _ in batch], np.asarray(vecs, dtype=np.float32))
-            imported += len(batch)
+            store.upsert([r for r, _ in batch], np.asarray(vecs, dtype=np.float32))  # binds the dimension
+            if bind_name is not None and store.embedder_name is None:
+                store.bind_embedder(bind_name, len(vecs[0]))
+            written += len(batch)
             batch.clear()
-            _save_progress(progress, label, size, next_offset, lines_done)
+            _save_progress(progress, label, size, next_offset, earlier + written, remap)
 
         try:
             with open(src, "rb") as fh:
@@ -470,25 +629,25 @@ def _cmd_import(args: argparse.Namespace) -> int:
                     bar.update(len(raw))
                     if not raw.strip():
                         continue
-                    try:
-                        obj = json.loads(raw)
-                        rec = MemoryRecord.from_json_dict(obj["record"])
-                    except (ValueError, KeyError, TypeError) as exc:
-                        raise InvalidInputError(f"{src}: bad line after byte {pos - len(raw)}: {exc}") from exc
-                    vec = obj.get("vector")
-                    batch.append((rec, vec if isinstance(vec, list) else None))
-                    lines_done += 1
+                    batch.append(_parse_line(raw, head, dim, remap))
                     if len(batch) >= args.batch_size:
                         flush(pos)
                 flush(pos)
         except KeyboardInterrupt:
             bar.close()
-            print(f"\ninterrupted; {imported} memories imported in this run. Run the same command to resume.")
+            print(f"\ninterrupted; {written} memories imported in this run. Run the same command to resume.")
             return _INTERRUPTED
         bar.close()
         with contextlib.suppress(FileNotFoundError):
             progress.unlink()
-        print(f"imported {imported} memories into {label.split(':', 1)[1]}")
+        users = sorted(plan.per_user.items())
+        shown = ", ".join(f"{u} {n}" for u, n in users[:10]) + (", ..." if len(users) > 10 else "")
+        print(
+            f"imported {plan.total} memories of {len(users)} user{'' if len(users) == 1 else 's'} "
+            f"into {label.split(':', 1)[1]}"
+            + (f": {shown}" if users else "")
+            + (f" ({written} in this run)" if resume is not None else "")
+        )
         return 0
     finally:
         store.close()
@@ -705,16 +864,38 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- forget / consolidate
+def _wiped(mem: Any, args: argparse.Namespace) -> bool:
+    """Whether the forgotten text is gone from disk; says so on stderr when it is not yet."""
+    if not mem.wipe_pending() or mem.finish_wipe(args.wait):
+        return True
+    print(
+        f"warning: the deleted text is not yet wiped from disk: another connection holds a read transaction "
+        f"on the store, so its WAL still has an old copy (waited {args.wait:g} s). The wipe finishes by itself "
+        "on the next write or open of the store once that reader ends; run `hybrid-memory forget --finish-wipe "
+        "--store ...` to wait for it.",
+        file=sys.stderr,
+    )
+    return False
+
+
 def _cmd_forget(args: argparse.Namespace) -> int:
     with _memory(args) as mem:
+        if args.finish_wipe:
+            if _wiped(mem, args):
+                print("no forgotten text left on disk")
+                return 0
+            return _WIPE_PENDING
+        if args.user is None:
+            raise ConfigurationError("forget needs --user (or --finish-wipe)")
         if args.id:
             gone = [i for i in args.id if mem.forget(i, user_id=args.user)]
             missing = [i for i in args.id if i not in gone]
             print(f"forgot {len(gone)} memor{'y' if len(gone) == 1 else 'ies'} of {args.user!r}")
+            wiped = _wiped(mem, args)
             if missing:
                 print("not found: " + ", ".join(missing), file=sys.stderr)
                 return 1
-            return 0
+            return 0 if wiped else _WIPE_PENDING
         if not args.yes:
             if not sys.stdin.isatty():
                 raise ConfigurationError(f"forgetting every memory of {args.user!r} needs --yes")
@@ -724,7 +905,7 @@ def _cmd_forget(args: argparse.Namespace) -> int:
                 return 1
         n = mem.forget_user(args.user)
         print(f"forgot user {args.user!r}: {n} memories and their traces")
-        return 0
+        return 0 if _wiped(mem, args) else _WIPE_PENDING
 
 
 def _cmd_consolidate(args: argparse.Namespace) -> int:
@@ -941,11 +1122,18 @@ def register(subparsers: Any) -> None:
         "import",
         help="import a JSONL export (records unchanged; resumable)",
         description="Upsert the memories of an export into a store with their ids, statuses, timestamps, "
-        "versions and vectors unchanged (lines without a vector are embedded). Progress is checkpointed in "
-        "FILE.progress after every batch, so an interrupted import resumes; importing twice is harmless.",
+        "versions and vectors unchanged (lines without a vector are embedded). Every line is checked before the "
+        "first write, so a bad file changes nothing ('bad line after byte N'); lines of users the header does not "
+        "name need --user. Progress is checkpointed in FILE.progress after every batch, so an interrupted import "
+        "resumes; importing twice is harmless.",
     )
     _store_args(p, embedder=True)
     p.add_argument("file", metavar="FILE", help="a file written by `hybrid-memory export`")
+    p.add_argument(
+        "--user",
+        default=None,
+        help="import every line as this user (needed for lines of users the export header does not name)",
+    )
     p.add_argument("--batch-size", type=_positive, default=500, help="memories per write (default 500)")
     p.add_argument("--restart", action="store_true", help="ignore the checkpoint and start from the top")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -991,12 +1179,27 @@ def register(subparsers: Any) -> None:
         "forget",
         help="forget memories by id, or a whole user",
         description="Delete memories (with --id) or every memory, trace and dead letter of a user (needs --yes "
-        "when not asked interactively). Deleted text is overwritten in the SQLite files.",
+        "when not asked interactively). Deleted text is overwritten in the SQLite files. If another connection "
+        "holds a read transaction on a --store file, the old text stays in its WAL until that reader ends: "
+        "forget then waits --wait seconds, warns and exits with code 3; the wipe finishes by itself on the next "
+        "write or open of the store, or with --finish-wipe.",
     )
     _store_args(p)
-    p.add_argument("--user", required=True, help="whose memories")
+    p.add_argument("--user", help="whose memories (required unless --finish-wipe)")
     p.add_argument("--id", action="append", help="a memory id (repeatable); without it the whole user is forgotten")
     p.add_argument("--yes", action="store_true", help="do not ask before forgetting a whole user")
+    p.add_argument(
+        "--wait",
+        type=_seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="how long to wait for readers that pin deleted text on disk (default 2)",
+    )
+    p.add_argument(
+        "--finish-wipe",
+        action="store_true",
+        help="forget nothing new: finish a pending wipe (waits --wait seconds); exit code 3 if still pending",
+    )
     p.set_defaults(func=_cmd_forget)
 
     p = subparsers.add_parser(

@@ -21,8 +21,12 @@ review queue of suspected conflicts; the traced sessions and the replay of each 
 
 Safety: it binds ``127.0.0.1`` by default, answers only requests whose ``Host`` header names the
 address it listens on (no DNS rebinding), is read-only unless ``allow_edit=True``, protects
-edits with a per-server token and an ``Origin`` check (no cross-site requests), escapes every
-stored text and sends a strict Content-Security-Policy (no scripts at all). Searches made in the
+edits with a per-server token (in the form's action URL, checked before the body is read) and
+an ``Origin`` check (no cross-site requests), escapes every stored text and sends a strict
+Content-Security-Policy (no scripts at all). It cannot be flooded: bodies that are chunked,
+negative, malformed or over ``max_body`` are refused unread, socket reads time out after
+``request_timeout``, and at most ``max_connections`` connections hold a thread (the longest-idle
+one makes room for a new one; when all are busy, 503). Searches made in the
 inspector do not change access counts when the memory's ``rerank.touch_on_recall`` is off (the
 command line turns it off).
 """

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import ipaddress
 import json
+import re
 import secrets
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from http import HTTPStatus
@@ -143,8 +146,9 @@ class InspectorApp:
             f"</header><main>{body}</main></body></html>"
         )
 
-    def _csrf(self) -> str:
-        return f'<input type="hidden" name="csrf" value="{_e(self.token)}">'
+    def _action(self, path: str) -> str:
+        """A form action carrying the form token in its query, so it is checked before the body is read."""
+        return f"{path}?{_hq(csrf=self.token)}"
 
     # -- GET pages ----------------------------------------------------------------------------
     def page_home(self, q: dict[str, str]) -> str:
@@ -392,16 +396,16 @@ class InspectorApp:
             cats = "".join(f"<option{' selected' if c == r.category else ''}>{c}</option>" for c in _CATEGORIES)
             sts = "".join(f"<option{' selected' if s == r.status else ''}>{s}</option>" for s in _ALL)
             body.append(
-                '<h2>Edit</h2><form class="card edit" method="post" action="/memory/edit">'
-                f'{self._csrf()}<input type="hidden" name="u" value="{_e(user)}"><input type="hidden" name="id" value="{_e(r.id)}">'
+                f'<h2>Edit</h2><form class="card edit" method="post" action="{self._action("/memory/edit")}">'
+                f'<input type="hidden" name="u" value="{_e(user)}"><input type="hidden" name="id" value="{_e(r.id)}">'
                 f'<p><label>content<textarea name="content" rows="3">{_e(r.content)}</textarea></label></p>'
                 f'<p><label>importance <input type="number" name="importance" min="0" max="1" step="0.01" value="{r.importance:.2f}"></label> '
                 f'<label>category <select name="category">{cats}</select></label> '
                 f'<label>status <select name="status">{sts}</select></label> '
                 f'<label>tags <input type="text" name="tags" value="{_e(", ".join(r.tags))}" style="width:16em"></label></p>'
                 '<button type="submit" name="action" value="save">Save</button></form>'
-                '<form class="card delete" method="post" action="/memory/delete">'
-                f'{self._csrf()}<input type="hidden" name="u" value="{_e(user)}"><input type="hidden" name="id" value="{_e(r.id)}">'
+                f'<form class="card delete" method="post" action="{self._action("/memory/delete")}">'
+                f'<input type="hidden" name="u" value="{_e(user)}"><input type="hidden" name="id" value="{_e(r.id)}">'
                 '<button class="danger" type="submit">Delete this memory</button> '
                 '<span class="muted">removes it from the store and blanks its text in the traces</span></form>'
             )
@@ -516,12 +520,20 @@ class InspectorApp:
             raise _PageError(HTTPStatus.NOT_FOUND, f"no page {path!r}")
         return HTTPStatus.OK, "text/html; charset=utf-8", routes[path](q).encode("utf-8")
 
-    def post(self, path: str, form: dict[str, str]) -> None:
-        """Handle a POST (always ends in a redirect or an error page)."""
+    def check_post(self, token: str | None) -> None:
+        """Refuse a POST before its body is read: read-only mode, or a missing or wrong form token.
+
+        The token travels in the form's action URL (``?csrf=...``) or an ``X-CSRF-Token`` header,
+        never only in the body, so a request without it costs the server no body read.
+        """
         if not self.allow_edit:
             raise _PageError(HTTPStatus.FORBIDDEN, "the inspector is read-only (start it with --allow-edit)")
-        if not secrets.compare_digest(form.get("csrf", ""), self.token):
+        if not secrets.compare_digest((token or "").encode(), self.token.encode()):
             raise _PageError(HTTPStatus.FORBIDDEN, "missing or wrong form token (reload the page)")
+
+    def post(self, path: str, form: dict[str, str], *, token: str | None = None) -> None:
+        """Handle a POST (always ends in a redirect or an error page); ``token`` as in :meth:`check_post`."""
+        self.check_post(token)
         if path == "/memory/edit":
             self.post_edit(form)
         elif path == "/memory/delete":
@@ -644,6 +656,20 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "hybrid-memory-inspector"
     sys_version = ""
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.request_timeout)  # every socket read waits at most this long
+
+    def handle_one_request(self) -> None:
+        self.server._mark(self.connection, busy=False)  # waiting for a request: may be dropped for a new one
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok:
+            self.server._mark(self.connection, busy=True)
+        return ok
+
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
             sys.stderr.write(f"{self.address_string()} - {format % args}\n")
@@ -662,6 +688,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
         for k, v in (extra or {}).items():
             self.send_header(k, v)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -691,33 +719,132 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
         q = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        if self._has_body():  # a GET body is never read; the connection cannot be reused
+            self.close_connection = True
         self._run(lambda: self.server.app.get(parts.path, q))
 
     do_HEAD = do_GET  # noqa: N815
 
+    def _has_body(self) -> bool:
+        return self.headers.get("Transfer-Encoding") is not None or self.headers.get("Content-Length") not in (
+            None,
+            "0",
+        )
+
+    def _body_length(self) -> int:
+        """The announced body length, checked before a byte of the body is read."""
+        if self.headers.get("Transfer-Encoding") is not None:
+            raise _PageError(
+                HTTPStatus.LENGTH_REQUIRED, "send the form with a Content-Length (chunked bodies are refused)"
+            )
+        values = self.headers.get_all("Content-Length") or []
+        if not values:
+            return 0  # RFC 9112 6.3: no length and no transfer coding = an empty body
+        if len(values) > 1 or not _DIGITS.fullmatch(values[0].strip()):
+            raise _PageError(HTTPStatus.BAD_REQUEST, f"bad Content-Length {', '.join(values)!r}")
+        length = int(values[0].strip())
+        if length > self.server.max_body:
+            raise _PageError(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"form too large ({length} bytes; at most {self.server.max_body})"
+            )
+        return length
+
+    def _read_body(self, length: int) -> bytes:
+        """Exactly ``length`` bytes, all within one ``request_timeout``, else 408."""
+        deadline = time.monotonic() + self.server.request_timeout
+        buf = bytearray()
+        try:
+            while len(buf) < length:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(left)
+                chunk = self.rfile.read1(length - len(buf))
+                if not chunk:
+                    raise _PageError(HTTPStatus.BAD_REQUEST, "the body ended before its Content-Length")
+                buf += chunk
+        except TimeoutError:
+            raise _PageError(HTTPStatus.REQUEST_TIMEOUT, "the form body did not arrive in time") from None
+        finally:
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(self.server.request_timeout)
+        return bytes(buf)
+
     def do_POST(self) -> None:
         def handle() -> tuple[HTTPStatus, str, bytes] | None:
+            # Everything that can refuse the request runs before the body is read; a refused
+            # request's body is never read, so its connection is closed after the answer.
+            self.close_connection = True
+            parts = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+            app = self.server.app
+            if not app.allow_edit:
+                app.check_post(None)
             origin = self.headers.get("Origin")
             if origin is not None and origin != "null":
                 o = urlsplit(origin)
                 if (o.netloc or "").lower() not in self.server.allowed_hosts:
                     raise _PageError(HTTPStatus.FORBIDDEN, "cross-site request refused")
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError as exc:
-                raise _PageError(HTTPStatus.BAD_REQUEST, "bad Content-Length") from exc
-            if length > 1_000_000:
-                raise _PageError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "form too large")
-            raw = self.rfile.read(length).decode("utf-8", errors="replace")
+            length = self._body_length()
+            token = self.headers.get("X-CSRF-Token") or query.get("csrf")
+            app.check_post(token)
+            raw = self._read_body(length).decode("utf-8", errors="replace")
+            self.close_connection = False  # the whole request was read: keep-alive is safe again
             form = {k: v[-1] for k, v in parse_qs(raw, keep_blank_values=True).items()}
-            self.server.app.post(urlsplit(self.path).path, form)
+            app.post(parts.path, form, token=token)
             return None
 
         self._run(handle)
 
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            if self.close_connection:
+                _linger(self.connection)
+
+
+_DIGITS = re.compile(r"[0-9]{1,18}")
+
+
+def _linger(sock: socket.socket) -> None:
+    """Half-close, then discard a little of what the client still sends (at most 256 KiB, 0.25 s).
+
+    Closing a socket with unread data makes the kernel send a reset, which can destroy the error
+    response before the client reads it. The budget keeps a refused body from being read.
+    """
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + 0.25
+        budget = 256 * 1024
+        while budget > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            sock.settimeout(left)
+            got = sock.recv(min(budget, 65536))
+            if not got:
+                break
+            budget -= len(got)
+
+
+class _Slot:
+    __slots__ = ("busy", "since")
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.since = time.monotonic()
+
 
 class InspectorServer(ThreadingHTTPServer):
-    """The inspector's HTTP server (one thread per request, daemon threads).
+    """The inspector's HTTP server (one daemon thread per connection, at most ``max_connections``).
+
+    Flood limits: every socket read times out after ``request_timeout`` seconds and a form body
+    must arrive within that time; at most ``max_connections`` connections hold a thread. A new
+    connection beyond that replaces the connection that has waited longest for its next request
+    (an idle keep-alive or a client that sends nothing); when every connection is busy with a
+    request, it is answered ``503 Service Unavailable`` with ``Retry-After``. POST bodies larger
+    than ``max_body`` bytes, chunked or with a malformed length are refused without being read.
 
     Attributes:
         app: The :class:`InspectorApp` answering requests.
@@ -726,8 +853,29 @@ class InspectorServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # listen backlog: a burst of connections is accepted (and capped), not SYN-dropped
 
-    def __init__(self, address: tuple[str, int], app: InspectorApp, *, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        app: InspectorApp,
+        *,
+        verbose: bool = False,
+        max_connections: int = 32,
+        request_timeout: float = 10.0,
+        max_body: int = 1_000_000,
+    ) -> None:
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise InvalidInputError(f"max_connections must be a positive int, got {max_connections!r}")
+        if isinstance(request_timeout, bool) or not isinstance(request_timeout, (int, float)) or request_timeout <= 0:
+            raise InvalidInputError(f"request_timeout must be a positive number of seconds, got {request_timeout!r}")
+        if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
+            raise InvalidInputError(f"max_body must be a non-negative int, got {max_body!r}")
+        self.max_connections = max_connections
+        self.request_timeout = float(request_timeout)
+        self.max_body = max_body
+        self._slots: dict[socket.socket, _Slot] = {}
+        self._slots_lock = threading.Lock()
         super().__init__(address, _Handler)
         self.app = app
         self.verbose = verbose
@@ -741,6 +889,63 @@ class InspectorServer(ThreadingHTTPServer):
             names |= {"127.0.0.1", "localhost", "[::1]"}
         self.allowed_hosts = {f"{n}:{port}".lower() for n in names}
         self._thread: threading.Thread | None = None
+
+    # -- connection cap -----------------------------------------------------------------------
+    def _mark(self, conn: socket.socket, *, busy: bool) -> None:
+        with self._slots_lock:
+            slot = self._slots.get(conn)
+            if slot is not None:
+                slot.busy = busy
+                slot.since = time.monotonic()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Admit the connection into a slot (dropping the longest-waiting idle one if full) or answer 503."""
+        with self._slots_lock:
+            if len(self._slots) >= self.max_connections:
+                idle = [(slot.since, id(c), c) for c, slot in self._slots.items() if not slot.busy]
+                if not idle:
+                    self._refuse(request)
+                    return
+                victim = min(idle)[2]
+                del self._slots[victim]
+                with contextlib.suppress(OSError):  # its thread wakes up from recv() and ends
+                    victim.shutdown(socket.SHUT_RDWR)
+            self._slots[request] = _Slot()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            with self._slots_lock:
+                self._slots.pop(request, None)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:  # noqa: D102
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._slots_lock:
+                self._slots.pop(request, None)
+
+    def _refuse(self, request: socket.socket) -> None:
+        body = b"503 Service Unavailable: too many connections to the inspector; retry in a moment\n"
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+        ).encode()
+        with contextlib.suppress(OSError):
+            request.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                request.recv(65536)  # what already arrived, so closing does not reset the answer away
+            request.settimeout(0.5)
+            request.sendall(head + body)
+            request.shutdown(socket.SHUT_WR)
+        self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer is not an error worth a traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            return
+        super().handle_error(request, client_address)
 
     def serve_in_thread(self) -> threading.Thread:
         """Serve from a daemon thread; stop with :meth:`shutdown`."""
@@ -756,6 +961,15 @@ class InspectorServer(ThreadingHTTPServer):
         super().shutdown()
         self.server_close()
 
+    def server_close(self) -> None:
+        """Close the listening socket and every open connection, then wait for their threads."""
+        with self._slots_lock:
+            open_conns = list(self._slots)
+        for c in open_conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+        super().server_close()
+
 
 class _InspectorServerV6(InspectorServer):
     address_family = socket.AF_INET6
@@ -769,6 +983,9 @@ def make_server(
     allow_edit: bool = False,
     traces: TraceStore | None = None,
     verbose: bool = False,
+    max_connections: int = 32,
+    request_timeout: float = 10.0,
+    max_body: int = 1_000_000,
 ) -> InspectorServer:
     """Create (not start) the inspector server for ``mem``.
 
@@ -779,10 +996,20 @@ def make_server(
         allow_edit: Accept edit and delete requests.
         traces: A trace store to show (default: the memory's own).
         verbose: Log requests to stderr.
+        max_connections: Connections served at once (one thread each); see :class:`InspectorServer`.
+        request_timeout: Seconds each socket read, and each form body as a whole, may take.
+        max_body: Largest form body in bytes; larger ones are refused unread.
     """
     app = InspectorApp(mem, traces=traces, allow_edit=allow_edit)
     cls = _InspectorServerV6 if ":" in host else InspectorServer
-    return cls((host, port), app, verbose=verbose)
+    return cls(
+        (host, port),
+        app,
+        verbose=verbose,
+        max_connections=max_connections,
+        request_timeout=request_timeout,
+        max_body=max_body,
+    )
 
 
 def serve(mem: Any, *, host: str = "127.0.0.1", port: int = 8765, allow_edit: bool = False) -> None:

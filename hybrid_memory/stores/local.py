@@ -33,16 +33,27 @@ connection runs with ``PRAGMA secure_delete=ON`` (SQLite overwrites deleted cont
 and :meth:`LocalStore.delete` / :meth:`LocalStore.delete_user` then checkpoint and truncate the
 WAL, so no copy of the deleted text stays in the database file or its WAL. ``VACUUM`` was not
 chosen because it rewrites the whole file on every forget.
+
+A reader in another connection (another process, the CLI, the inspector) that holds a read
+transaction pins the WAL: until it ends, the checkpoint cannot copy the overwritten pages into the
+file nor truncate the WAL, so the old text is still on disk. The store then does not pretend: it
+retries the checkpoint for ``wipe_timeout`` seconds (0.5 by default, never the 5 s busy timeout),
+and if the reader is still there it records a *pending wipe* in the file's ``meta`` table and
+reports it (:attr:`LocalStore.wipe_pending`; ``HybridMemory.forget_user(...).wipe_pending``; exit
+code 3 of ``hybrid-memory forget``). The wipe is finished by the next write or open of the file by
+any process once the reader has left, by :meth:`LocalStore.finish_wipe`, or on :meth:`LocalStore.close`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import hashlib
 import json
 import os
 import sqlite3
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -97,6 +108,11 @@ _CHUNK = 500  # ids per "IN (...)" query
 _BM25_CACHE_TERMS = 4096
 _NO_SCORES: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
 _REEMBED_HINT = "run `hybrid-memory reembed` to re-embed the store with the new embedder, or use another store"
+#: ``meta`` key present while a forget's text may still be on disk (a reader pinned the WAL).
+_WIPE_KEY = "wipe_pending"
+#: Default seconds a forget waits for readers that pin the WAL before reporting a pending wipe.
+DEFAULT_WIPE_TIMEOUT = 0.5
+_BUSY_TIMEOUT_MS = 5000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -589,6 +605,9 @@ class LocalStore(AsyncFromSyncStore):
             an ephemeral store.
         analyzer: Tokeniser for BM25 (default :class:`~hybrid_memory.analyzer.Analyzer`). If the
             file was indexed with another analyzer, it is re-analysed on open.
+        wipe_timeout: Seconds a forget (:meth:`delete`, :meth:`delete_user`) waits for readers in
+            other connections that pin the WAL before it reports a pending wipe (see
+            :attr:`wipe_pending`); 0 = one attempt, no wait.
 
     Raises:
         StoreUnavailableError: the file cannot be opened.
@@ -617,8 +636,19 @@ class LocalStore(AsyncFromSyncStore):
         >>> store.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, analyzer: Analyzer | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        analyzer: Analyzer | None = None,
+        wipe_timeout: float = DEFAULT_WIPE_TIMEOUT,
+    ) -> None:
         self.analyzer: Analyzer = analyzer if analyzer is not None else Analyzer()
+        if isinstance(wipe_timeout, bool) or not isinstance(wipe_timeout, (int, float)) or not 0 <= wipe_timeout <= 60:
+            raise InvalidInputError(f"wipe_timeout must be a number of seconds in [0, 60], got {wipe_timeout!r}")
+        self._wipe_timeout = float(wipe_timeout)
+        self._wipe_pending = False
+        self._wiping = False
         raw = os.fspath(path)
         if not isinstance(raw, str):
             raise InvalidInputError("path must be a str or os.PathLike[str]")
@@ -648,7 +678,7 @@ class LocalStore(AsyncFromSyncStore):
     def _setup(self) -> None:
         c = self._conn
         c.execute("PRAGMA secure_delete=ON")
-        c.execute("PRAGMA busy_timeout=5000")
+        c.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
         if not self._memory:
             mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -673,6 +703,9 @@ class LocalStore(AsyncFromSyncStore):
                 self._set_meta("analyzer", self.analyzer.name)
         dim = self._meta("embedder_dimension")
         self._dim: int | None = int(dim) if dim is not None else None
+        if not self._memory and self._meta(_WIPE_KEY) is not None:
+            self._wipe_pending = True
+            self._wipe(0.0)  # a forget left text behind a reader: finish it if the reader has left
 
     def _reanalyze(self) -> None:
         rows = self._conn.execute("SELECT user_id, id, content, context FROM memories").fetchall()
@@ -692,9 +725,9 @@ class LocalStore(AsyncFromSyncStore):
             self._closed = True
             self._partitions.clear()
             try:
-                if not self._memory:
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:  # pragma: no cover - best effort on close
+                if not self._memory:  # a pending wipe gets one more bounded chance; it stays recorded otherwise
+                    self._wipe(self._wipe_timeout if self._wipe_pending else 0.0)
+            except (sqlite3.Error, StoreError):  # pragma: no cover - best effort on close
                 pass
             finally:
                 self._conn.close()
@@ -733,6 +766,8 @@ class LocalStore(AsyncFromSyncStore):
         except sqlite3.Error as exc:
             self._rollback()
             raise StoreError(f"commit failed: {exc}") from exc
+        if self._wipe_pending and not self._wiping:
+            self._wipe(0.0)  # the next write after a reader left finishes a pending forget
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
@@ -760,6 +795,7 @@ class LocalStore(AsyncFromSyncStore):
                 self._partitions.clear()
                 dim = self._meta("embedder_dimension")
                 self._dim = int(dim) if dim is not None else None
+                self._wipe_pending = self._meta(_WIPE_KEY) is not None  # set or finished by another process
             self._data_version = version
 
     def _meta(self, key: str) -> str | None:
@@ -770,9 +806,101 @@ class LocalStore(AsyncFromSyncStore):
         self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def _forget_traces(self) -> None:
-        """Move the WAL into the file and truncate it, so zeroed pages replace deleted text."""
-        if not self._memory:
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        """Move the WAL into the file and truncate it, so zeroed pages replace deleted text.
+
+        Waits at most ``wipe_timeout`` for readers of other connections that pin the WAL; if one
+        still does, records a pending wipe in ``meta`` (finished by the next write or open).
+        """
+        if self._memory or self._wipe(self._wipe_timeout):
+            return
+        token = f"{datetime.now(timezone.utc).isoformat()} pid {os.getpid()}"
+        self._wiping = True
+        try:
+            with self._tx():
+                self._set_meta(_WIPE_KEY, token)
+        finally:
+            self._wiping = False
+        self._wipe_pending = True
+
+    def _checkpoint(self, timeout: float) -> bool:
+        """``wal_checkpoint(TRUNCATE)`` retried for up to ``timeout`` s; True when the WAL is empty.
+
+        The checkpoint returns ``(busy, log, checkpointed)``: ``(0, 0, 0)`` means every frame was
+        copied into the file and the WAL truncated. ``busy`` means a reader (or a writer) of
+        another connection holds it back; each attempt waits at most 50 ms for it (a short busy
+        timeout for this call only, instead of the connection's 5 s).
+        """
+        c = self._conn
+        deadline = time.monotonic() + timeout
+        c.execute(f"PRAGMA busy_timeout={max(0, min(50, int(timeout * 1000)))}")
+        try:
+            while True:
+                busy, log, _done = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if busy == 0 and log == 0:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                time.sleep(min(0.02, left))
+        finally:
+            c.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+
+    def _wipe(self, timeout: float) -> bool:
+        """Checkpoint and truncate the WAL; on success also clear a recorded pending wipe.
+
+        Returns:
+            True when no copy of deleted text is left in the WAL or behind it.
+        """
+        marker = self._meta(_WIPE_KEY)
+        if not self._checkpoint(timeout):
+            return False
+        if marker is not None:
+            self._wiping = True
+            try:
+                with self._tx() as c:  # only this marker: another process may have set a newer one meanwhile
+                    c.execute("DELETE FROM meta WHERE key = ? AND value = ?", (_WIPE_KEY, marker))
+            finally:
+                self._wiping = False
+            self._checkpoint(0.0)  # the marker's delete left one frame of the meta table in the WAL
+        self._wipe_pending = self._meta(_WIPE_KEY) is not None
+        return not self._wipe_pending
+
+    @property
+    def wipe_pending(self) -> bool:
+        """Whether deleted text may still be on disk because a reader pinned the WAL.
+
+        True after a :meth:`delete` / :meth:`delete_user` (of any process on this file) could not
+        checkpoint within ``wipe_timeout`` because another connection held a read transaction.
+        Becomes False when the wipe is finished: by the next write or open of the file once the
+        reader has left, by :meth:`finish_wipe`, or by :meth:`close`. Always False for ``":memory:"``.
+        """
+        with self._guard():
+            if self._memory:
+                return False
+            self._wipe_pending = self._meta(_WIPE_KEY) is not None
+            return self._wipe_pending
+
+    def finish_wipe(self, timeout: float | None = None) -> bool:
+        """Finish a pending wipe, waiting up to ``timeout`` s (default ``wipe_timeout``) for readers.
+
+        Returns:
+            True when no deleted text is left on disk (nothing was pending, or the wipe finished);
+            False when a reader of another connection still pins the WAL.
+
+        Raises:
+            InvalidInputError: a negative or non-numeric timeout.
+        """
+        wait = self._wipe_timeout if timeout is None else timeout
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
+            raise InvalidInputError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+        with self._guard():
+            if self._memory:
+                return True
+            return self._wipe(float(wait))
+
+    async def afinish_wipe(self, timeout: float | None = None) -> bool:
+        """Async twin of :meth:`finish_wipe`."""
+        return await asyncio.to_thread(self.finish_wipe, timeout)
 
     # -- embedder ----------------------------------------------------------------------------
     @property

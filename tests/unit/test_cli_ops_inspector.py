@@ -166,8 +166,8 @@ def test_read_only_refuses_edits(ro: InspectorServer, mem: HybridMemory) -> None
 def test_edits_need_the_form_token_and_a_same_origin(rw: InspectorServer, mem: HybridMemory) -> None:
     mid = memory_id(mem, "alice", "I live in Berlin")
     page = request(rw, "GET", "/memory?" + urlencode({"u": "alice", "id": mid}))[2]
-    token = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert token is not None and 'action="/memory/edit"' in page
+    token = re.search(r'action="/memory/edit\?csrf=([^"&]+)"', page)
+    assert token is not None  # the token is in the action URL: checked before the body is read
     form = {
         "u": "alice",
         "id": mid,
@@ -178,13 +178,11 @@ def test_edits_need_the_form_token_and_a_same_origin(rw: InspectorServer, mem: H
         "tags": "home, city",
     }
     assert request(rw, "POST", "/memory/edit", body=form)[0] == 403  # no token
-    status, _, _ = request(
-        rw, "POST", "/memory/edit", body={**form, "csrf": token.group(1)}, headers={"Origin": "http://evil.example"}
-    )
+    assert request(rw, "POST", "/memory/edit", body={**form, "csrf": token.group(1)})[0] == 403  # only in the body
+    edit = f"/memory/edit?csrf={token.group(1)}"
+    status, _, _ = request(rw, "POST", edit, body=form, headers={"Origin": "http://evil.example"})
     assert status == 403
-    status, headers, _ = request(
-        rw, "POST", "/memory/edit", body={**form, "csrf": token.group(1)}, headers={"Origin": rw.url.rstrip("/")}
-    )
+    status, headers, _ = request(rw, "POST", edit, body=form, headers={"Origin": rw.url.rstrip("/")})
     assert status == 303 and headers["location"].startswith("/memory?")
     rec = mem.store.get("alice", [mid])[0]
     assert (rec.importance, rec.tags, rec.status) == (0.35, ("home", "city"), "superseded")
@@ -193,7 +191,7 @@ def test_edits_need_the_form_token_and_a_same_origin(rw: InspectorServer, mem: H
 def test_editing_content_re_embeds_redacts_and_scrubs_the_trace(rw: InspectorServer, mem: HybridMemory) -> None:
     mid = memory_id(mem, "alice", "Remember: I am allergic to peanuts")
     page = request(rw, "GET", "/memory?" + urlencode({"u": "alice", "id": mid}))[2]
-    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    token = re.search(r'action="/memory/edit\?csrf=([^"&]+)"', page)
     assert token is not None
     form = {
         "u": "alice",
@@ -203,9 +201,8 @@ def test_editing_content_re_embeds_redacts_and_scrubs_the_trace(rw: InspectorSer
         "category": "fact",
         "status": "active",
         "tags": "",
-        "csrf": token.group(1),
     }
-    assert request(rw, "POST", "/memory/edit", body=form)[0] == 303
+    assert request(rw, "POST", f"/memory/edit?csrf={token.group(1)}", body=form)[0] == 303
     rec = mem.store.get("alice", [mid])[0]
     assert rec.content == "Allergic to cashews, call [PHONE]"
     assert mem.recall("cashews", user_id="alice", k=1)[0].id == mid
@@ -216,9 +213,9 @@ def test_editing_content_re_embeds_redacts_and_scrubs_the_trace(rw: InspectorSer
 def test_delete_forgets_the_memory(rw: InspectorServer, mem: HybridMemory) -> None:
     mid = memory_id(mem, "李雷", "我喜欢喝乌龙茶，不要加糖")
     page = request(rw, "GET", "/memory?" + urlencode({"u": "李雷", "id": mid}))[2]
-    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    token = re.search(r'action="/memory/edit\?csrf=([^"&]+)"', page)
     assert token is not None
-    status, headers, _ = request(rw, "POST", "/memory/delete", body={"u": "李雷", "id": mid, "csrf": token.group(1)})
+    status, headers, _ = request(rw, "POST", f"/memory/delete?csrf={token.group(1)}", body={"u": "李雷", "id": mid})
     assert status == 303 and headers["location"].startswith("/user?")
     assert mem.store.get("李雷", [mid]) == []
 
