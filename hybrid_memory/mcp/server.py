@@ -164,6 +164,9 @@ class MemoryMCPServer(FastMCP[Any]):
             transport_security=security,
             **auth,
         )
+        from hybrid_memory import __version__
+
+        self._mcp_server.version = __version__  # serverInfo.version: ours, not the SDK's
         _register(self)
 
     def current_user(self) -> str:
