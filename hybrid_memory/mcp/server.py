@@ -240,7 +240,7 @@ def _register(server: MemoryMCPServer) -> None:
         ] = None,
         importance: Annotated[
             float | None,
-            Field(ge=0.0, le=1.0, strict=True, description="0..1 (1 = vital); omit to let the server score it."),
+            Field(ge=0.0, le=1.0, strict=True, allow_inf_nan=False, description="0..1 (1 = vital); omit to let the server score it."),
         ] = None,
         tags: Annotated[
             list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]] | None,
@@ -272,6 +272,7 @@ def _register(server: MemoryMCPServer) -> None:
                 ge=0.0,
                 le=1.0,
                 strict=True,
+                allow_inf_nan=False,
                 description="Search mix: 1.0 = pure vector (meaning), 0.0 = pure keyword (BM25); omit for the "
                 "server's default.",
             ),
