@@ -51,7 +51,7 @@ try:
     from mcp.server.fastmcp.exceptions import ToolError
     from mcp.server.stdio import stdio_server
     from mcp.server.transport_security import TransportSecuritySettings
-    from mcp.types import ContentBlock, ToolAnnotations
+    from mcp.types import CallToolResult, ContentBlock, ToolAnnotations
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
 
@@ -200,12 +200,21 @@ class MemoryMCPServer(FastMCP[Any]):
             hint = " (the user is fixed by the connection)" if {"user_id", "user"} & set(unknown) else ""
             raise ToolError(f"InvalidInputError: unknown argument(s) {', '.join(map(repr, unknown))}{hint}")
         try:
-            return await super().call_tool(name, arguments)
+            result: Any = await super().call_tool(name, arguments)
         except ToolError as exc:
             cause = exc.__cause__ if exc.__cause__ is not None else exc
             if not isinstance(cause, (PydanticValidationError, HybridMemoryError, ToolError)):
                 logger.error("tool %s failed", name, exc_info=cause)
             raise ToolError(_describe(cause)) from None
+        if isinstance(result, tuple) and len(result) == 2:
+            # (content, structured) from a tool whose result is one of our pydantic models: hand the
+            # SDK a finished CallToolResult, which it sends as is. Otherwise it re-validates the
+            # structured content against the outputSchema with jsonschema on every call (~10 ms,
+            # mostly re-checking the schema itself) although pydantic built it from that very model.
+            content, structured = result
+            done: Any = CallToolResult(content=list(content), structuredContent=structured, isError=False)
+            return done  # type: ignore[no-any-return]
+        return result  # type: ignore[no-any-return]
 
 
 def _loopback(host: str) -> bool:
@@ -240,7 +249,13 @@ def _register(server: MemoryMCPServer) -> None:
         ] = None,
         importance: Annotated[
             float | None,
-            Field(ge=0.0, le=1.0, strict=True, allow_inf_nan=False, description="0..1 (1 = vital); omit to let the server score it."),
+            Field(
+                ge=0.0,
+                le=1.0,
+                strict=True,
+                allow_inf_nan=False,
+                description="0..1 (1 = vital); omit to let the server score it.",
+            ),
         ] = None,
         tags: Annotated[
             list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]] | None,

@@ -75,7 +75,9 @@ def _scripted(calls: Sequence[tuple[str, dict[str, Any]]]) -> Any:
     return respond
 
 
-async def _llamaindex_run(store: Path, user: str, calls: Sequence[tuple[str, dict[str, Any]]], question: str) -> list[str]:
+async def _llamaindex_run(
+    store: Path, user: str, calls: Sequence[tuple[str, dict[str, Any]]], question: str
+) -> list[str]:
     cmd = hybrid_memory_command()
     client = BasicMCPClient(cmd[0], args=[*cmd[1:], *stdio_args(store, user)])
     tools = await McpToolSpec(client=client, allowed_tools=["remember", "recall"]).to_tool_list_async()

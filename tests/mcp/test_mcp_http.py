@@ -21,11 +21,13 @@ _JSON = {"Content-Type": "application/json", "Accept": "application/json, text/e
 
 
 async def _session(server: HttpServer, token: str, calls: Any) -> Any:
-    async with httpx.AsyncClient(headers=server.headers(token), timeout=30) as http:
-        async with streamable_http_client(server.url, http_client=http) as (read, write, _):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return await calls(session)
+    async with (
+        httpx.AsyncClient(headers=server.headers(token), timeout=30) as http,
+        streamable_http_client(server.url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return await calls(session)
 
 
 async def test_each_token_sees_only_its_users_memory(http_server: HttpServer) -> None:
@@ -76,5 +78,10 @@ def test_http_refusals(http_server: HttpServer) -> None:
         sid = ok.headers["mcp-session-id"]
         # a session belongs to the credential that opened it: bob cannot ride alice's session
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-        bob = {**_JSON, "Authorization": f"Bearer {BOB_TOKEN}", "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
+        bob = {
+            **_JSON,
+            "Authorization": f"Bearer {BOB_TOKEN}",
+            "mcp-session-id": sid,
+            "mcp-protocol-version": "2025-06-18",
+        }
         assert c.post(url, json=call, headers=bob).status_code == 404

@@ -79,7 +79,7 @@ async def test_hostile_arguments_get_typed_tool_errors(
     text = result.content[0].text
     assert text.startswith("InvalidInputError: ")
     assert expected in text
-    assert "Traceback" not in text and "File \"" not in text and "pydantic" not in text
+    assert "Traceback" not in text and 'File "' not in text and "pydantic" not in text
     assert len(text) < 600
     assert ok.isError is False  # and the server is still fine afterwards
 

@@ -21,10 +21,12 @@ def _params(store: Path, user: str, *extra: str) -> StdioServerParameters:
 
 async def _run(store: Path, user: str, tmp: Path, calls: Any, *extra: str) -> Any:
     with open(tmp / f"stdio-{user}.log", "a", encoding="utf-8") as errlog:
-        async with stdio_client(_params(store, user, *extra), errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return await calls(session)
+        async with (
+            stdio_client(_params(store, user, *extra), errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await calls(session)
 
 
 async def test_tools_resources_and_prompts_round_trip_and_replay_shows_them(
