@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     from hybrid_memory.cli.ops import register as register_ops
 
     register_ops(sub)
+    from hybrid_memory.mcp.cli import register as register_mcp
+
+    register_mcp(sub)
     return parser
 
 
