@@ -66,10 +66,11 @@ class InvalidInputError(HybridMemoryError, ValueError):
 class EmbeddingDimensionError(InvalidInputError):
     """A vector's dimension does not match the store's."""
 
-    def __init__(self, expected: int, got: int, *, hint: str = "") -> None:
+    def __init__(self, expected: int, got: int, *, hint: str = "", lead: str = "") -> None:
         self.expected = expected
         self.got = got
-        msg = f"embedding dimension mismatch: the store holds {expected}-d vectors, got {got}-d"
+        lead = lead or f"the store holds {expected}-d vectors"
+        msg = f"embedding dimension mismatch: {lead}, got {got}-d"
         super().__init__(msg + (f". {hint}" if hint else ""))
 
 
