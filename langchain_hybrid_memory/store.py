@@ -19,6 +19,14 @@ wrote itself (conversation turns, ``remember``) appear under ``template + (categ
 their id as key and ``{"content", "category", "importance", "source", "tags", "session_id",
 "metadata"}`` as value, so graph nodes and tools see everything the user's memory holds.
 
+Authenticated runs
+------------------
+Inside a graph run that a LangGraph server authenticated (``langgraph_auth_user`` in the run's
+``configurable``), every operation is limited to that user: a namespace naming another user raises
+:class:`~hybrid_memory.errors.IdentityMismatchError`, and searches or listings whose prefix stops
+before the user label reach only the authenticated user. The server's own ``/store`` endpoints do
+not run a graph, so no identity is visible there: authorise them with ``@auth.on.store``.
+
 Where hybrid semantics differ from LangGraph's ``InMemoryStore``
 ----------------------------------------------------------------
 * **Indexing**: every value is indexed for hybrid (BM25 + vector) search by default; the text is
