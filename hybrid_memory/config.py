@@ -169,6 +169,13 @@ class WriterConfig(_Section):
         default=0.1, ge=0.0, le=1.0, description="a newer memory may be this much less important and still supersede"
     )
     review_queue_size: int = Field(default=1000, ge=0, description="suspected conflicts kept per user for review")
+    max_future_skew_seconds: float = Field(
+        default=300.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="how far after the memory's clock a timestamp being stored may be (clock skew between "
+        "machines); a later one is refused with InvalidInputError, so no memory is pinned at recency 1.0",
+    )
 
 
 class LifecycleConfig(_Section):

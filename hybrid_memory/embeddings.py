@@ -27,6 +27,7 @@ import numpy as np
 
 from hybrid_memory.errors import (
     ConfigurationError,
+    EmbeddingDimensionError,
     EmbeddingError,
     InvalidInputError,
     MissingDependencyError,
@@ -177,10 +178,31 @@ class _BaseEmbedder:
                 raise
             except Exception as exc:  # foreign model errors are translated at this boundary
                 raise EmbeddingError(f"{self.name} failed to embed: {exc}") from exc
-            chunks.append(normalize_rows(raw, expected_rows=len(batch)))
+            chunks.append(self._checked_width(normalize_rows(raw, expected_rows=len(batch))))
         out = np.vstack(chunks)
         self._dim = int(out.shape[1])
         return out
+
+    def _checked_width(self, rows: Vector) -> Vector:
+        """``rows`` unchanged when their width is the one this embedder returned before.
+
+        A model's output size never changes; when it does (a swapped model, a buggy callable), the
+        vectors cannot be compared with anything stored, so the call fails here with a typed error
+        instead of a numpy broadcasting error further down.
+
+        Raises:
+            EmbeddingDimensionError: the width differs from earlier calls.
+        """
+        width = int(rows.shape[1])
+        if self._dim is not None and width != self._dim:
+            raise EmbeddingDimensionError(
+                self._dim,
+                width,
+                lead=f"{self.name} changed its output size between calls: it returned {self._dim}-d vectors before",
+                hint="an embedder must return one fixed dimension",
+            )
+        self._dim = width
+        return rows
 
     def embed_query(self, text: str) -> Vector:
         """Embed a query into one unit-norm float32 vector."""
@@ -192,9 +214,7 @@ class _BaseEmbedder:
             raise
         except Exception as exc:
             raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
-        v = _first_row(normalize_rows(raw, expected_rows=1))
-        self._dim = int(v.shape[0])
-        return v
+        return _first_row(self._checked_width(normalize_rows(raw, expected_rows=1)))
 
     async def aembed_documents(self, texts: Sequence[str]) -> Vector:
         """Async twin of :meth:`embed_documents` (runs in a worker thread)."""
@@ -262,14 +282,14 @@ class LangChainEmbedder(_BaseEmbedder):
             raw = await self._emb.aembed_documents(items)
         except Exception as exc:
             raise EmbeddingError(f"{self.name} failed to embed: {exc}") from exc
-        return normalize_rows(raw, expected_rows=len(items))
+        return self._checked_width(normalize_rows(raw, expected_rows=len(items)))
 
     async def aembed_query(self, text: str) -> Vector:  # noqa: D102
         try:
             raw = await self._emb.aembed_query(text)
         except Exception as exc:
             raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
-        return _first_row(normalize_rows(raw, expected_rows=1))
+        return _first_row(self._checked_width(normalize_rows(raw, expected_rows=1)))
 
 
 class LlamaIndexEmbedder(_BaseEmbedder):
@@ -295,14 +315,14 @@ class LlamaIndexEmbedder(_BaseEmbedder):
             raw = await self._emb.aget_text_embedding_batch(items)
         except Exception as exc:
             raise EmbeddingError(f"{self.name} failed to embed: {exc}") from exc
-        return normalize_rows(raw, expected_rows=len(items))
+        return self._checked_width(normalize_rows(raw, expected_rows=len(items)))
 
     async def aembed_query(self, text: str) -> Vector:  # noqa: D102
         try:
             raw = await self._emb.aget_query_embedding(text)
         except Exception as exc:
             raise EmbeddingError(f"{self.name} failed to embed the query: {exc}") from exc
-        return _first_row(normalize_rows(raw, expected_rows=1))
+        return _first_row(self._checked_width(normalize_rows(raw, expected_rows=1)))
 
 
 _MODEL_LOCK = threading.Lock()

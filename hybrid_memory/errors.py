@@ -11,6 +11,7 @@ from it, so code written against the builtin keeps working::
     │   └── EmbeddingDimensionError               a vector of the wrong dimension / embedder swap
     ├── NotFoundError (KeyError)                  a memory id that does not exist for that user
     ├── UserForgottenError                        the user was forgotten while a write was in flight
+    ├── IdentityMismatchError (PermissionError)   a client-named user disagrees with the authenticated one
     ├── StoreError                                a backend failed
     │   ├── StoreUnavailableError (ConnectionError)  unreachable, timed out or closed
     │   └── SchemaError                           the collection/table does not match
@@ -33,6 +34,7 @@ __all__ = [
     "EmbeddingDimensionError",
     "EmbeddingError",
     "HybridMemoryError",
+    "IdentityMismatchError",
     "InvalidInputError",
     "MissingDependencyError",
     "NotFoundError",
@@ -68,10 +70,11 @@ class InvalidInputError(HybridMemoryError, ValueError):
 class EmbeddingDimensionError(InvalidInputError):
     """A vector's dimension does not match the store's."""
 
-    def __init__(self, expected: int, got: int, *, hint: str = "") -> None:
+    def __init__(self, expected: int, got: int, *, hint: str = "", lead: str = "") -> None:
         self.expected = expected
         self.got = got
-        msg = f"embedding dimension mismatch: the store holds {expected}-d vectors, got {got}-d"
+        lead = lead or f"the store holds {expected}-d vectors"
+        msg = f"embedding dimension mismatch: {lead}, got {got}-d"
         super().__init__(msg + (f". {hint}" if hint else ""))
 
 
@@ -80,6 +83,21 @@ class NotFoundError(HybridMemoryError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable.
         return str(self.args[0]) if self.args else ""
+
+
+class IdentityMismatchError(HybridMemoryError, PermissionError):
+    """The run names a user its authenticated identity does not allow; nothing was read or written.
+
+    Raised by the adapters that can see a server-authenticated identity (the LangGraph server's
+    ``langgraph_auth_user``): when a client-supplied user id (run context, ``configurable``, a
+    namespace, a retriever's ``user_id``) disagrees with it, when a strict setting refuses any
+    client-supplied id, or when authentication is required and the run has none.
+    """
+
+    def __init__(self, message: str, *, authenticated: str | None = None, claimed: str | None = None) -> None:
+        self.authenticated = authenticated
+        self.claimed = claimed
+        super().__init__(message)
 
 
 class StoreError(HybridMemoryError):

@@ -33,7 +33,9 @@ Example:
 
 from __future__ import annotations
 
+import html
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,10 +63,116 @@ _SECTIONS = {
 }
 _IMPORTANT = {"en": "important", "zh": "重要"}
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
-#: Anything an LLM could read as our delimiter: ``< /memory-context>``, ``</memory_context >``,
-#: full-width ``＜／memory-context＞`` (NFKC turns it into ASCII) ...
-_TAGLIKE = re.compile(r"[<＜]\s*[/／]?\s*memory[\s_\-－]*context\s*[>＞]", re.I)
-_NEUTRAL = str.maketrans({"<": "‹", ">": "›", "＜": "‹", "＞": "›"})
+
+# --------------------------------------------------------------------------- delimiter look-alikes
+# Stored text is checked on a *folded* copy (what a model would read), and what matches is
+# neutralised in the original text. Folding, per character: HTML / percent / backslash escapes
+# decoded (repeatedly, so ``&amp;lt;`` counts too), NFKC (full-width ``＜``, small-form ``﹤``),
+# format characters (category Cf: zero-width space, soft hyphen, word joiner, BOM, tag characters)
+# and combining marks dropped, Cyrillic / Greek look-alikes of Latin letters mapped, case folded,
+# and bracket look-alikes (``‹ 〈 ⟨ ˂ ᐸ ❮ «``) read as ``<`` / ``>``.
+_CONFUSABLES = str.maketrans(
+    {
+        # Cyrillic capitals / small letters that look Latin
+        "А": "A", "В": "B", "Е": "E", "Ё": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P",
+        "С": "C", "Т": "T", "У": "Y", "Х": "X", "Ѕ": "S", "І": "I", "Ї": "I", "Ј": "J", "Ԛ": "Q",
+        "Ԝ": "W", "Ү": "Y", "Һ": "H", "Ӏ": "I",
+        "а": "a", "в": "b", "г": "r", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o",
+        "п": "n", "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i",
+        "ј": "j", "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ү": "y", "ь": "b",
+        # Greek
+        "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
+        "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+        "α": "a", "β": "b", "γ": "y", "ε": "e", "η": "n", "ι": "i", "κ": "k", "μ": "u", "ν": "v",
+        "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w", "ς": "c",
+        # Armenian and Latin extensions that read as ASCII letters; digit zero as o
+        "օ": "o", "ս": "u", "ո": "n", "ց": "g", "ı": "i", "ɑ": "a", "ɡ": "g", "ʏ": "y", "ᴄ": "c",
+        "ᴍ": "m", "ᴏ": "o", "ᴛ": "t", "ʀ": "r", "0": "o",
+        # bracket look-alikes
+        "‹": "<", "›": ">", "〈": "<", "〉": ">", "⟨": "<", "⟩": ">", "˂": "<", "˃": ">", "ᐸ": "<",
+        "ᐳ": ">", "❮": "<", "❯": ">", "«": "<", "»": ">", "⧼": "<", "⧽": ">", "≺": "<", "≻": ">",
+    }
+)  # fmt: skip
+_ESCAPE = re.compile(
+    r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?|%[0-9a-fA-F]{2}|\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2})"
+)
+#: Our delimiter (opening or closing) as a model could read it, matched on the folded text.
+_FOLDED_TAG = re.compile(r"<[^a-z0-9<>\n]{0,8}memory[^a-z0-9<>\n]{0,8}context[^a-z0-9<>\n]{0,8}>")
+#: ASCII characters that can start a tag once decoded; ASCII text without them is left as is.
+_SLOW_ASCII = re.compile(r"[<&%\\]")
+_SLASHES = "/\\\u2044\u2215\u29f8"
+_DROP_OUT = frozenset({"Cf", "Cc", "Cs"})
+_KEEP_OUT = frozenset("\u200c\u200d")  # ZWNJ / ZWJ: needed by some scripts and emoji sequences
+
+
+def _unescape(token: str) -> str:
+    if token.startswith("&"):
+        return html.unescape(token)
+    if token.startswith("%"):
+        return chr(int(token[1:], 16))
+    return chr(int(token[2:], 16))
+
+
+def _fold(text: str) -> tuple[str, list[int], list[int]]:
+    """The folded text a model would read; for each folded character, its source span."""
+    chars = list(text)
+    spans = [(i, i + 1) for i in range(len(text))]
+    for _ in range(4):  # escapes inside escapes (``&amp;lt;``), bounded
+        joined = "".join(chars)
+        new_chars: list[str] = []
+        new_spans: list[tuple[int, int]] = []
+        pos = 0
+        for m in _ESCAPE.finditer(joined):
+            decoded = _unescape(m.group(0))
+            if decoded == m.group(0):
+                continue
+            new_chars += chars[pos : m.start()]
+            new_spans += spans[pos : m.start()]
+            span = (spans[m.start()][0], spans[m.end() - 1][1])
+            new_chars += list(decoded)
+            new_spans += [span] * len(decoded)
+            pos = m.end()
+        if pos == 0:
+            break
+        chars, spans = new_chars + chars[pos:], new_spans + spans[pos:]
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for ch, (a, b) in zip(chars, spans, strict=True):
+        for c in unicodedata.normalize("NFKC", ch.translate(_CONFUSABLES)):
+            if unicodedata.category(c) in ("Cf", "Mn", "Me"):
+                continue
+            for f in c.translate(_CONFUSABLES).casefold():
+                out.append(f)
+                starts.append(a)
+                ends.append(b)
+    return "".join(out), starts, ends
+
+
+def _neutralise_tags(text: str) -> str:
+    if text.isascii() and not _SLOW_ASCII.search(text):
+        return text  # ASCII without ``<``, ``&``, ``%`` or ``\\``: nothing can fold to a tag
+    folded, starts, ends = _fold(text)
+    parts: list[str] = []
+    pos = 0
+    for m in _FOLDED_TAG.finditer(folded):
+        a, b = starts[m.start()], ends[m.end() - 1]
+        if a < pos:
+            continue
+        closing = any(c in m.group(0) for c in _SLASHES)
+        parts += [text[pos:a], "(/memory-context)" if closing else "(memory-context)"]
+        pos = b
+    if not parts:
+        return text
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _printable(text: str) -> str:
+    """Drop invisible characters (format, control, unassigned) except ZWNJ / ZWJ."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(c for c in text if c in _KEEP_OUT or unicodedata.category(c) not in _DROP_OUT)
 
 
 def detect_language(text: str) -> str:
@@ -124,9 +232,15 @@ def _section_of(category: str) -> str:
 
 
 def _sanitize(text: str) -> str:
-    """One line, no delimiter look-alikes, no markdown headers: memories stay data."""
-    flat = " ".join(text.split())
-    flat = _TAGLIKE.sub(lambda m: m.group(0).translate(_NEUTRAL), flat)
+    """One line, no delimiter look-alikes, no invisible characters: memories stay data.
+
+    Whitespace of every kind (including U+2028/U+2029 line separators) collapses to single
+    spaces, so a memory never starts a line of its own; anything that folds (see ``_fold``) to
+    our opening or closing tag becomes ``(memory-context)`` / ``(/memory-context)``; format and
+    control characters (zero-width, bidi overrides, invisible tag characters) are dropped.
+    """
+    flat = " ".join(_neutralise_tags(text).split())
+    flat = " ".join(_printable(flat).split())
     return flat.lstrip("#").strip()
 
 

@@ -74,6 +74,7 @@ from hybrid_memory.records import (
     Turn,
     WriteOutcome,
     check_id,
+    check_not_future,
     check_text,
     ensure_utc,
     utcnow,
@@ -263,6 +264,28 @@ class HybridMemory:
     def _now(self, now: datetime | None = None) -> datetime:
         return ensure_utc(now, name="now") if now is not None else ensure_utc(self._clock(), name="clock()")
 
+    def _stored_time(self, value: datetime | None, *, name: str = "timestamp") -> datetime:
+        """A timestamp a write stores: the clock when ``None``; refused beyond the future skew."""
+        now = self._now()
+        if value is None:
+            return now
+        return check_not_future(value, now=now, max_skew_seconds=self.config.writer.max_future_skew_seconds, name=name)
+
+    def _access_time(self, now: datetime | None) -> datetime:
+        """The access stamp a read writes: its reference ``now``, never beyond clock + the future skew.
+
+        A read's ``now=`` may lie in the future (what-if ranking); it is not refused, but the
+        ``last_accessed_at`` it leaves behind is capped so recency cannot be pinned that way.
+        """
+        when = self._now(now)
+        if now is None:
+            return when
+        try:
+            cap = self._now() + timedelta(seconds=self.config.writer.max_future_skew_seconds)
+        except OverflowError:
+            return when
+        return min(when, cap)
+
     def _redact(self, text: str) -> str:
         """``text`` with PII replaced when ``writer.redact_pii`` (before it reaches an embedder or a store)."""
         return self.writer.redactor.redact(text).text if self.config.writer.redact_pii else text
@@ -365,7 +388,7 @@ class HybridMemory:
         if role not in _ROLES:
             raise InvalidInputError(f"role must be one of {_ROLES}, got {role!r}")
         check_text(content)
-        ts = self._now(timestamp)
+        ts = self._stored_time(timestamp)
         self._flush_idle(user_id, session_id, ts)
         batch = self._score([content], roles=[role])
         scored = batch.items[0]
@@ -723,9 +746,7 @@ class HybridMemory:
         else:
             raise InvalidInputError(f"a memory must be a str or a mapping, got {type(item).__name__}")
         content = check_text(data.pop("content", None))
-        ts = data.pop("timestamp", None)
-        if ts is None:
-            ts = self._now()
+        ts = self._stored_time(data.pop("timestamp", None))
         imp = data.pop("importance", None)
         if imp is not None and (isinstance(imp, bool) or not isinstance(imp, (int, float)) or not 0 <= imp <= 1):
             raise InvalidInputError(f"importance must be a number in [0, 1], got {imp!r}")
@@ -1085,7 +1106,7 @@ class HybridMemory:
             fusion=fusion,
         )
         if hits and (self.config.rerank.touch_on_recall if touch is None else touch):
-            self.store.touch(user_id, [h.id for h in hits], self._now(now))
+            self.store.touch(user_id, [h.id for h in hits], self._access_time(now))
         return hits
 
     @observed("build_context")
@@ -1169,7 +1190,7 @@ class HybridMemory:
             stm_turn_ids=in_window,
         )
         if ctx.hits and self.config.rerank.touch_on_inject:
-            self.store.touch(user_id, [h.id for h in ctx.hits], when)
+            self.store.touch(user_id, [h.id for h in ctx.hits], self._access_time(now))
         return ctx
 
     def _turn_matrix(self, turns: Sequence[Turn]) -> Vector:
@@ -1208,6 +1229,8 @@ class HybridMemory:
             raise InvalidInputError("record must be a MemoryRecord")
         check_id(record.user_id)
         check_text(record.content)
+        for field in ("created_at", "updated_at", "last_accessed_at"):
+            self._stored_time(getattr(record, field), name=f"record.{field}")
         if self.config.writer.redact_pii:
             red = self.writer.redactor.redact(record.content)
             if red.changed:
@@ -1236,7 +1259,7 @@ class HybridMemory:
             raise InvalidInputError("memory_ids must be a sequence of str (not a single str)")
         ids = [i for i in memory_ids if isinstance(i, str) and i]
         if ids:
-            self.store.touch(user_id, ids, self._now(now))
+            self.store.touch(user_id, ids, self._access_time(now))
 
     def users(self) -> list[str]:
         """Ids of the users that have long-term memories."""

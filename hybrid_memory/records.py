@@ -18,7 +18,7 @@ import math
 import unicodedata
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -36,6 +36,7 @@ __all__ = [
     "Status",
     "Turn",
     "WriteOutcome",
+    "check_not_future",
     "ensure_utc",
     "memory_id",
     "normalize_content",
@@ -85,6 +86,45 @@ def ensure_utc(value: datetime, *, name: str = "timestamp") -> datetime:
             f"{name} is a naive datetime; pass an aware one, e.g. datetime(..., tzinfo=timezone.utc)"
         )
     return value.astimezone(timezone.utc)
+
+
+def check_not_future(value: datetime, *, now: datetime, max_skew_seconds: float, name: str = "timestamp") -> datetime:
+    """Return ``value`` in UTC when it is at most ``max_skew_seconds`` after ``now``.
+
+    A stored timestamp in the future would keep that memory at recency 1.0 and labelled "today"
+    until the date arrives; a little skew is allowed for clocks of different machines.
+
+    Args:
+        value: The timestamp being stored (aware).
+        now: The memory's current time (aware).
+        max_skew_seconds: Tolerance (``writer.max_future_skew_seconds``).
+        name: The argument name used in the error message.
+
+    Raises:
+        InvalidInputError: ``value`` is naive, not a datetime, or too far in the future.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> now = datetime(2024, 1, 1, tzinfo=timezone.utc)
+        >>> check_not_future(datetime(2024, 1, 1, 0, 4, tzinfo=timezone.utc), now=now, max_skew_seconds=300).minute
+        4
+        >>> check_not_future(datetime(9999, 1, 1, tzinfo=timezone.utc), now=now, max_skew_seconds=300)
+        Traceback (most recent call last):
+        ...
+        hybrid_memory.errors.InvalidInputError: timestamp 9999-01-01T00:00:00+00:00 is more than 300 s after the current time 2024-01-01T00:00:00+00:00 (writer.max_future_skew_seconds); pass the time it happened
+    """
+    value = ensure_utc(value, name=name)
+    now = ensure_utc(now, name="now")
+    try:
+        limit = now + timedelta(seconds=max_skew_seconds)
+    except OverflowError:  # ``now`` within the skew of datetime.max: nothing can be later
+        return value
+    if value > limit:
+        raise InvalidInputError(
+            f"{name} {value.isoformat()} is more than {max_skew_seconds:g} s after the current time "
+            f"{now.isoformat()} (writer.max_future_skew_seconds); pass the time it happened"
+        )
+    return value
 
 
 def normalize_content(text: str) -> str:

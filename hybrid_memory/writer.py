@@ -59,7 +59,7 @@ from pydantic import BaseModel, Field
 from hybrid_memory.analyzer import ENGLISH_STOPWORDS
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.errors import InvalidInputError, ScoringError
+from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.privacy import PiiRedactor
 from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
@@ -723,6 +723,25 @@ class MemoryWriter:
             summary = f"{summary}; context: {ctx.summary()}" if summary else f"context: {ctx.summary()}"
         return d.evolve(content=red.text, id=new_id, context=ctx.text if ctx else ""), f"PII redacted ({summary})"
 
+    def _check_dimensions(self, vec: dict[int, Vector]) -> None:
+        """Every vector of a write has the store's dimension (checked before anything is written).
+
+        Raises:
+            EmbeddingDimensionError: an embedder changed its output size, or precomputed vectors
+                and the embedder disagree, or the store holds vectors of another dimension.
+        """
+        expected = self.store.dimension
+        for v in vec.values():
+            got = int(v.shape[-1]) if v.ndim else 0
+            if expected is None:
+                expected = got
+            elif got != expected:
+                raise EmbeddingDimensionError(
+                    expected,
+                    got,
+                    hint="the embedder's output size changed or does not match this store; nothing was written",
+                )
+
     def _write(
         self, drafts: list[MemoryRecord], vectors: Vector | None, epochs: Mapping[str, int] | None
     ) -> list[WriteOutcome]:
@@ -782,6 +801,7 @@ class MemoryWriter:
                     if not np.isfinite(norm) or norm == 0:
                         raise InvalidInputError(f"vector {i} is zero or not finite")
                     vec[i] = (v / norm).astype(np.float32)
+        self._check_dimensions(vec)
 
         to_upsert: list[_Pending] = []
         to_update: dict[tuple[str, str], MemoryRecord] = {}

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field
 
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import FusedContext, Turn, check_id, check_text
+from langchain_hybrid_memory._identity import check_bound_user
 from langchain_hybrid_memory._utils import message_text, require_core
 
 __all__ = ["HybridChatMemory"]
@@ -54,9 +55,11 @@ class _SessionHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The session's short-term window, oldest first (a new list each time)."""
+        check_bound_user(self.user_id, "HybridChatMemory")
         return [_turn_to_message(t) for t in self.memory.short_term(self.user_id, self.session_id)]
 
     async def aget_messages(self) -> list[BaseMessage]:
+        check_bound_user(self.user_id, "HybridChatMemory")
         turns = await asyncio.to_thread(self.memory.short_term, self.user_id, self.session_id)
         return [_turn_to_message(t) for t in turns]
 
@@ -74,17 +77,21 @@ class _SessionHistory(BaseChatMessageHistory):
         return turns
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        check_bound_user(self.user_id, "HybridChatMemory")
         for role, text in self._turns(messages):
             self.memory.add_turn(self.user_id, self.session_id, role, text)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        check_bound_user(self.user_id, "HybridChatMemory")
         for role, text in self._turns(messages):
             await self.memory.aadd_turn(self.user_id, self.session_id, role, text)
 
     def clear(self) -> None:
+        check_bound_user(self.user_id, "HybridChatMemory")
         self.memory.clear_session(self.user_id, self.session_id)
 
     async def aclear(self) -> None:
+        check_bound_user(self.user_id, "HybridChatMemory")
         await asyncio.to_thread(self.memory.clear_session, self.user_id, self.session_id)
 
 
@@ -181,6 +188,7 @@ class HybridChatMemory(BaseChatMemory):
 
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Return the short-term window and the long-term context for ``inputs``' user message."""
+        check_bound_user(self.user_id, type(self).__name__)
         query = self._query(inputs)
         ctx = (
             self.memory.build_context(
@@ -193,6 +201,7 @@ class HybridChatMemory(BaseChatMemory):
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`load_memory_variables`."""
+        check_bound_user(self.user_id, type(self).__name__)
         query = self._query(inputs)
         ctx = (
             await self.memory.abuild_context(

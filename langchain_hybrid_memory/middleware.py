@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import OmitFromInput
@@ -11,9 +11,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired
 
-from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.errors import ConfigurationError, InvalidInputError
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import FusedContext
+from langchain_hybrid_memory._identity import ClientUserIds, authenticated_identity, run_config, settle_user
 from langchain_hybrid_memory._utils import lookup, message_text, require_core
 
 __all__ = ["HybridMemoryMiddleware", "HybridMemoryState"]
@@ -70,7 +71,14 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
       :meth:`~hybrid_memory.HybridMemory.add_turn` (importance scoring, key frames, long-term
       writes), once per user message.
 
-    The user is looked up per run, first found wins:
+    **Who the user is.** On a LangGraph server with authentication, the server's authenticated
+    user (``config["configurable"]["langgraph_auth_user"]``, which the server sets and clients
+    cannot, also seen as ``runtime.server_info.user``) *is* the user: a client-supplied user id
+    (below) that disagrees raises :class:`~hybrid_memory.errors.IdentityMismatchError`, so a
+    logged-in user cannot read or write someone else's memories by sending
+    ``context={"user_id": "bob"}``. ``client_user_ids="refuse"`` refuses any client-supplied id
+    on authenticated runs, ``require_authenticated=True`` refuses runs without an authenticated
+    user; neither can loosen the rule. Without an authenticated user, the first found wins:
 
     1. ``user_id_key`` (default ``"user_id"``) in the run's ``context`` (dataclass, pydantic
        model or dict);
@@ -78,19 +86,23 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
     3. ``"langgraph_user_id"`` in ``config["configurable"]``, then in the ``context`` (the key
        LangMem's memory tools fill their ``("memories", "{langgraph_user_id}")`` namespaces
        from, so the middleware and those tools see the same user);
-    4. the LangGraph server's authenticated user;
-    5. the ``user_id`` given here.
+    4. the ``user_id`` given here.
 
-    No user is an error (memories are never shared by accident). The session is the run's
-    ``thread_id`` (``"default"`` without a checkpointer).
+    The first three come from whoever invokes the graph: trust them only when that caller is your
+    own backend. No user is an error (memories are never shared by accident). The session is the
+    run's ``thread_id`` (``"default"`` without a checkpointer).
 
     Args:
         memory: The hybrid-memory core (positional or ``memory=``).
-        user_id: Fallback user when the run names none.
+        user_id: Fallback user when the run names none (ignored on authenticated runs).
         user_id_key: Where to find the user id in the context / configurable
             (``"langgraph_user_id"`` is also looked up, after it).
         max_tokens: Token cap of the injected block (default: the core's fuser budget).
         record_turns: Write each turn through ``add_turn`` after the agent.
+        client_user_ids: On authenticated runs, ``"must_match"`` (default: a client-supplied id
+            must equal the authenticated identity) or ``"refuse"`` (any client-supplied id is an
+            error).
+        require_authenticated: Refuse runs without a server-authenticated user.
 
     Example:
         >>> from langchain.agents import create_agent
@@ -119,41 +131,49 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         user_id_key: str = "user_id",
         max_tokens: int | None = None,
         record_turns: bool = True,
+        client_user_ids: ClientUserIds = "must_match",
+        require_authenticated: bool = False,
     ) -> None:
         super().__init__()
         self.memory = require_core(memory, type(self).__name__)
+        if client_user_ids not in get_args(ClientUserIds):
+            raise ConfigurationError(f"client_user_ids must be 'must_match' or 'refuse', got {client_user_ids!r}")
         self.user_id = user_id
         self.user_id_key = user_id_key
         self.max_tokens = max_tokens
         self.record_turns = record_turns
+        self.client_user_ids: ClientUserIds = client_user_ids
+        self.require_authenticated = bool(require_authenticated)
         self.tools = []
 
     # ------------------------------------------------------------------ run identity
     def _config(self) -> dict[str, Any]:
-        try:
-            from langgraph.config import get_config
-
-            return dict(get_config())
-        except RuntimeError:  # outside a runnable context
-            return {}
+        return dict(run_config())
 
     def resolve_user(self, runtime: Runtime[Any]) -> str:
-        """The user of this run (see the class docstring for the lookup order).
+        """The user of this run (see the class docstring for the trust rule and lookup order).
 
         Raises:
+            IdentityMismatchError: a client-supplied user id disagrees with the server-authenticated
+                user (or is refused, or authentication is required and missing).
             InvalidInputError: no user id anywhere.
         """
-        configurable = self._config().get("configurable")
-        value = lookup(runtime.context, self.user_id_key)
-        if value is None:
-            value = lookup(configurable, self.user_id_key)
-        if value is None:
-            value = lookup(configurable, LANGGRAPH_USER_ID)
-        if value is None:
-            value = lookup(runtime.context, LANGGRAPH_USER_ID)
-        if value is None:
-            server = getattr(runtime, "server_info", None)
-            value = getattr(getattr(server, "user", None), "identity", None)
+        config = self._config()
+        configurable = config.get("configurable")
+        key = self.user_id_key
+        claims = [
+            (f"context[{key!r}]", lookup(runtime.context, key)),
+            (f"configurable[{key!r}]", lookup(configurable, key)),
+            (f"configurable[{LANGGRAPH_USER_ID!r}]", lookup(configurable, LANGGRAPH_USER_ID)),
+            (f"context[{LANGGRAPH_USER_ID!r}]", lookup(runtime.context, LANGGRAPH_USER_ID)),
+        ]
+        value = settle_user(
+            authenticated_identity(runtime, config),
+            claims,
+            client_user_ids=self.client_user_ids,
+            require_authenticated=self.require_authenticated,
+            owner=type(self).__name__,
+        )
         if value is None:
             value = self.user_id
         if not isinstance(value, str) or not value:

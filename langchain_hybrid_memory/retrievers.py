@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import RecallHit
 from hybrid_memory.stores.base import MemoryFilter
+from langchain_hybrid_memory._identity import check_bound_user
 from langchain_hybrid_memory._utils import as_memory_filter, require_core
 
 __all__ = ["HybridMemoryRetriever", "hit_to_document"]
@@ -103,6 +104,7 @@ class HybridMemoryRetriever(BaseRetriever):
         filter: MemoryFilter | Mapping[str, Any] | None,
         include_archived: bool | None,
     ) -> dict[str, Any]:
+        check_bound_user(self.user_id, type(self).__name__)
         return {
             "user_id": self.user_id,
             "k": self.k if k is None else k,

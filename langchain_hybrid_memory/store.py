@@ -19,6 +19,14 @@ wrote itself (conversation turns, ``remember``) appear under ``template + (categ
 their id as key and ``{"content", "category", "importance", "source", "tags", "session_id",
 "metadata"}`` as value, so graph nodes and tools see everything the user's memory holds.
 
+Authenticated runs
+------------------
+Inside a graph run that a LangGraph server authenticated (``langgraph_auth_user`` in the run's
+``configurable``), every operation is limited to that user: a namespace naming another user raises
+:class:`~hybrid_memory.errors.IdentityMismatchError`, and searches or listings whose prefix stops
+before the user label reach only the authenticated user. The server's own ``/store`` endpoints do
+not run a graph, so no identity is visible there: authorise them with ``@auth.on.store``.
+
 Where hybrid semantics differ from LangGraph's ``InMemoryStore``
 ----------------------------------------------------------------
 * **Indexing**: every value is indexed for hybrid (BM25 + vector) search by default; the text is
@@ -74,11 +82,12 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from hybrid_memory.errors import InvalidInputError, NotFoundError
+from hybrid_memory.errors import IdentityMismatchError, InvalidInputError, NotFoundError
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import Category, MemoryRecord, RecallHit, check_id
 from hybrid_memory.scoring import infer_category
 from hybrid_memory.stores.base import MemoryFilter
+from langchain_hybrid_memory._identity import authenticated_identity, run_config
 from langchain_hybrid_memory._utils import require_core
 
 __all__ = ["HybridMemoryStore"]
@@ -492,12 +501,69 @@ class HybridMemoryStore(BaseStore):
             matched = list({ns[: op.max_depth] for ns in matched})
         return sorted(matched)[op.offset : op.offset + op.limit]
 
+    # ------------------------------------------------------------------ identity
+    def _under_template(self, namespace: tuple[str, ...]) -> bool:
+        """The namespace's literal labels (not the user label) agree with the template as far as both go."""
+        t = self.namespace_template
+        return all(namespace[i] == t[i] for i in range(min(len(namespace), len(t))) if i != self._user_pos)
+
+    def _scope_to(self, op: Op, authenticated: str) -> Op:
+        """``op`` limited to the run's authenticated user; naming another user is refused.
+
+        Raises:
+            IdentityMismatchError: the op's namespace names another user.
+        """
+        pos = self._user_pos
+        own = (*self.namespace_template[:pos], authenticated)
+
+        def refuse(user: str) -> IdentityMismatchError:
+            return IdentityMismatchError(
+                f"{type(self).__name__}: the namespace names user {user!r}, but the graph run is authenticated "
+                "as another user; a client may not read or write another user's memories",
+                authenticated=authenticated,
+                claimed=user,
+            )
+
+        if isinstance(op, (GetOp, PutOp)):
+            ns = tuple(op.namespace)
+            if len(ns) > pos and self._under_template(ns) and ns[pos] != authenticated:
+                raise refuse(ns[pos])
+            return op
+        if isinstance(op, SearchOp):
+            prefix = tuple(op.namespace_prefix)
+            if len(prefix) > pos:
+                if self._under_template(prefix) and prefix[pos] != authenticated:
+                    raise refuse(prefix[pos])
+                return op
+            return op._replace(namespace_prefix=own) if self._under_template(prefix) else op
+        if isinstance(op, ListNamespacesOp):
+            for cond in op.match_conditions or ():
+                path = tuple(cond.path)
+                if (
+                    cond.match_type == "prefix"
+                    and len(path) > pos
+                    and path[pos] not in ("*", authenticated)
+                    and all(path[i] in ("*", self.namespace_template[i]) for i in range(pos))
+                ):
+                    raise refuse(path[pos])
+            return op._replace(match_conditions=(*(op.match_conditions or ()), MatchCondition("prefix", own)))
+        return op
+
     # ------------------------------------------------------------------ BaseStore
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order and return one result per op (see ``BaseStore.batch``)."""
+        """Run ``ops`` in order and return one result per op (see ``BaseStore.batch``).
+
+        Inside a graph run that the LangGraph server authenticated, every op is limited to that
+        user: a namespace naming another user raises
+        :class:`~hybrid_memory.errors.IdentityMismatchError`, and searches or listings that would
+        reach every user reach only the authenticated one.
+        """
+        authenticated = authenticated_identity(None, run_config())
         results: list[Result] = []
         for op in ops:
             validate_op_namespace(op)
+            if authenticated is not None:
+                op = self._scope_to(op, authenticated)
             if isinstance(op, GetOp):
                 results.append(self._get(op))
             elif isinstance(op, PutOp):

@@ -142,7 +142,7 @@ def _hit_row(h: RecallHit) -> str:
     )
 
 
-def _conversations(mem: HybridMemory) -> None:
+def _conversations(mem: HybridMemory, clock: dict[str, datetime]) -> None:
     keep = mem.config.writer.turn_min_importance
     idle = mem.config.buffer.idle_flush_minutes
     print("1. Conversations")
@@ -156,6 +156,7 @@ def _conversations(mem: HybridMemory) -> None:
         mine = open_sessions.setdefault(user, [])
         for i, (role, text) in enumerate(turns):
             ts = _at(day, start, i)
+            clock["now"] = ts  # the simulated clock follows the conversation (no turn is in the future)
             before = {s: mem.short_term(user, s) for s in mine}
             seen = len(mem.write_log(user))
             turn = mem.add_turn(user, session, role, text, timestamp=ts)
@@ -273,7 +274,7 @@ def run_demo(*, store_path: str = ":memory:", embedder: str = "default") -> int:
     mem = HybridMemory(store=LocalStore(store_path), embedder=emb, clock=lambda: clock["now"])
     print(f"hybrid-memory demo — store {store_path!r}, embedder {mem.embedder.name}, simulated clock\n")
     with mem:
-        _conversations(mem)
+        _conversations(mem, clock)
         now = DAY0 + timedelta(days=QUESTION_DAY, hours=12)
         clock["now"] = now
         _recalls(mem, now)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.cli import main
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.testing import HashingEmbedder
@@ -64,7 +64,9 @@ def test_local_to_weaviate_and_back_is_lossless(
     tmp_path: Path, wv_args: list[str], capsys: pytest.CaptureFixture[str], state_home: Path
 ) -> None:
     db = tmp_path / "memory.db"
-    mem = HybridMemory(store=LocalStore(db), embedder=HashingEmbedder(), clock=lambda: T0)
+    # The story runs two days past the frozen clock: allow that much future skew (writer.max_future_skew_seconds).
+    cfg = HybridMemoryConfig(writer={"max_future_skew_seconds": 3 * 86400})
+    mem = HybridMemory(store=LocalStore(db), embedder=HashingEmbedder(), clock=lambda: T0, config=cfg)
     mem.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0, tags=("home",), metadata={"k": [1, 2]})
     mem.remember("alice", "I moved to Munich, I live in Munich now", importance=0.8, timestamp=T0 + timedelta(days=2))
     mem.remember_many("李雷", ["我喜欢喝乌龙茶，不要加糖", "下个月15号我要去东京出差，预算一万元"])

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.inspector import InspectorServer, make_server
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.testing import HashingEmbedder
@@ -82,7 +82,9 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HybridMemory]:
     path = tmp_path_factory.mktemp("inspector") / "memory.db"
-    m = HybridMemory(store=LocalStore(path), embedder=HashingEmbedder(), trace=True, clock=lambda: T0)
+    # The story runs three days past the frozen clock: allow that much future skew (writer.max_future_skew_seconds).
+    cfg = HybridMemoryConfig(writer={"max_future_skew_seconds": 4 * 86400})
+    m = HybridMemory(store=LocalStore(path), embedder=HashingEmbedder(), trace=True, clock=lambda: T0, config=cfg)
     m.add_turn("alice", "s1", "user", "Remember: I am allergic to peanuts, call me at 13812345678", timestamp=T0)
     m.add_turn("alice", "s1", "user", "I prefer green tea in the morning", timestamp=T0)
     m.add_turn("alice", "s1", "assistant", "Noted, no peanuts and green tea.", timestamp=T0)

@@ -26,14 +26,17 @@ OPS = ("export", "import", "list", "search", "stats", "forget", "consolidate", "
 
 def build_store(path: Path) -> None:
     """Two users, a superseded chain, PII, Chinese text, access counts and a trace."""
-    mem = HybridMemory(store=LocalStore(path), embedder=HashingEmbedder(), trace=True, clock=lambda: T0)
+    clock = {"now": T0}  # a simulated clock: it moves with the story (no write is in its future)
+    mem = HybridMemory(store=LocalStore(path), embedder=HashingEmbedder(), trace=True, clock=lambda: clock["now"])
     try:
         mem.add_turn("alice", "s1", "user", "Remember: I am allergic to peanuts, call me at 13812345678", timestamp=T0)
         mem.add_turn("alice", "s1", "user", "I prefer green tea in the morning", timestamp=T0)
+        clock["now"] = T0 + timedelta(days=1)
         mem.build_context("peanut allergy", user_id="alice", session_id="s1", now=T0 + timedelta(days=1))
         mem.remember(
             "alice", "I live in Berlin", importance=0.8, timestamp=T0, tags=("home",), metadata={"src": "chat"}
         )
+        clock["now"] = T0 + timedelta(days=3)
         mem.remember(
             "alice", "I moved to Munich, I live in Munich now", importance=0.8, timestamp=T0 + timedelta(days=3)
         )

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.inspector import InspectorServer, make_server
 from hybrid_memory.testing import HashingEmbedder
 
@@ -29,7 +29,11 @@ XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 @pytest.fixture
 def mem(tmp_path: Path) -> Iterator[HybridMemory]:
-    m = HybridMemory(store=LocalStore(tmp_path / "m.db"), embedder=HashingEmbedder(), trace=True, clock=lambda: T0)
+    # The story runs two days past the frozen clock: allow that much future skew (writer.max_future_skew_seconds).
+    cfg = HybridMemoryConfig(writer={"max_future_skew_seconds": 3 * 86400})
+    m = HybridMemory(
+        store=LocalStore(tmp_path / "m.db"), embedder=HashingEmbedder(), trace=True, clock=lambda: T0, config=cfg
+    )
     m.add_turn("alice", "s1", "user", "Remember: I am allergic to peanuts", timestamp=T0)
     m.build_context("peanut allergy", user_id="alice", session_id="s1", now=T0)
     m.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0)

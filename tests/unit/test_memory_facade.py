@@ -53,7 +53,7 @@ def test_remember_many_validates_everything_before_writing(mem: HybridMemory) ->
 
 def test_remember_many_batches_and_keeps_order(mem: HybridMemory) -> None:
     items = [
-        {"content": f"{w} is a word I learned", "metadata": {"i": i}, "timestamp": T0 + timedelta(minutes=i)}
+        {"content": f"{w} is a word I learned", "metadata": {"i": i}, "timestamp": T0 - timedelta(minutes=25 - i)}
         for i, w in enumerate(
             [
                 "apple",
@@ -165,11 +165,11 @@ def test_recall_is_a_read_and_injection_counts_as_use(mem: HybridMemory) -> None
 
 
 def test_filters_and_archived(mem: HybridMemory) -> None:
-    mem.remember("u", "book flight to Oslo", category="project", tags=("travel",), timestamp=T0)
-    mem.remember("u", "likes window seats on flights", category="preference", timestamp=T0 + timedelta(days=2))
+    mem.remember("u", "book flight to Oslo", category="project", tags=("travel",), timestamp=T0 - timedelta(days=2))
+    mem.remember("u", "likes window seats on flights", category="preference", timestamp=T0)
     only_pref = mem.recall("flight", user_id="u", filter=MemoryFilter(categories=("preference",)))
     assert [h.record.category for h in only_pref] == ["preference"]
-    since = mem.recall("flight", user_id="u", filter=MemoryFilter(since=T0 + timedelta(days=1)))
+    since = mem.recall("flight", user_id="u", filter=MemoryFilter(since=T0 - timedelta(days=1)))
     assert [h.content for h in since] == ["likes window seats on flights"]
     tagged = mem.recall("flight", user_id="u", filter=MemoryFilter(tags=("travel",)))
     assert [h.content for h in tagged] == ["book flight to Oslo"]
@@ -224,7 +224,7 @@ def test_store_vectors_are_unit_norm(mem: HybridMemory) -> None:
 def test_put_replaces_by_id_without_write_policy(mem: HybridMemory) -> None:
     from hybrid_memory.records import MemoryRecord
 
-    r = MemoryRecord.create(user_id="u", content="call me on 13812345678", id="key-1", importance=0.0)
+    r = MemoryRecord.create(user_id="u", content="call me on 13812345678", id="key-1", importance=0.0, timestamp=T0)
     first = mem.put(r)
     assert first.action == "added" and first.record is not None
     assert "13812345678" not in first.record.content  # PII is still redacted

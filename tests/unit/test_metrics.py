@@ -62,12 +62,10 @@ def test_write_outcomes_are_counted_by_action() -> None:
     cfg = HybridMemoryConfig(writer={"min_importance": 0.3})
     m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), config=cfg, clock=lambda: T0)
     try:
-        m.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0)
-        m.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0)
-        out = m.remember(
-            "alice", "I moved to Munich, I live in Munich now", importance=0.8, timestamp=T0 + timedelta(days=2)
-        )
-        m.remember("alice", "meh", importance=0.1, timestamp=T0)
+        m.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0 - timedelta(days=2))
+        m.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0 - timedelta(days=2))
+        out = m.remember("alice", "I moved to Munich, I live in Munich now", importance=0.8, timestamp=T0)
+        m.remember("alice", "meh", importance=0.1, timestamp=T0 - timedelta(days=2))
         assert out.action == "superseded"
         w = m.metrics().writes
         assert set(w) == set(WRITE_ACTIONS)
@@ -146,8 +144,8 @@ def test_dead_lettered_writes_are_counted_and_the_queue_is_reported() -> None:
 
 
 def test_store_sizes_per_user_cover_every_status(mem: HybridMemory) -> None:
-    mem.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0)
-    mem.remember("alice", "I moved to Munich, I live in Munich now", importance=0.8, timestamp=T0 + timedelta(days=1))
+    mem.remember("alice", "I live in Berlin", importance=0.8, timestamp=T0 - timedelta(days=1))
+    mem.remember("alice", "I moved to Munich, I live in Munich now", importance=0.8, timestamp=T0)
     mem.remember("李雷", "我喜欢喝乌龙茶", importance=0.8, timestamp=T0)
     st = mem.metrics().store
     assert st is not None

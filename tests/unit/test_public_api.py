@@ -20,6 +20,7 @@ EXPECTED_ALL = [
     "HybridMemory",
     "HybridMemoryConfig",
     "HybridMemoryError",
+    "IdentityMismatchError",
     "InvalidInputError",
     "KeyFrameBuffer",
     "LLMImportanceScorer",
@@ -54,6 +55,7 @@ def test_every_error_derives_from_the_root() -> None:
     assert issubclass(errors.StoreUnavailableError, ConnectionError)
     assert issubclass(errors.MissingDependencyError, ImportError)
     assert issubclass(errors.NotFoundError, KeyError)
+    assert issubclass(errors.IdentityMismatchError, PermissionError)
 
 
 def test_missing_dependency_message_names_the_install_command() -> None:
