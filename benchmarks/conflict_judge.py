@@ -118,9 +118,7 @@ def _pct(x: float | None) -> str:
 
 def _table(runs: dict[str, dict[str, Any]], prefix: str) -> list[str]:
     names = list(runs)
-    head = "| group | updates | non-updates | " + " | ".join(
-        f"false-supersede {n} | missed-update {n}" for n in names
-    )
+    head = "| group | updates | non-updates | " + " | ".join(f"false-supersede {n} | missed-update {n}" for n in names)
     lines = [head + " |", "|" + "---|" * (3 + 2 * len(names))]
     keys = [k for k in next(iter(runs.values()))["groups"] if k == prefix or k.startswith(prefix + ":")]
     for k in keys:
@@ -153,6 +151,9 @@ def markdown(res: dict[str, Any]) -> str:
         "",
         f"Runs: {', '.join(f'`{n}` = {d}' for n, d in res['descriptions'].items())}.",
         f"LLM judge (`LLMConflictJudge`): {res['llm']}.",
+        "",
+        "Caveat: the `after` rule was written while looking at this set (there is no held-out split), so its "
+        "rates are optimistic for text unlike these pairs.",
         "",
         "## Overall",
         "",
