@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from importlib.util import find_spec
 from typing import Any
 
-EXTRAS = ("base", "local", "weaviate", "langchain", "llamaindex", "prometheus", "jieba")
+EXTRAS = ("base", "local", "weaviate", "langchain", "llamaindex", "prometheus", "jieba", "mcp")
 DAY1 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
 LATER = DAY1 + timedelta(days=2)
 
@@ -116,6 +116,15 @@ def check_extra(extra: str, mem: Any) -> None:
         from hybrid_memory import Analyzer
 
         assert "苹果" in Analyzer(cjk="jieba").index_tokens("我喜欢吃苹果")
+
+    import hybrid_memory.mcp as mcp_entry
+
+    if extra == "mcp":
+        server = mcp_entry.build_server(mem, user="u4")
+        tools = sorted(t.name for t in server._tool_manager.list_tools())
+        assert tools == ["add_turn", "build_context", "forget", "list_memories", "recall", "remember"], tools
+    elif not _installed("mcp"):
+        _expect_missing("mcp", lambda: mcp_entry.build_server(mem, user="u4"))
 
 
 def main(argv: list[str]) -> int:

@@ -718,13 +718,21 @@ class HybridMemory:
         return await asyncio.to_thread(self.consolidate, user_id, now)
 
     def short_term(self, user_id: str, session_id: str) -> list[Turn]:
-        """The turns in the session's short-term window, oldest first (as the store has them now)."""
+        """The turns in the session's short-term window, oldest first (as the store has them now).
+
+        When the store cannot be reached, the window as this process last saw it is returned (a
+        prompt can still be built; ``add_turn`` fails typed until the store is back).
+        """
         check_id(user_id)
         check_id(session_id, name="session_id")
         self._ensure_open()
         w = self._window(user_id, session_id)
         with w.lock:
-            self._sync(w, user_id, session_id)
+            try:
+                self._sync(w, user_id, session_id)
+            except StoreUnavailableError:
+                if w.epoch is None:  # nothing cached: there is no window to fall back on
+                    raise
             return w.buffer.turns
 
     def clear_session(self, user_id: str, session_id: str) -> None:
