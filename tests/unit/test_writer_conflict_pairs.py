@@ -88,7 +88,8 @@ def test_distinct_numbers_are_still_not_duplicates() -> None:
     [("note {i} about 项目进度 {i}", 50), ("fact number {i} about topic {j}", 300)],
 )
 def test_bug_templates_stay_distinct_and_active(template: str, n: int) -> None:
-    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0)
+    # the clock is a year on: every timestamp below is in the past (future ones are refused)
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0 + timedelta(days=365))
     try:
         texts = [template.format(i=i, j=i % 7) for i in range(n)]
         actions = [
@@ -104,7 +105,8 @@ def test_bug_templates_stay_distinct_and_active(template: str, n: int) -> None:
 
 
 def test_a_real_update_through_remember_still_supersedes() -> None:
-    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0)
+    # the clock is a year on: every timestamp below is in the past (future ones are refused)
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0 + timedelta(days=365))
     try:
         mem.remember("u", "I have 2 cats", importance=0.7, category="fact", timestamp=T0)
         out = mem.remember("u", "I have 3 cats", importance=0.7, category="fact", timestamp=T0 + timedelta(days=1))
