@@ -109,7 +109,8 @@ def traces_in_process(mem: HybridMemory, user: str) -> dict[str, Any]:
 def fill_facade_traces(mem: HybridMemory, user: str) -> None:
     """Write-log entries, a review-queue entry, a session summary and a short-term buffer."""
     mem.remember(user, f"I live in Lyon near the {CANARY} bakery", category="fact", timestamp=T0)
-    mem.remember(user, f"I live in Paris near the {CANARY} bakery", category="fact", timestamp=T0 + timedelta(days=1))
+    # a declared change supersedes and is queued for review (numbers alone no longer do)
+    mem.remember(user, f"I moved to Paris, near the {CANARY} bakery", category="fact", timestamp=T0 + timedelta(days=1))
     for i in range(6):
         mem.add_turn(user, "s1", "user", f"Remember: {CANARY} detail number {i} is 4{i}2", timestamp=T0)
     assert mem.flush(timeout=60)

@@ -308,11 +308,16 @@ def test_kill9_during_facade_ingest_nothing_lost_silently(private_weaviate: Call
 
 # ------------------------------------------------------------------------------------- fault 2
 def _memory(server: Any, tmp_path: Path, *, degrade: bool) -> HybridMemory:
-    """A facade on its own client (the strict and the degrading one share the server and data)."""
+    """A facade on its own client (the strict and the degrading one share the server and data).
+
+    The session's turn log is in the store, so one ``add_turn`` (by the strict facade) is in both
+    facades' window.
+    """
     store = connect(server, tmp_path, collection="Outage", dead_letter_path=tmp_path / f"dl-{degrade}.sqlite")
     cfg = HybridMemoryConfig(fuser={"degrade_on_store_error": degrade, "min_similarity": 0.0})
     mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=DIM), config=cfg)
-    mem.add_turn("alice", "s1", "user", "I'm planning dinner for Saturday", timestamp=T0)
+    if not degrade:
+        mem.add_turn("alice", "s1", "user", "I'm planning dinner for Saturday", timestamp=T0)
     return mem
 
 
@@ -360,7 +365,7 @@ def test_store_down_or_hanging_during_recall_and_build_context(
         assert ctx.degraded is True
         assert ctx.skipped is True and ctx.text == "" and ctx.hits == ()
         assert ctx.skipped_reason is not None and "unavailable" in ctx.skipped_reason
-        # The short-term window is in process and still answers for the prompt.
+        # The window each facade last read from the store still answers for the prompt.
         for mem in (strict, lenient):
             assert [t.content for t in mem.short_term("alice", "s1")] == ["I'm planning dinner for Saturday"]
         # The same store objects recover once the server is back.
