@@ -88,7 +88,7 @@ from hybrid_memory.tokens import TokenCounter
 from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
 from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
-__all__ = ["HybridMemory"]
+__all__ = ["HybridMemory", "require_core"]
 
 #: Namespace of session-summary memory ids (user, session, version).
 _SUMMARY_NAMESPACE = uuid.UUID("5f2b9c1e-7a3d-5e8f-b4c6-1d9e2a7f3b60")
@@ -1496,3 +1496,23 @@ class HybridMemory:
     async def aclose(self) -> None:
         """Async twin of :meth:`close`."""
         await asyncio.to_thread(self.close)
+
+
+def require_core(memory: object, owner: str) -> HybridMemory:
+    """Check that an adapter was given a :class:`HybridMemory` core (the adapters' one check).
+
+    Every adapter takes the core first, positionally or as ``memory=``; none builds a private
+    one (it would silently forget everything between sessions).
+
+    Raises:
+        ConfigurationError: ``memory`` is not a ``HybridMemory``.
+    """
+    if isinstance(memory, HybridMemory):
+        return memory
+    from hybrid_memory.errors import ConfigurationError
+
+    raise ConfigurationError(
+        f"{owner} needs a hybrid-memory core as its first argument (or memory=), got {type(memory).__name__}: "
+        f"build one per application, e.g. HybridMemory(store=LocalStore('memory.db')), and share it "
+        "between adapters and sessions so memories persist"
+    )

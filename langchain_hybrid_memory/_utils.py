@@ -5,29 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hybrid_memory.errors import ConfigurationError, InvalidInputError
-from hybrid_memory.memory import HybridMemory
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.memory import require_core
 from hybrid_memory.stores.base import MemoryFilter
 
 __all__ = ["as_memory_filter", "lookup", "message_text", "require_core"]
-
-
-def require_core(memory: object, owner: str) -> HybridMemory:
-    """Check that an adapter was given a :class:`~hybrid_memory.HybridMemory` core.
-
-    Every adapter takes the core first, positionally or as ``memory=``; none builds a private
-    one (it would silently forget everything between sessions).
-
-    Raises:
-        ConfigurationError: ``memory`` is not a ``HybridMemory``.
-    """
-    if isinstance(memory, HybridMemory):
-        return memory
-    raise ConfigurationError(
-        f"{owner} needs a hybrid-memory core as its first argument (or memory=), got {type(memory).__name__}: "
-        f"build one per application, e.g. HybridMemory(store=LocalStore('memory.db')), and share it "
-        "between adapters and sessions so memories persist"
-    )
 
 
 def lookup(source: Any, key: str) -> Any:

@@ -10,9 +10,8 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from hybrid_memory.errors import ConfigurationError
-from hybrid_memory.memory import HybridMemory
+from hybrid_memory.memory import HybridMemory, require_core
 from hybrid_memory.records import FusedContext, Turn, check_id
-from llamaindex_hybrid_memory._core import require_core
 from llamaindex_hybrid_memory._messages import core_role, message_text, turn_to_message
 
 try:

@@ -7,10 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from hybrid_memory.memory import HybridMemory
+from hybrid_memory.memory import HybridMemory, require_core
 from hybrid_memory.records import check_id
 from hybrid_memory.stores.base import MemoryFilter
-from llamaindex_hybrid_memory._core import require_core
 from llamaindex_hybrid_memory._messages import core_role, message_text, query_text
 
 try:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybrid_memory.memory import HybridMemory
+from hybrid_memory.memory import HybridMemory, require_core
 from hybrid_memory.records import RecallHit, check_id
 from hybrid_memory.stores.base import MemoryFilter
-from llamaindex_hybrid_memory._core import require_core
 
 try:
     from llama_index.core.callbacks import CallbackManager
