@@ -13,9 +13,10 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import psutil
@@ -97,6 +98,17 @@ def get(server: InspectorServer, path: str = "/") -> int:
         return read_response(s)[0]
 
 
+def wait_for_slots(server: InspectorServer, ready: Callable[[list[Any]], bool], limit: float = 60.0) -> None:
+    """Poll the server's connection slots until ``ready`` holds (a hang guard, not a timing assertion)."""
+    deadline = time.monotonic() + limit
+    while True:
+        with server._slots_lock:
+            if ready(list(server._slots.values())):
+                return
+        assert time.monotonic() < deadline, "the server's connection slots never reached the expected state"
+        time.sleep(0.01)
+
+
 def form_token(server: InspectorServer, mem: HybridMemory) -> str:
     mid = mem.store.list("alice")[0].id
     with connect(server) as s:
@@ -159,14 +171,14 @@ def test_malformed_content_length_is_refused(rw: InspectorServer, mem: HybridMem
 
 def test_oversized_content_length_is_refused_before_reading(rw: InspectorServer, mem: HybridMemory) -> None:
     token = form_token(rw, mem)
-    with connect(rw, timeout=3) as s:
+    with connect(rw, timeout=8) as s:  # < the server's 10 s read timeout
         s.sendall(head(rw, "POST", f"/memory/edit?csrf={token}", {"Content-Length": str(10**12)}))
         assert read_response(s)[0] == 413
 
 
 def test_chunked_post_is_refused(rw: InspectorServer, mem: HybridMemory) -> None:
     token = form_token(rw, mem)
-    with connect(rw, timeout=3) as s:
+    with connect(rw, timeout=8) as s:  # < the server's 10 s read timeout
         s.sendall(
             head(
                 rw,
@@ -181,56 +193,60 @@ def test_chunked_post_is_refused(rw: InspectorServer, mem: HybridMemory) -> None
 
 
 def test_read_only_refuses_a_post_before_reading_its_body(ro: InspectorServer) -> None:
-    with connect(ro, timeout=3) as s:  # the announced 900 kB never come: only an early answer passes
+    with connect(ro, timeout=8) as s:  # < the 10 s read timeout: only an answer before reading the body passes
         s.sendall(head(ro, "POST", "/memory/delete", {"Content-Length": "900000"}))
         status, data = read_response(s)
     assert status == 403 and b"read-only" in data
 
 
 def test_a_post_without_the_form_token_is_refused_before_reading_its_body(rw: InspectorServer) -> None:
-    with connect(rw, timeout=3) as s:
+    with connect(rw, timeout=8) as s:  # < the server's 10 s read timeout
         s.sendall(head(rw, "POST", "/memory/delete", {"Content-Length": "900000"}))
         assert read_response(s)[0] == 403
-    with connect(rw, timeout=3) as s:
+    with connect(rw, timeout=8) as s:  # < the server's 10 s read timeout
         s.sendall(head(rw, "POST", "/memory/delete?csrf=wrong", {"Content-Length": "900000"}))
         assert read_response(s)[0] == 403
 
 
 def test_hung_connections_neither_keep_threads_forever_nor_keep_a_normal_request_out(mem: HybridMemory) -> None:
     before = threading.active_count()
-    server = serve(mem, max_connections=8, request_timeout=1.0)
+    # The read timeout is long next to a normal request, so "served before the hung connections
+    # timed out" holds however loaded the machine is (no tight wall-clock bound).
+    timeout = 20.0
+    server = serve(mem, max_connections=8, request_timeout=timeout)
+    hung: list[socket.socket] = []
     try:
-        hung = []
         for i in range(100):
             s = connect(server)
+            hung.append(s)
             if i % 2:
                 s.sendall(b"GET / HTTP/1.1\r\n")  # half a request, then silence (slowloris)
-            hung.append(s)
-        time.sleep(0.3)
-        assert threading.active_count() <= before + 1 + 8 + 1, threading.active_count()
+        assert threading.active_count() <= before + 1 + 8 + 1, threading.active_count()  # capped at any time
         t = time.monotonic()
         assert get(server) == 200  # served now, not after the hung ones time out
-        assert time.monotonic() - t < 1.0
-        deadline = time.monotonic() + 5
+        assert time.monotonic() - t < timeout / 2
+        deadline = time.monotonic() + 3 * timeout  # hang guard only
         while threading.active_count() > before + 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert threading.active_count() <= before + 1  # the read timeout ended every waiting thread
+    finally:
         for s in hung:
             s.close()
-    finally:
         server.shutdown()
 
 
 def test_when_every_slot_is_busy_the_answer_is_a_clear_503(mem: HybridMemory) -> None:
-    server = serve(mem, allow_edit=True, max_connections=2, request_timeout=3.0)
+    server = serve(mem, allow_edit=True, max_connections=2, request_timeout=10.0)
+    busy: list[socket.socket] = []
     try:
         token = form_token(server, mem)
-        busy = []
+        wait_for_slots(server, lambda slots: not slots)  # the token page's connection has let go of its slot
         for _ in range(2):  # authorised requests whose body is still on its way hold their slot
-            s = connect(server)
-            s.sendall(head(server, "POST", f"/memory/delete?csrf={token}", {"Content-Length": "100"}))
+            s = connect(server, timeout=60)  # longer than the server's read timeout: we wait for its 408
             busy.append(s)
-        time.sleep(0.3)
+            s.sendall(head(server, "POST", f"/memory/delete?csrf={token}", {"Content-Length": "100"}))
+        # Wait until the server has read both requests' headers (no fixed sleep: load may delay it).
+        wait_for_slots(server, lambda slots: sum(slot.busy for slot in slots) == 2)
         with connect(server) as s:
             s.sendall(head(server, "GET", "/", {"Connection": "close"}))
             status, data = read_response(s)
@@ -238,6 +254,9 @@ def test_when_every_slot_is_busy_the_answer_is_a_clear_503(mem: HybridMemory) ->
         for s in busy:  # the body never came: refused when the request's read timeout ran out
             assert read_response(s)[0] == 408
             s.close()
+        wait_for_slots(server, lambda slots: len(slots) < 2)  # their threads free the slots after answering
         assert get(server) == 200
     finally:
+        for s in busy:
+            s.close()
         server.shutdown()
