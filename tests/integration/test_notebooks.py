@@ -233,3 +233,15 @@ def test_bench_data_is_found_like_the_notebook_finds_it(tmp_path: Path, monkeypa
     # The notebook reads the same variable and looks for the same folder.
     source = (NOTEBOOKS / "tuning_alpha.ipynb").read_text(encoding="utf-8")
     assert BENCH_DATA_ENV in source and '\\"shared\\" / \\"data\\"' in source
+
+
+@pytest.mark.parametrize("notebook", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_saved_outputs_name_no_folder_of_this_machine(notebook: Path) -> None:
+    """A saved output that prints where the checkout lives drifts on every other machine (CI runs elsewhere)."""
+    import json
+
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    outputs = json.dumps([cell.get("outputs", []) for cell in nb["cells"]], ensure_ascii=False)
+    machine_paths = {str(ROOT), str(ROOT.parent), str(Path.home())} - {"/"}
+    found = sorted(p for p in machine_paths if p in outputs)
+    assert not found, f"{notebook.name}: saved outputs contain {found}; print what was found, not where"
