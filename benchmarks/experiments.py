@@ -41,7 +41,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.studies import composite, default_alpha, log, paired  # noqa: E402
-from hybrid_memory.analyzer import Analyzer  # noqa: E402
 from hybrid_memory.bench.cache import CachedEmbedder  # noqa: E402
 from hybrid_memory.bench.datasets import Dataset, Group  # noqa: E402
 from hybrid_memory.bench.metrics import Ranking  # noqa: E402
@@ -49,6 +48,7 @@ from hybrid_memory.bench.pure import PureIndex  # noqa: E402
 from hybrid_memory.bench.runner import aggregate, previous_turns, question_metrics  # noqa: E402
 from hybrid_memory.embeddings import default_embedder  # noqa: E402
 from hybrid_memory.ranking import hybrid_fuse  # noqa: E402
+from hybrid_memory.text.analyzer import Analyzer  # noqa: E402
 
 KEYS = ("recall@1", "recall@5", "recall@10", "ndcg@10")
 LME_KEYS = (*KEYS, "session_recall_all@5", "session_recall_all@10")
@@ -123,7 +123,7 @@ def _speaker_boost(g: Group, q_text: str, scores: dict[str, float], w: float) ->
 
 
 def _time_boost(g: Group, q_text: str, q_date: datetime | None, scores: dict[str, float], w: float) -> dict[str, float]:
-    from hybrid_memory.temporal import find_time_windows
+    from hybrid_memory.text.temporal import find_time_windows
 
     now = q_date or g.now or datetime.now(timezone.utc)
     windows = find_time_windows(q_text, now)

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.bench.cache import CachedEmbedder
 from hybrid_memory.bench.datasets import Dataset, Group, Question
 from hybrid_memory.bench.metrics import Ranking
 from hybrid_memory.bench.pure import PureIndex
 from hybrid_memory.bench.runner import aggregate, question_metrics
 from hybrid_memory.embeddings import E5SmallEmbedder, Embedder, UniversalSentenceEncoder
+from hybrid_memory.text.analyzer import Analyzer
 
 KS_SHORT = ("recall@1", "recall@5", "recall@10", "all@10", "ndcg@10")
 

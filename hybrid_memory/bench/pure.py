@@ -8,7 +8,7 @@ id rather than by memory UUID, the only difference from a store search.
 
 Example:
     >>> import numpy as np
-    >>> from hybrid_memory.analyzer import Analyzer
+    >>> from hybrid_memory.text.analyzer import Analyzer
     >>> idx = PureIndex(["a", "b"], ["green tea", "black coffee"], np.eye(2, dtype=np.float32), Analyzer())
     >>> idx.search("tea", np.array([0.0, 1.0], dtype=np.float32), alpha=0.0, limit=2)
     ['a']
@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.ranking import (
     KeywordCandidate,
     VectorCandidate,
@@ -33,6 +32,7 @@ from hybrid_memory.ranking import (
     rank_keyword,
 )
 from hybrid_memory.stores.base import Vector
+from hybrid_memory.text.analyzer import Analyzer
 
 __all__ = ["PureIndex"]
 

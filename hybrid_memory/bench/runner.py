@@ -66,7 +66,7 @@ from hybrid_memory.bench.peers import (
 )
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.records import FusedContext, MemoryRecord
-from hybrid_memory.tokens import TokenCounter
+from hybrid_memory.text.tokens import TokenCounter
 
 __all__ = [
     "DEFAULT_ALPHAS",

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.records import Category, MemoryRecord, Status
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest, StoreHit
 from hybrid_memory.stores.local import LocalStore
+from hybrid_memory.text.analyzer import Analyzer
 from tests.weaviate_fixtures import WeaviateEndpoint, connect
 
 pytestmark = [pytest.mark.weaviate, pytest.mark.slow]

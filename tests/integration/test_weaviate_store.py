@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.errors import (
     ConfigurationError,
     SchemaError,
@@ -41,6 +40,7 @@ from hybrid_memory.stores.weaviate import (
     object_uuid,
     tenant_name,
 )
+from hybrid_memory.text.analyzer import Analyzer
 from tests.weaviate_fixtures import WeaviateEndpoint, unavailable
 
 pytestmark = pytest.mark.weaviate

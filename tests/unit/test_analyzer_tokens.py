@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from hybrid_memory.analyzer import ENGLISH_STOPWORDS, Analyzer
 from hybrid_memory.errors import ConfigurationError
-from hybrid_memory.tokens import TokenCounter
+from hybrid_memory.text.analyzer import ENGLISH_STOPWORDS, Analyzer
+from hybrid_memory.text.tokens import TokenCounter
 
 
 def test_latin_follows_weaviate_word_tokenisation() -> None:
@@ -94,7 +94,7 @@ def test_approximate_counter() -> None:
 def test_word_characters_are_exactly_weaviate_letters_and_numbers() -> None:
     import unicodedata
 
-    from hybrid_memory.analyzer import _PIECE
+    from hybrid_memory.text.analyzer import _PIECE
 
     mismatches = [
         cp
@@ -110,7 +110,7 @@ def test_cjk_punctuation_inside_kana_splits() -> None:
 
 
 def test_cjk_boundary_and_cached_stemming_are_exact() -> None:
-    from hybrid_memory.analyzer import _is_cjk, _light_stem
+    from hybrid_memory.text.analyzer import _is_cjk, _light_stem
 
     assert _is_cjk("\u3005") and _is_cjk("中") and _is_cjk("\U00020000")
     assert not _is_cjk("\u3004") and not _is_cjk("a") and not _is_cjk("가")  # Hangul is space-delimited

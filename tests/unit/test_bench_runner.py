@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.bench.cache import CachedEmbedder
 from hybrid_memory.bench.cli import format_table, register
 from hybrid_memory.bench.datasets import Dataset, Doc, Group, Question, load_locomo
 from hybrid_memory.bench.pure import PureIndex
 from hybrid_memory.bench.runner import BenchOptions, run_benchmark
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.text.analyzer import Analyzer
 
 REQUIRED = ("questions", "recall@1", "recall@5", "recall@10", "all@10", "ndcg@10", "per_category", "baselines")
 LME_REQUIRED = (

@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.errors import SchemaError, StoreUnavailableError
 from hybrid_memory.ranking import bm25_scores
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest
 from hybrid_memory.stores.local import LocalStore
+from hybrid_memory.text.analyzer import Analyzer
 
 T0 = datetime(2025, 5, 1, tzinfo=timezone.utc)
 DIM = 16

@@ -22,7 +22,6 @@ import uuid
 import numpy as np
 import pytest
 
-from hybrid_memory.analyzer import ENGLISH_STOPWORDS, Analyzer
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.ranking import (
     Bm25Params,
@@ -46,6 +45,7 @@ from hybrid_memory.ranking import (
     ranked_fusion,
     relative_score_fusion,
 )
+from hybrid_memory.text.analyzer import ENGLISH_STOPWORDS, Analyzer
 
 
 def word_tokens(text: str | None) -> list[str]:

@@ -10,7 +10,7 @@ from hybrid_memory.fusion import CLOSE, OPEN, ContextFuser, detect_language, tim
 from hybrid_memory.records import MemoryRecord, RecallHit
 from hybrid_memory.retrieval import freshness, recency, relevance_of, rerank
 from hybrid_memory.stores.base import StoreHit
-from hybrid_memory.tokens import TokenCounter
+from hybrid_memory.text.tokens import TokenCounter
 
 NOW = datetime(2025, 2, 1, 12, tzinfo=timezone.utc)
 

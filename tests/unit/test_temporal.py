@@ -8,8 +8,8 @@ import pytest
 
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore, MemoryFilter
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.temporal import TimeWindow, find_time_windows
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.text.temporal import TimeWindow, find_time_windows
 
 # Sunday 7 May 2023, afternoon (UTC).
 NOW = datetime(2023, 5, 7, 15, 30, tzinfo=timezone.utc)

@@ -18,7 +18,7 @@ import pytest
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.bench.tiktoken_files import bundled_tiktoken_cache
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.tokens import APPROX, TokenCounter, count_tokens, tiktoken_cache_dir
+from hybrid_memory.text.tokens import APPROX, TokenCounter, count_tokens, tiktoken_cache_dir
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_FILE = hashlib.sha1(O200K_URL.encode()).hexdigest()  # tiktoken's cache file name
