@@ -18,7 +18,7 @@ What is counted (nothing leaves the process unless you expose it):
 'hybrid-memory[prometheus]'``).
 
 Example:
-    >>> from hybrid_memory.metrics import MemoryMetrics
+    >>> from hybrid_memory.observe.metrics import MemoryMetrics
     >>> m = MemoryMetrics()
     >>> m.observe_op("recall", 0.004)
     >>> m.observe_context(injected=True, skipped_reason=None, degraded=False)

@@ -80,9 +80,9 @@ from hybrid_memory.errors import (
     StoreUnavailableError,
     UserForgottenError,
 )
-from hybrid_memory.metrics import MemoryMetrics
-from hybrid_memory.privacy import PiiRedactor
+from hybrid_memory.observe.metrics import MemoryMetrics
 from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, Turn, WriteOutcome, check_id, utcnow
+from hybrid_memory.text.privacy import PiiRedactor
 
 if TYPE_CHECKING:  # pragma: no cover
     from hybrid_memory.scoring import ScoreBatch
@@ -102,7 +102,7 @@ __all__ = [
     "observed",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("hybrid_memory.trace")  # the public module path, as before the move to observe/
 
 #: Version of the stored step format.
 TRACE_FORMAT = "hybrid-memory-trace/1"

@@ -19,9 +19,9 @@ import pytest
 
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.cli import main
+from hybrid_memory.observe.trace import default_trace_path
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.trace import default_trace_path
 from tests.weaviate_fixtures import WeaviateEndpoint
 
 pytestmark = pytest.mark.weaviate

@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory.observe.trace import default_trace_path
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.trace import default_trace_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS = float(os.environ.get("HYBRID_MEMORY_RELIABILITY_SECONDS", "20"))

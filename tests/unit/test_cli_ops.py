@@ -14,10 +14,10 @@ import pytest
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.cli import build_parser, main
 from hybrid_memory.cli import ops as ops_module
+from hybrid_memory.observe.trace import TraceStep, TraceStore
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.trace import TraceStep, TraceStore
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
 EVERY = MemoryFilter(statuses=("active", "superseded", "archived", "deleted"))

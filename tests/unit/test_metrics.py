@@ -16,7 +16,7 @@ import pytest
 
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore, MemoryRecord
 from hybrid_memory.errors import ConfigurationError, MissingDependencyError, StoreUnavailableError
-from hybrid_memory.metrics import WRITE_ACTIONS, MemoryMetrics, prometheus_registry, serve_prometheus
+from hybrid_memory.observe.metrics import WRITE_ACTIONS, MemoryMetrics, prometheus_registry, serve_prometheus
 from hybrid_memory.testing import HashingEmbedder
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
