@@ -5,7 +5,7 @@
 
 Runs the whole memory loop (add_turn, remember, recall, build_context, forget_user) on an
 in-memory ``LocalStore``, checks what the extra adds (the default embedder, the adapter package,
-the Weaviate client, Prometheus, jieba) and that extras which are *not* installed fail with
+the Weaviate client, Prometheus, jieba), that the wheel holds no benchmark harness (``base``) and that extras which are *not* installed fail with
 ``MissingDependencyError`` naming the install command. Prints the token counter in use. Run it
 from outside the source tree so the installed package is what gets imported.
 """
@@ -117,6 +117,9 @@ def check_extra(extra: str, mem: Any) -> None:
 
         assert "苹果" in Analyzer(cjk="jieba").index_tokens("我喜欢吃苹果")
 
+    if extra == "base":
+        _check_no_bench_harness()
+
     import hybrid_memory.mcp as mcp_entry
 
     if extra == "mcp":
@@ -125,6 +128,21 @@ def check_extra(extra: str, mem: Any) -> None:
         assert tools == ["add_turn", "build_context", "forget", "list_memories", "recall", "remember"], tools
     elif not _installed("mcp"):
         _expect_missing("mcp", lambda: mcp_entry.build_server(mem, user="u4"))
+
+
+def _check_no_bench_harness() -> None:
+    """The wheel leaves the benchmark harness out; ``hybrid-memory bench`` says to run it from a checkout."""
+    import contextlib
+    import io
+
+    from hybrid_memory.cli import main as cli_main
+
+    assert not _installed("benchmarks"), "the wheel installed the benchmarks package"
+    assert find_spec("hybrid_memory.bench") is None, "the wheel still ships hybrid_memory.bench"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli_main(["bench", "locomo", "--data", "locomo10.json"])
+    assert code == 2 and "checkout of the hybrid-memory repository" in err.getvalue(), (code, err.getvalue())
 
 
 def main(argv: list[str]) -> int:

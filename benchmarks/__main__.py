@@ -27,10 +27,10 @@ if str(ROOT) not in sys.path:  # `python benchmarks/__main__.py` as well as `pyt
 
 from benchmarks import report as rep  # noqa: E402
 from benchmarks import studies  # noqa: E402
-from hybrid_memory.bench.cache import CachedEmbedder  # noqa: E402
-from hybrid_memory.bench.datasets import Dataset, load_locomo, load_longmemeval, load_memorybank  # noqa: E402
-from hybrid_memory.bench.runner import BenchOptions, run_benchmark  # noqa: E402
-from hybrid_memory.bench.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
+from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
+from benchmarks.harness.datasets import Dataset, load_locomo, load_longmemeval, load_memorybank  # noqa: E402
+from benchmarks.harness.runner import BenchOptions, run_benchmark  # noqa: E402
+from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
 from hybrid_memory.embeddings import default_embedder  # noqa: E402
 
 STEPS = ("main", "alpha", "analyzer", "embedders", "speed", "report")

@@ -1,6 +1,6 @@
 """Recall experiments on the dev files (issue 7, item 3): what each idea adds over plain hybrid search.
 
-Every variant ranks with :class:`~hybrid_memory.bench.pure.PureIndex` (the stores' Weaviate-exact
+Every variant ranks with :class:`~benchmarks.harness.pure.PureIndex` (the stores' Weaviate-exact
 maths) at the library's default alpha (1.0 = pure vector, 0.0 = pure keyword/BM25), so the numbers
 isolate the retrieval idea; the winners are then measured again through ``HybridMemory`` by
 ``python -m benchmarks --only main``. Variants:
@@ -40,12 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
+from benchmarks.harness.datasets import Dataset, Group  # noqa: E402
+from benchmarks.harness.metrics import Ranking  # noqa: E402
+from benchmarks.harness.pure import PureIndex  # noqa: E402
+from benchmarks.harness.runner import aggregate, previous_turns, question_metrics  # noqa: E402
 from benchmarks.studies import composite, default_alpha, log, paired  # noqa: E402
-from hybrid_memory.bench.cache import CachedEmbedder  # noqa: E402
-from hybrid_memory.bench.datasets import Dataset, Group  # noqa: E402
-from hybrid_memory.bench.metrics import Ranking  # noqa: E402
-from hybrid_memory.bench.pure import PureIndex  # noqa: E402
-from hybrid_memory.bench.runner import aggregate, previous_turns, question_metrics  # noqa: E402
 from hybrid_memory.embeddings import default_embedder  # noqa: E402
 from hybrid_memory.ranking import hybrid_fuse  # noqa: E402
 from hybrid_memory.text.analyzer import Analyzer  # noqa: E402

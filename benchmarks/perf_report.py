@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from hybrid_memory.bench.perf import render_markdown, write_plots
+from benchmarks.harness.perf import render_markdown, write_plots
 
 HERE = Path(__file__).resolve().parent
 

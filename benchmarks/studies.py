@@ -1,8 +1,8 @@
 """Parameter studies on the dev files: analyzer modes, embedder candidates and a fine alpha grid.
 
-They rank with :class:`hybrid_memory.bench.pure.PureIndex` (the store's Weaviate-exact maths,
+They rank with :class:`benchmarks.harness.pure.PureIndex` (the store's Weaviate-exact maths,
 without a store) so a sweep does not rebuild a store per setting. Every embedding goes through
-the on-disk cache of :mod:`hybrid_memory.bench.cache`.
+the on-disk cache of :mod:`benchmarks.harness.cache`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.bench.cache import CachedEmbedder
-from hybrid_memory.bench.datasets import Dataset, Group, Question
-from hybrid_memory.bench.metrics import Ranking
-from hybrid_memory.bench.pure import PureIndex
-from hybrid_memory.bench.runner import aggregate, question_metrics
+from benchmarks.harness.cache import CachedEmbedder
+from benchmarks.harness.datasets import Dataset, Group, Question
+from benchmarks.harness.metrics import Ranking
+from benchmarks.harness.pure import PureIndex
+from benchmarks.harness.runner import aggregate, question_metrics
 from hybrid_memory.embeddings import E5SmallEmbedder, Embedder, UniversalSentenceEncoder
 from hybrid_memory.text.analyzer import Analyzer
 

@@ -11,7 +11,7 @@ Usage::
 * **Ingest with dedup**: ``HybridMemory.remember_many`` through the public API with precomputed
   vectors (a cached embedder, so only the write path is timed: PII redaction, batch cosine dedup
   against the user's vectors, conflict checks, LocalStore upsert). Real text: every LoCoMo dev
-  turn with its USE vector from the bench cache (``hybrid_memory.bench.cache``); scale: synthetic
+  turn with its USE vector from the bench cache (``benchmarks.harness.cache``); scale: synthetic
   clustered 512-d vectors.
 * **Amnesia**: runs ``tests/unit/test_amnesia.py`` and reads the rate it reports.
 """
@@ -100,7 +100,7 @@ def _ingest(texts: list[str], vectors: np.ndarray, batch: int) -> dict[str, Any]
 def ingest_locomo(batch: int) -> dict[str, Any] | None:
     if not LOCOMO.exists():
         return None
-    from hybrid_memory.bench.cache import CachedEmbedder
+    from benchmarks.harness.cache import CachedEmbedder
     from hybrid_memory.embeddings import UniversalSentenceEncoder
 
     texts: list[str] = []

@@ -25,7 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
     suite points ``TIKTOKEN_CACHE_DIR`` at llama-index-core's bundled files when it is installed
     and the variable is unset. Tests of the approximate path set their own empty directory.
     """
-    from hybrid_memory.bench.tiktoken_files import use_bundled_tiktoken_cache
+    from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache
 
     use_bundled_tiktoken_cache()
 

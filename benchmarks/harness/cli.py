@@ -100,7 +100,7 @@ def register(subparsers: Any) -> None:
         p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
         p.set_defaults(func=run)
-    from hybrid_memory.bench.perf import register_perf
+    from benchmarks.harness.perf import register_perf
 
     register_perf(sub)
 
@@ -111,7 +111,7 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
     Raises:
         ConfigurationError: unknown name.
     """
-    from hybrid_memory.bench.cache import CachedEmbedder
+    from benchmarks.harness.cache import CachedEmbedder
     from hybrid_memory.embeddings import E5SmallEmbedder, default_embedder
     from hybrid_memory.errors import ConfigurationError
 
@@ -130,14 +130,14 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Load the dataset, run the benchmark and print the result."""
-    from hybrid_memory.bench.datasets import (
+    from benchmarks.harness.datasets import (
         limit_questions,
         load_locomo,
         load_longmemeval,
         load_memorybank,
     )
-    from hybrid_memory.bench.runner import DEFAULT_ALPHAS, BenchOptions, run_benchmark
-    from hybrid_memory.bench.tiktoken_files import use_bundled_tiktoken_cache
+    from benchmarks.harness.runner import DEFAULT_ALPHAS, BenchOptions, run_benchmark
+    from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache
 
     use_bundled_tiktoken_cache()  # exact o200k counts in the report when llama-index-core is installed
     if args.dataset == "locomo":

@@ -29,7 +29,7 @@ so their rankings differ from ours only by what the framework does:
 Nothing here imports LangChain or LlamaIndex at module import time.
 
 Example:
-    >>> from hybrid_memory.bench.datasets import Doc
+    >>> from benchmarks.harness.datasets import Doc
     >>> docs = [Doc("a", "one two"), Doc("b", "three"), Doc("c", "four five six")]
     >>> [[d.id for d in b] for b in flush_batches(docs, 3, lambda t: len(t.split()))]
     [['a', 'b'], ['c']]
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.bench.datasets import Doc, Question
+from benchmarks.harness.datasets import Doc, Question
 from hybrid_memory.embeddings import Embedder
 
 __all__ = [

@@ -1454,7 +1454,7 @@ def register_perf(subparsers: Any) -> None:
 
 def run_perf_cli(args: argparse.Namespace) -> int:
     """Entry point of ``hybrid-memory bench perf``."""
-    from hybrid_memory.bench.tiktoken_files import use_bundled_tiktoken_cache
+    from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache
 
     use_bundled_tiktoken_cache()  # the fuser counts like the quality runs (exact when it can)
     opts = PerfOptions(

@@ -6,7 +6,7 @@ For every group (a LoCoMo conversation, a LongMemEval haystack, a MemoryBank use
    timestamp, ``metadata={"bench_id": <dataset id>, "bench_session": <session>}`` and
    ``provenance=(<dataset id>,)`` and ``context=<the previous document of the session>`` as
    ``add_turn`` would record it (the embedding of each text is computed once and cached on
-   disk, see :mod:`hybrid_memory.bench.cache`);
+   disk, see :mod:`benchmarks.harness.cache`);
 2. runs the comparison methods: store-level hybrid search (``alpha`` 1.0 = pure vector, 0.0 =
    pure keyword/BM25) over every stored turn, superseded ones included, in a copy of the store
    without the search context (one plain document per turn): BM25 only, vector only and hybrid
@@ -18,7 +18,7 @@ For every group (a LoCoMo conversation, a LongMemEval haystack, a MemoryBank use
 4. measures tokens: the whole group as one prompt (full context), and what
    ``HybridMemory.build_context`` injects per question (on its own facade over the same store,
    after step 3, so its access bumps cannot change the headline numbers);
-5. runs the peer baselines of :mod:`hybrid_memory.bench.peers` (LangChain's
+5. runs the peer baselines of :mod:`benchmarks.harness.peers` (LangChain's
    ``VectorStoreRetrieverMemory``, LlamaIndex's ``VectorMemoryBlock``) on the same documents with
    the same embedder, and counts the tokens of their top-k text.
 
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.bench.datasets import LOCOMO_CATEGORIES, Dataset, Group, Question
-from hybrid_memory.bench.metrics import (
+from benchmarks.harness.datasets import LOCOMO_CATEGORIES, Dataset, Group, Question
+from benchmarks.harness.metrics import (
     LME_KS,
     Ranking,
     all_at_k,
@@ -55,7 +55,7 @@ from hybrid_memory.bench.metrics import (
     recall_at_k,
     session_recall_at_k,
 )
-from hybrid_memory.bench.peers import (
+from benchmarks.harness.peers import (
     LANGCHAIN,
     LLAMAINDEX,
     LLAMAINDEX_FLUSH_TOKENS,
@@ -370,7 +370,7 @@ def run_benchmark(
         ``peers_skipped`` (peer name -> why it could not run), ``tokens`` (``full_context``,
         ``injected`` by ``build_context`` and the peers' top-k text) and run information.
     """
-    from hybrid_memory.bench.cache import CachedEmbedder
+    from benchmarks.harness.cache import CachedEmbedder
     from hybrid_memory.config import HybridMemoryConfig, WriterConfig
     from hybrid_memory.embeddings import default_embedder
     from hybrid_memory.memory import HybridMemory

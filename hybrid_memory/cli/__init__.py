@@ -1,7 +1,9 @@
 """The ``hybrid-memory`` command line.
 
-Sub-commands: ``demo`` (the whole memory loop, offline) and ``bench`` (quality benchmarks on
-LoCoMo, LongMemEval and MemoryBank-CN files). Run ``hybrid-memory --help`` for the list.
+Sub-commands: ``demo`` (the whole memory loop, offline), the operator commands, ``mcp`` and
+``bench`` (quality benchmarks on LoCoMo, LongMemEval and MemoryBank-CN files, and ``perf``; from a
+checkout of the repository, see :mod:`hybrid_memory.cli.bench`). Run ``hybrid-memory --help`` for
+the list.
 """
 
 from __future__ import annotations
@@ -35,12 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_run_demo)
 
-    try:
-        from hybrid_memory.bench.cli import register
-    except ImportError:  # pragma: no cover - the bench package ships with the library
-        pass
-    else:
-        register(sub)
+    from hybrid_memory.cli.bench import register as register_bench
+
+    register_bench(sub)
     from hybrid_memory.cli.ops import register as register_ops
 
     register_ops(sub)

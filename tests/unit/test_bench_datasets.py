@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_memory.bench.datasets import (
+from benchmarks.harness.datasets import (
     limit_questions,
     load_json,
     load_locomo,

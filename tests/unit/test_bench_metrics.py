@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hybrid_memory.bench.metrics import (
+from benchmarks.harness.metrics import (
     all_at_k,
     flatten,
     lme_dcg,

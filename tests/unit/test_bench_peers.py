@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from hybrid_memory.bench.datasets import Doc, Question
-from hybrid_memory.bench.peers import (
+from benchmarks.harness.datasets import Doc, Question
+from benchmarks.harness.peers import (
     LANGCHAIN,
     LLAMAINDEX,
     flush_batches,
@@ -114,7 +114,7 @@ def test_bench_modules_do_not_import_the_frameworks() -> None:
     import subprocess
 
     code = (
-        "import sys, hybrid_memory.bench.runner, hybrid_memory.bench.cli, hybrid_memory.bench.peers; "
+        "import sys, benchmarks.harness.runner, benchmarks.harness.cli, benchmarks.harness.peers; "
         "print(sorted(m for m in sys.modules if m.startswith(('langchain', 'llama_index'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

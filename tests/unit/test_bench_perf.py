@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hybrid_memory.bench.cli import register
-from hybrid_memory.bench.perf import (
+from benchmarks.harness.cli import register
+from benchmarks.harness.perf import (
     SCHEMA_VERSION,
     PerfOptions,
     check_targets,

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybrid_memory.bench.cache import CachedEmbedder
-from hybrid_memory.bench.cli import format_table, register
-from hybrid_memory.bench.datasets import Dataset, Doc, Group, Question, load_locomo
-from hybrid_memory.bench.pure import PureIndex
-from hybrid_memory.bench.runner import BenchOptions, run_benchmark
+from benchmarks.harness.cache import CachedEmbedder
+from benchmarks.harness.cli import format_table, register
+from benchmarks.harness.datasets import Dataset, Doc, Group, Question, load_locomo
+from benchmarks.harness.pure import PureIndex
+from benchmarks.harness.runner import BenchOptions, run_benchmark
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.text.analyzer import Analyzer
 
@@ -258,7 +258,7 @@ def test_load_locomo_via_runner_limit(tmp_path: Path) -> None:
 
 
 def test_question_metrics_session_variants() -> None:
-    from hybrid_memory.bench.runner import aggregate, question_metrics
+    from benchmarks.harness.runner import aggregate, question_metrics
 
     docs = (
         Doc("noise_1", "x", session_id="noise"),
@@ -300,7 +300,7 @@ def _o200k(text: str, monkeypatch: pytest.MonkeyPatch) -> int:
     """An independent tiktoken count (the fuser's encoding for gpt-4o-mini), from the bundled cache."""
     import tiktoken
 
-    from hybrid_memory.bench.tiktoken_files import bundled_tiktoken_cache
+    from benchmarks.harness.tiktoken_files import bundled_tiktoken_cache
 
     cache = bundled_tiktoken_cache()
     assert cache is not None
@@ -381,7 +381,7 @@ def test_runner_reports_missing_peers_as_skipped(monkeypatch: pytest.MonkeyPatch
 
 
 def test_plain_copy_drops_the_search_context_and_keeps_vectors() -> None:
-    from hybrid_memory.bench.runner import plain_copy
+    from benchmarks.harness.runner import plain_copy
     from hybrid_memory.records import MemoryRecord
     from hybrid_memory.stores.base import MemoryFilter, SearchRequest
     from hybrid_memory.stores.local import LocalStore

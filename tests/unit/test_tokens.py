@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.tiktoken_files import bundled_tiktoken_cache
 from hybrid_memory import HybridMemory, LocalStore
-from hybrid_memory.bench.tiktoken_files import bundled_tiktoken_cache
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.text.tokens import APPROX, TokenCounter, count_tokens, tiktoken_cache_dir
 
@@ -151,7 +151,7 @@ _NO_LLAMA_INDEX = """
 import json, sys
 sys.modules["llama_index"] = None  # as if the llamaindex extra were not installed
 from hybrid_memory import HybridMemory, LocalStore
-from hybrid_memory.bench.tiktoken_files import bundled_tiktoken_cache
+from benchmarks.harness.tiktoken_files import bundled_tiktoken_cache
 from hybrid_memory.testing import HashingEmbedder
 mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
 mem.add_turn("u1", "s1", "user", "记住：我对花生过敏")
