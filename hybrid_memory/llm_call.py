@@ -1,8 +1,8 @@
 """How hybrid-memory calls a chat model: a deadline per attempt, bounded retries, backoff.
 
 :class:`LLMCallPolicy` holds the settings shared by every component that calls a model
-(:class:`~hybrid_memory.scoring.LLMImportanceScorer`, :class:`~hybrid_memory.extraction.FactExtractor`,
-:class:`~hybrid_memory.summary.SessionSummarizer`, :class:`~hybrid_memory.writer.LLMConflictJudge`);
+(:class:`~hybrid_memory.write.importance.LLMImportanceScorer`, :class:`~hybrid_memory.write.extraction.FactExtractor`,
+:class:`~hybrid_memory.write.summary.SessionSummarizer`, :class:`~hybrid_memory.write.conflict.LLMConflictJudge`);
 :func:`call_with_policy` and :func:`acall_with_policy` apply it. Each attempt gets ``timeout``
 seconds (a synchronous call runs in a daemon thread that is abandoned when the deadline passes);
 a failed attempt is retried after ``backoff``, ``2 * backoff``, ``4 * backoff``, ... seconds,

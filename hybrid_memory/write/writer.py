@@ -64,7 +64,7 @@ from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, Sco
 from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.privacy import PiiRedactor
 from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
-from hybrid_memory.scoring import StructuredMethod, _LLMCaller
+from hybrid_memory.write.importance import StructuredMethod, _LLMCaller
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
 
 __all__ = [

@@ -33,7 +33,7 @@ from typing import Any
 
 from hybrid_memory.errors import ConfigurationError, ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy, call_with_policy, describe_error
-from hybrid_memory.scoring import HeuristicImportanceScorer
+from hybrid_memory.write.importance import HeuristicImportanceScorer
 
 __all__ = ["SessionSummarizer", "SummaryCheck", "SummaryResult", "check_summary", "critical_items"]
 

@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.records import MemoryRecord, Turn
-from hybrid_memory.scoring import StructuredMethod, _LLMCaller
+from hybrid_memory.write.importance import StructuredMethod, _LLMCaller
 
 __all__ = ["BackgroundWorker", "ExtractedFact", "ExtractedMemory", "ExtractionResult", "FactExtractor", "FactList"]
 
