@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory.extraction import FactExtractor
+from hybrid_memory.write.extraction import FactExtractor
 from hybrid_memory.records import Turn
-from hybrid_memory.scoring import HeuristicImportanceScorer, LLMImportanceScorer
-from hybrid_memory.summary import SessionSummarizer
+from hybrid_memory.write.importance import HeuristicImportanceScorer, LLMImportanceScorer
+from hybrid_memory.write.summary import SessionSummarizer
 from hybrid_memory.writer import LLMConflictJudge
 
 pytest.importorskip("langchain_openai")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory.buffer import KeyFrameBuffer
+from hybrid_memory.write.buffer import KeyFrameBuffer
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.records import Turn
 

@@ -12,7 +12,7 @@ from langchain_core.language_models import FakeListChatModel
 
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.errors import ConfigurationError, InvalidInputError
-from hybrid_memory.extraction import BackgroundWorker, FactExtractor
+from hybrid_memory.write.extraction import BackgroundWorker, FactExtractor
 from hybrid_memory.records import Turn
 from hybrid_memory.testing import HashingEmbedder
 

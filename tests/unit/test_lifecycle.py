@@ -9,7 +9,7 @@ import pytest
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.config import LifecycleConfig
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.lifecycle import consolidate
+from hybrid_memory.write.lifecycle import consolidate
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.retrieval import freshness
 from hybrid_memory.stores.base import MemoryFilter

@@ -17,10 +17,10 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 
 from hybrid_memory.errors import ConfigurationError, ScoringError
-from hybrid_memory.extraction import FactExtractor
+from hybrid_memory.write.extraction import FactExtractor
 from hybrid_memory.llm_call import LLMCallPolicy, acall_with_policy, call_with_deadline, call_with_policy
-from hybrid_memory.scoring import LLMImportanceScorer
-from hybrid_memory.summary import SessionSummarizer
+from hybrid_memory.write.importance import LLMImportanceScorer
+from hybrid_memory.write.summary import SessionSummarizer
 from hybrid_memory.writer import LLMConflictJudge
 
 

@@ -13,7 +13,7 @@ from hybrid_memory.embeddings import CallableEmbedder
 from hybrid_memory.errors import ConfigurationError
 from hybrid_memory.privacy import PiiRedactor, china_id_valid, luhn_valid, redact_pii
 from hybrid_memory.records import MemoryRecord
-from hybrid_memory.scoring import HeuristicImportanceScorer
+from hybrid_memory.write.importance import HeuristicImportanceScorer
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.writer import MemoryWriter
@@ -130,9 +130,9 @@ def test_llm_components_never_see_raw_pii() -> None:
     from langchain_core.language_models import FakeListChatModel
     from pydantic import Field
 
-    from hybrid_memory.extraction import FactExtractor
-    from hybrid_memory.scoring import ScoreBatch
-    from hybrid_memory.summary import SessionSummarizer
+    from hybrid_memory.write.extraction import FactExtractor
+    from hybrid_memory.write.importance import ScoreBatch
+    from hybrid_memory.write.summary import SessionSummarizer
 
     class Recording(FakeListChatModel):
         prompts: list[str] = Field(default_factory=list)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.scoring import HeuristicImportanceScorer, infer_category, spearman
+from hybrid_memory.write.importance import HeuristicImportanceScorer, infer_category, spearman
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

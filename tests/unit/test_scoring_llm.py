@@ -16,7 +16,7 @@ from langchain_core.language_models import FakeListChatModel, GenericFakeChatMod
 from langchain_core.messages import AIMessage
 
 from hybrid_memory.errors import ConfigurationError
-from hybrid_memory.scoring import (
+from hybrid_memory.write.importance import (
     HeuristicImportanceScorer,
     ImportanceScorer,
     LLMImportanceScorer,

@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from hybrid_memory import HybridMemory, LocalStore
-from hybrid_memory.scoring import LLMImportanceScorer
+from hybrid_memory.write.importance import LLMImportanceScorer
 from hybrid_memory.testing import HashingEmbedder
 from langchain_hybrid_memory import HybridChatMemory, HybridMemoryMiddleware, HybridMemoryStore
 

@@ -1,0 +1,33 @@
+"""The write path lives in ``hybrid_memory.write``; the documented old module paths re-export it (issue 13)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+MOVED = {
+    "hybrid_memory.buffer": "hybrid_memory.write.buffer",
+    "hybrid_memory.extraction": "hybrid_memory.write.extraction",
+    "hybrid_memory.lifecycle": "hybrid_memory.write.lifecycle",
+    "hybrid_memory.scoring": "hybrid_memory.write.importance",
+    "hybrid_memory.summary": "hybrid_memory.write.summary",
+}
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
+def test_old_path_re_exports_every_public_name_of_the_new_home(old: str, new: str) -> None:
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    assert set(after.__all__) <= set(before.__all__)
+    for name in before.__all__:
+        assert getattr(before, name) is getattr(after, name), name
+
+
+def test_old_writer_path_re_exports_the_writer_and_the_judges() -> None:
+    from hybrid_memory import writer
+    from hybrid_memory.write import conflict
+    from hybrid_memory.write.writer import MemoryWriter
+
+    assert writer.MemoryWriter is MemoryWriter
+    for name in ("ConflictJudge", "ConflictReview", "HeuristicConflictJudge", "LLMConflictJudge", "Verdict"):
+        assert getattr(writer, name) is getattr(conflict, name), name
