@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hybrid_memory.writer import ConflictJudge, HeuristicConflictJudge  # noqa: E402
+from hybrid_memory.write.conflict import ConflictJudge, HeuristicConflictJudge  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "conflict_pairs.jsonl"
 RESULTS = Path(__file__).parent / "results"

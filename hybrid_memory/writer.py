@@ -1,16 +1,18 @@
-"""Moved to :mod:`hybrid_memory.write.writer`; this module re-exports its public names."""
+"""Moved: the writer lives in :mod:`hybrid_memory.write.writer`, its judges in :mod:`hybrid_memory.write.conflict`.
 
-from hybrid_memory.write.writer import (
+This module re-exports their public names.
+"""
+
+from hybrid_memory.write.conflict import (
     ConflictJudge,
     ConflictReview,
     ConflictVerdicts,
     HeuristicConflictJudge,
     LLMConflictJudge,
-    MemoryWriter,
     Relation,
     Verdict,
-    conflict_similarity_for,
 )
+from hybrid_memory.write.writer import MemoryWriter, conflict_similarity_for
 
 __all__ = [
     "ConflictJudge",

@@ -48,7 +48,7 @@ from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
 from hybrid_memory.retrieval import freshness
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
-from hybrid_memory.write.writer import HeuristicConflictJudge
+from hybrid_memory.write.conflict import HeuristicConflictJudge
 
 __all__ = ["ConsolidationReport", "consolidate"]
 

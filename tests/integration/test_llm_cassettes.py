@@ -28,7 +28,7 @@ from hybrid_memory.write.extraction import FactExtractor
 from hybrid_memory.records import Turn
 from hybrid_memory.write.importance import HeuristicImportanceScorer, LLMImportanceScorer
 from hybrid_memory.write.summary import SessionSummarizer
-from hybrid_memory.writer import LLMConflictJudge
+from hybrid_memory.write.conflict import LLMConflictJudge
 
 pytest.importorskip("langchain_openai")
 from langchain_openai import ChatOpenAI

@@ -33,7 +33,7 @@ from hybrid_memory.records import Turn
 from hybrid_memory.write.importance import HeuristicImportanceScorer, LLMImportanceScorer
 from hybrid_memory.write.summary import SessionSummarizer
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.writer import LLMConflictJudge
+from hybrid_memory.write.conflict import LLMConflictJudge
 from tests.reliability.fake_openai import FakeOpenAI, serve
 
 pytest.importorskip("langchain_openai")

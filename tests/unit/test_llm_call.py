@@ -21,7 +21,7 @@ from hybrid_memory.write.extraction import FactExtractor
 from hybrid_memory.llm_call import LLMCallPolicy, acall_with_policy, call_with_deadline, call_with_policy
 from hybrid_memory.write.importance import LLMImportanceScorer
 from hybrid_memory.write.summary import SessionSummarizer
-from hybrid_memory.writer import LLMConflictJudge
+from hybrid_memory.write.conflict import LLMConflictJudge
 
 
 class Recorder:

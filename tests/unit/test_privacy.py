@@ -16,7 +16,7 @@ from hybrid_memory.records import MemoryRecord
 from hybrid_memory.write.importance import HeuristicImportanceScorer
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.writer import MemoryWriter
+from hybrid_memory.write.writer import MemoryWriter
 
 T0 = datetime(2025, 4, 1, 9, tzinfo=timezone.utc)
 

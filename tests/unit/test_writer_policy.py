@@ -16,13 +16,8 @@ from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.writer import (
-    ConflictJudge,
-    HeuristicConflictJudge,
-    LLMConflictJudge,
-    MemoryWriter,
-    conflict_similarity_for,
-)
+from hybrid_memory.write.conflict import ConflictJudge, HeuristicConflictJudge, LLMConflictJudge
+from hybrid_memory.write.writer import MemoryWriter, conflict_similarity_for
 
 DAY1 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
 
@@ -206,7 +201,7 @@ def test_forget_user_drops_review_queue_and_cache(writer: MemoryWriter) -> None:
     writer.write([rec("I eat meat", when=day(1)), rec("I no longer eat meat", when=day(2))])
     assert writer.review_queue("u")
     writer.forget_user("u")
-    assert writer.review_queue("u") == [] and "u" not in writer._index
+    assert writer.review_queue("u") == [] and "u" not in writer._neighbours
 
 
 def test_heuristic_judge_cases() -> None:
