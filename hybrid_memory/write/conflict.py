@@ -37,6 +37,20 @@ from pydantic import BaseModel, Field
 from hybrid_memory.analyzer import ENGLISH_STOPWORDS
 from hybrid_memory.errors import ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy
+from hybrid_memory.text.vocabulary import (
+    CHANGE_DECLARED,
+    CJK_COUNTERS,
+    CJK_NUMERAL,
+    COLLEAGUES_EN,
+    COLLEAGUES_ZH,
+    FRIENDS_EN,
+    FRIENDS_ZH,
+    MONTHS,
+    PREFERENCE,
+    RELATIVES_EN,
+    RELATIVES_ZH,
+    cjk_number,
+)
 from hybrid_memory.write.importance import StructuredMethod, _LLMCaller
 
 __all__ = [
@@ -89,18 +103,7 @@ _NOT_NEGATION = re.compile(
     re.I,
 )
 # Explicit declarations that something changed (weak cues such as "now" or "new" are not enough).
-_CHANGE = re.compile(
-    r"(改喝|改吃|改用|改成|改为|换成|换了|换到|搬到|搬去|搬家了|不再|已经不|现在不|从今天起|从现在起|以后不|"
-    r"\bswitched (?:to|from)\b|\bchanged (?:to|my)\b|\bmoved (?:to|out|from)\b|\bno longer\b|\bnot anymore\b|"
-    r"\bany ?more\b|\binstead of\b|\bfrom now on\b|\bthese days i\b|\bnow (?:i|i'm|prefer|drink|eat|use|live|work)\b|"
-    r"\bi'm now\b|\bgave up\b|\bquit\b|\bstopped\b|改到|改期|推迟|延期|提前到|\brescheduled\b|\bpostponed\b|"
-    r"\bpushed (?:back|to)\b)",
-    re.I,
-)
-_CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_NUMBER = re.compile(
-    r"\d+(?:\.\d+)?|[零一二两三四五六七八九十百千万]+(?=[个岁年月号日点元块公里小时天次只位千万辆本台条杯张盆步题口周斤克分人倍])"
-)
+_NUMBER = re.compile(rf"\d+(?:\.\d+)?|[{CJK_NUMERAL}]+(?=[{CJK_COUNTERS}])")
 _DOMAIN_PATTERNS: Mapping[str, str] = {
     "drink": r"(喝|茶|咖啡|奶茶|牛奶|果汁|饮料|饮品|\bdrinks?\b|\bdrinking\b|\btea\b|coffee|latte|espresso|juice|\bmilk\b|\bbeer\b|\bwine\b|\bsoda\b|decaf)",
     "food": r"(吃|菜|辣|肉|素食|口味|料理|\beat\b|\beats\b|\beating\b|cuisine|\bmeat\b|vegetarian|vegan|spicy)",
@@ -117,9 +120,6 @@ _DOMAIN_PATTERNS: Mapping[str, str] = {
 _DOMAINS = re.compile("|".join(f"(?P<{k}>{p})" for k, p in _DOMAIN_PATTERNS.items()), re.I)
 _STOP_CJK = frozenset("我你他她它们的了是在也都很还就吗呢吧啊哦呀和与及现")
 _STOP_EN = frozenset({"i", "im", "my", "me", "we", "our", "am", "have", "has", "do", "does", "m", "s", "ve", "ll", "d"})
-_PREFERENCE = re.compile(
-    r"(喜欢|偏好|爱喝|爱吃|讨厌|最爱|习惯|改喝|改吃|改用|prefer|favou?rite|\blove\b|\blike\b|hate|enjoy|rather)", re.I
-)
 _SPEAKER = re.compile(r"^\s*([A-Z][\w .'-]{0,30}|[\u4e00-\u9fff]{1,6})\s*(?::\s|：\s*)")
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff\uf900-\ufaff]+")
 #: Texts longer than this are never judged by the heuristic (long chat turns mix many subjects).
@@ -130,28 +130,8 @@ def _numbers(text: str) -> frozenset[float]:
     out: set[float] = set()
     for m in _NUMBER.finditer(text):
         g = m.group(0)
-        out.add(float(g) if g[0].isdigit() else float(_cn_number(g)))
+        out.add(float(g) if g[0].isdigit() else float(cjk_number(g)))
     return frozenset(out)
-
-
-def _cn_number(s: str) -> int:
-    total, section, digit = 0, 0, 0
-    for ch in s:
-        if ch in _CN_DIGITS:
-            digit = _CN_DIGITS[ch]
-        elif ch == "十":
-            section += (digit or 1) * 10
-            digit = 0
-        elif ch == "百":
-            section += (digit or 1) * 100
-            digit = 0
-        elif ch == "千":
-            section += (digit or 1) * 1000
-            digit = 0
-        elif ch == "万":
-            total += (section + digit) * 10_000
-            section, digit = 0, 0
-    return total + section + digit
 
 
 def _wordset(words: str) -> frozenset[str]:
@@ -159,15 +139,14 @@ def _wordset(words: str) -> frozenset[str]:
 
 
 # ----- what a number is about: an identifier, a date or clock time, or a quantity/value of one slot
-_MONTHS = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 # Before a number: it is part of a code ("CA981", "#1234", "第3", "2024-03-"), or follows a month or a clock word.
 _ID_BEFORE = re.compile(r"(?:[A-Za-z]|#\s*|第\s*|\bno\.\s*)$", re.I)
 _DATE_BEFORE = re.compile(
-    rf"(?:\d[-/.:]|\b{_MONTHS}\.?\s*|\bat\s+|[上下]午\s*|凌晨\s*|晚上\s*|早上\s*|中午\s*|夜里\s*)$", re.I
+    rf"(?:\d[-/.:]|\b{MONTHS}\.?\s*|\bat\s+|[上下]午\s*|凌晨\s*|晚上\s*|早上\s*|中午\s*|夜里\s*)$", re.I
 )
 _YEAR_BEFORE = re.compile(r"\b(?:in|since|of|year)\s+$", re.I)
 _DATE_AFTER = re.compile(
-    rf"^\s*(?:月|日|点|(?:am|pm|a\.m\.|p\.m\.|o'?clock)(?![a-z])|[-/:]\d|(?:st|nd|rd|th)?\s+{_MONTHS}\b)", re.I
+    rf"^\s*(?:月|日|点|(?:am|pm|a\.m\.|p\.m\.|o'?clock)(?![a-z])|[-/:]\d|(?:st|nd|rd|th)?\s+{MONTHS}\b)", re.I
 )
 _ID_AFTER = re.compile(r"^\s*(?:号|室|楼|层|章|节|页|路|线|栋|单元|期|座|桌|床|版|届|班)")
 _CJK_UNIT = re.compile(
@@ -199,10 +178,8 @@ _HABIT = re.compile(
 )
 # Who a statement is about when it is not the user (my sister, 我妈妈, 小王, "Anna drinks tea").
 _HOLDER = re.compile(
-    r"\b(?:my|our)\s+(wife|husband|partner|sister|brother|son|daughter|mum|mom|mother|dad|father|friend|colleague|"
-    r"boss|manager|grandma|grandpa|grandmother|grandfather|roommate|neighbou?r|girlfriend|boyfriend)s?\b|"
-    r"(妹妹|姐姐|哥哥|弟弟|老婆|老公|妻子|丈夫|女儿|儿子|妈妈|爸爸|母亲|父亲|朋友|同事|领导|老板|室友|邻居|男朋友|女朋友|"
-    r"爷爷|奶奶|外公|外婆|小[王李张刘陈赵杨黄周吴])",
+    rf"\b(?:my|our)\s+({'|'.join((*RELATIVES_EN, *COLLEAGUES_EN, *FRIENDS_EN))})s?\b|"
+    rf"({'|'.join((*RELATIVES_ZH, *COLLEAGUES_ZH, *FRIENDS_ZH))}|小[王李张刘陈赵杨黄周吴])",
     re.I,
 )
 _NAME_FIRST = re.compile(r"^\s*([A-Z][a-z]+)\b")
@@ -237,7 +214,7 @@ def _unit_slot(word: str) -> str:
 
 def _classify(body: str, m: re.Match[str]) -> _Num:
     g = m.group(0)
-    value = float(g) if g[0].isdigit() else float(_cn_number(g))
+    value = float(g) if g[0].isdigit() else float(cjk_number(g))
     before, after = body[: m.start()], body[m.end() :]
     if re.search(r"\d[-/.:]$", before) or _DATE_AFTER.match(after) or _DATE_BEFORE.search(before):
         return _Num("date", "", value)
@@ -297,7 +274,7 @@ class _Features:
 
 def _subject_tokens(text: str) -> frozenset[str]:
     """Content tokens: Latin words, CJK characters and bigrams, minus function words."""
-    bare = _NUMBER.sub(" ", _CHANGE.sub(" ", _NEGATION.sub(" ", text.lower())))
+    bare = _NUMBER.sub(" ", CHANGE_DECLARED.sub(" ", _NEGATION.sub(" ", text.lower())))
     out: set[str] = set()
     for w in _WORD.findall(bare):
         if w[0].isascii():
@@ -369,8 +346,8 @@ class HeuristicConflictJudge:
             question=body.rstrip().endswith(("?", "？")),
             negated=len(_NEGATION.findall(cleaned)) % 2 == 1,
             numbers=_numbers(body),
-            change=bool(_CHANGE.search(body)),
-            preference=bool(_PREFERENCE.search(body)),
+            change=bool(CHANGE_DECLARED.search(body)),
+            preference=bool(PREFERENCE.search(body)),
             domains=frozenset(m.lastgroup for m in _DOMAINS.finditer(body) if m.lastgroup),
             subject=_subject_tokens(body),
             nums=tuple(_classify(body, n) for n in _NUMBER.finditer(body)),

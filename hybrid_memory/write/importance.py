@@ -44,6 +44,20 @@ from pydantic import BaseModel, Field, ValidationError
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy, acall_with_policy, call_with_policy
 from hybrid_memory.records import normalize_content
+from hybrid_memory.text.vocabulary import (
+    CHANGE,
+    CJK_MEASURES,
+    CJK_NUMERAL,
+    COLLEAGUES_EN,
+    COLLEAGUES_ZH,
+    MONTHS,
+    PETS_EN,
+    PETS_ZH,
+    PREFERENCE,
+    RELATIVES_EN,
+    RELATIVES_ZH,
+    english_words,
+)
 
 __all__ = [
     "HeuristicImportanceScorer",
@@ -109,11 +123,6 @@ _HEALTH = _rx(
     r"alzheimer|blood type|colou?r-?blind|gluten|celiac|coeliac|disabilit|wheelchair|\bknee\b|\bback pain|"
     r"vegetarian|\bvegan\b|halal|kosher|motion sick|religio)"
 )
-_PREFERENCE = _rx(
-    r"(喜欢|不喜欢|偏好|爱吃|爱喝|讨厌|最爱|口味|改喝|改吃|改用|习惯|更愿意|宁愿|受不了|"
-    r"prefer|favou?rite|\blove\b|\bloves\b|\bhate\b|\blike\b|\blikes\b|dislike|enjoy|\bfan of\b|i'?d rather|"
-    r"can'?t stand|\bonly drink\b|\bonly eat\b)"
-)
 _CONSTRAINT = _rx(
     r"(不要|不能|不可以|别再|千万别|必须|一定要|只能|只用|除了|除非|禁止|不允许|不吃|不喝|不会|尽量|超过|"
     r"\bnever\b|\balways\b|\bmust\b|can'?t|cannot|\bdon'?t\b|\bdo not\b|\bunless\b|\bexcept\b|\bavoid\b|"
@@ -137,22 +146,15 @@ _STATED_GOAL = _rx(
     r"\bi'?m (?:training|preparing|saving up|saving) for\b|\bi (?:plan|aim|intend) to\b|\bi'?m (?:planning|aiming) to\b|"
     r"\bi (?:want|need|hope) to\b.{1,60}\b(?:by|before)\b)"
 )
-_CHANGE = _rx(
-    r"(改喝|改吃|改用|换成|换到|搬到|搬家|不再|已经不|现在不|以后|从现在|从今天|新地址|"
-    r"\bno longer\b|switched|changed|\bmoved\b|from now on|\bnow at\b|anymore|\bactually\b)"
-)
 _IDENTITY = _rx(
     r"(我叫|我的名字|名叫|我是.{0,8}(的|人|师|员|生|者|家)|我住|住在|老家|我在.{0,12}(工作|上班|做|读|学)|"
     r"做.{0,4}(开发|设计|老师|医生|护士|工程师)|工资|收入|"
     r"\bmy name\b|\bcall me\b|\bi'?m a\b|\bi am a\b|\bi live\b|\bi work\b|\bi'?m (?:studying|learning)|"
     r"\bi run\b|\bi speak\b|\bi grew up\b|\bi earn\b|\bi have\b|\bi don'?t have\b|\bi'?m \d+|i'?ve been a)"
 )
+# Family, colleagues and pets (friends and neighbours are not family facts: see the vocabulary).
 _FAMILY = _rx(
-    r"(女儿|儿子|孩子|老婆|老公|妻子|丈夫|妈妈|爸爸|母亲|父亲|爷爷|奶奶|外公|外婆|姐姐|妹妹|哥哥|弟弟|"
-    r"男朋友|女朋友|对象|家人|宠物|狗|猫|老板|领导|同事|"
-    r"\bdaughter|\bson\b|\bsons\b|\bkids?\b|\bchildren\b|\bwife\b|\bhusband\b|\bmother\b|\bmom\b|\bmum\b|"
-    r"\bfather\b|\bdad\b|\bgrand(?:ma|pa|mother|father)|\bsister\b|\bbrother\b|girlfriend|boyfriend|partner|"
-    r"\btwins\b|\bdog\b|\bcat\b|\bpet\b|\bmanager\b|\bboss\b)"
+    "|".join((*RELATIVES_ZH, *COLLEAGUES_ZH, *PETS_ZH, english_words((*RELATIVES_EN, *COLLEAGUES_EN, *PETS_EN))))
 )
 _LIFE_EVENT = _rx(
     r"(去世|离婚|分手|生病|住院|升职|辞职|被裁|怀孕|出生|毕业|失业|"
@@ -177,12 +179,13 @@ _ASSISTANT_ACTION = _rx(
     r"(已经帮你|帮你(定|订|约|改|更新)|定在|订好|更新为|记住了|提前|航班|"
     r"i'?ve (booked|scheduled|updated|set|added|saved|moved)|has shipped|will arrive|your (flight|order|booking)|i'?ll remember)"
 )
-_NUMBER = re.compile(r"\d|[一二两三四五六七八九十百千万亿]+(个|岁|年|月|号|日|点|元|块|公里|小时|天|次)")
-_MONEY = _rx(r"([$¥￥€£]\s?\d|\d+\s?(元|块|万|美元|dollars?|usd|rmb|k\b)|[一二两三四五六七八九十百千万]+(元|块|万))")
+_NUMBER = re.compile(rf"\d|[{CJK_NUMERAL}]+(?=[{CJK_MEASURES}])")
+_MONEY = _rx(r"([$¥￥€£]\s?\d|\d+\s?(元|块|万|美元|dollars?|usd|rmb|k\b)|[" + CJK_NUMERAL + "]+(元|块|万))")
 _DATE = _rx(
     r"(\d{1,2}月\d{1,2}[日号]?|\d{1,2}[日号]|星期|周[一二三四五六日末]|明天|后天|下周|下个月|今年|明年|年底|上个月|"
     r"\d{1,2}点|monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|next (week|month|year|spring|summer)|"
-    r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b\d{1,2}(:\d{2})?\s?(am|pm)\b|\b(19|20)\d{2}\b)"
+    rf"\b{MONTHS}\b|"
+    r"\b\d{1,2}(:\d{2})?\s?(am|pm)\b|\b(19|20)\d{2}\b)"
 )
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
 # Greetings, thanks and acknowledgements and nothing else (the whole text): never kept.
@@ -207,7 +210,7 @@ def infer_category(text: str) -> str:
         >>> infer_category("I prefer tea"), infer_category("计划下个月去东京"), infer_category("我住在上海")
         ('preference', 'project', 'fact')
     """
-    if _PREFERENCE.search(text) or _STYLE.search(text):
+    if PREFERENCE.search(text) or _STYLE.search(text):
         return "preference"
     if _GOAL.search(text):
         return "project"
@@ -261,11 +264,11 @@ class HeuristicImportanceScorer:
             "remember": bool(_REMEMBER.search(t)),
             "health": bool(_HEALTH.search(t)),
             "constraint": bool(_CONSTRAINT.search(t)),
-            "preference": bool(_PREFERENCE.search(t)),
+            "preference": bool(PREFERENCE.search(t)),
             "style": bool(_STYLE.search(t)),
             "goal": bool(_GOAL.search(t)),
             "stated_goal": bool(_STATED_GOAL.search(t)),
-            "change": bool(_CHANGE.search(t)),
+            "change": bool(CHANGE.search(t)),
             "identity": bool(_IDENTITY.search(t)),
             "family": bool(_FAMILY.search(t)),
             "life_event": bool(_LIFE_EVENT.search(t)),

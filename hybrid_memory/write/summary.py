@@ -33,6 +33,7 @@ from typing import Any
 
 from hybrid_memory.errors import ConfigurationError, ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy, call_with_policy, describe_error
+from hybrid_memory.text.vocabulary import CJK_COUNTERS, CJK_NUMERAL, cjk_number
 from hybrid_memory.write.importance import HeuristicImportanceScorer
 
 __all__ = ["SessionSummarizer", "SummaryCheck", "SummaryResult", "check_summary", "critical_items"]
@@ -46,10 +47,7 @@ _NEG_KINDS: Mapping[str, re.Pattern[str]] = {
     "unless": re.compile(r"(除非|\bunless\b|\bonly if\b)", re.I),
 }
 _NEG_LABEL = {"negation": "不要/not/never", "except": "除了/except", "unless": "除非/unless"}
-_CN_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_NUM = re.compile(
-    r"\d[\d,]*(?:\.\d+)?|[零一二两三四五六七八九十百千万]{1,8}(?=[个岁年月号日点元块公里小时天次只位周分%])"
-)
+_NUM = re.compile(rf"\d[\d,]*(?:\.\d+)?|[{CJK_NUMERAL}]{{1,8}}(?=[{CJK_COUNTERS}])")
 _EN_NAME = re.compile(r"(?<![.!?。！？]\s)(?<!^)(?<![\"'])\b[A-Z][a-zA-Z]+(?:\s[A-Z][a-zA-Z]+)*\b")
 _ZH_NAME = re.compile(r"(?:叫做|名叫|叫)([\u4e00-\u9fff]{2,3}?)(?=[，。,.!！?？\s的是]|$)")
 _QUOTED = re.compile(r"[《「“\"]([^》」”\"]{2,40})[》」”\"]")
@@ -64,17 +62,7 @@ def _num_value(s: str) -> float | None:
             return float(s.replace(",", ""))
         except ValueError:
             return None
-    total, section, digit = 0, 0, 0
-    for ch in s:
-        if ch in _CN_DIGITS:
-            digit = _CN_DIGITS[ch]
-        elif ch in "十百千":
-            section += (digit or 1) * {"十": 10, "百": 100, "千": 1000}[ch]
-            digit = 0
-        elif ch == "万":
-            total += (section + digit) * 10_000
-            section, digit = 0, 0
-    return float(total + section + digit)
+    return float(cjk_number(s))
 
 
 def _numbers(text: str) -> set[float]:

@@ -90,6 +90,26 @@ def test_features_are_inspectable() -> None:
     assert not f["question"]
 
 
+@pytest.mark.parametrize(
+    "text", ["We decided on the blue one", "Can you recommend a good sci-fi novel?", "I only drink decaf"]
+)
+def test_words_that_start_like_a_month_are_not_dates(text: str) -> None:
+    assert not HeuristicImportanceScorer().features(text)["date"]
+
+
+@pytest.mark.parametrize("text", ["We meet on 3 March", "Due in Sept", "我们5月3日见", "下周一开会"])
+def test_dates_are_dates(text: str) -> None:
+    assert HeuristicImportanceScorer().features(text)["date"]
+
+
+def test_a_declared_change_is_a_change_for_the_scorer_too() -> None:
+    # The scorer's change cues include the conflict judge's declared changes (one vocabulary).
+    s = HeuristicImportanceScorer()
+    for text in ("I stopped drinking alcohol last year.", "我们的会议推迟到周五", "I rescheduled the dentist"):
+        assert s.features(text)["change"], text
+    assert s.score_one("I stopped drinking alcohol last year.").key_frame_reason == "change"
+
+
 def test_infer_category() -> None:
     assert infer_category("我喜欢喝茶") == "preference"
     assert infer_category("We're going to renovate the kitchen") == "project"

@@ -31,3 +31,19 @@ def test_old_writer_path_re_exports_the_writer_and_the_judges() -> None:
     assert writer.MemoryWriter is MemoryWriter
     for name in ("ConflictJudge", "ConflictReview", "HeuristicConflictJudge", "LLMConflictJudge", "Verdict"):
         assert getattr(writer, name) is getattr(conflict, name), name
+
+
+def test_the_scorer_the_judge_and_the_summary_share_one_vocabulary() -> None:
+    from hybrid_memory.text import vocabulary
+    from hybrid_memory.write import conflict, importance, summary
+
+    assert importance.PREFERENCE is conflict.PREFERENCE is vocabulary.PREFERENCE
+    assert conflict.CHANGE_DECLARED is vocabulary.CHANGE_DECLARED
+    assert importance.CHANGE is vocabulary.CHANGE
+    assert vocabulary.CHANGE_DECLARED.pattern.strip("()") in vocabulary.CHANGE.pattern  # declared ⊂ hints
+    # Chinese numbers: one parser and one counter list for the judge and the summary check.
+    assert summary.critical_items("我养了两只猫，存了三千五百元")["numbers"] == {2.0, 3500.0}
+    assert [n.value for n in conflict.HeuristicConflictJudge().features("我养了两只猫，存了三千五百元").nums] == [
+        2.0,
+        3500.0,
+    ]
