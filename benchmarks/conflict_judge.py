@@ -47,7 +47,7 @@ RESULTS = Path(__file__).parent / "results"
 #: The commit before the issue-18 judge fix (the judge that collapsed the bug templates).
 DEFAULT_BASELINE = "45740c1"
 LLM_STATUS = "not measured: no local model in this environment"
-_PLUMBING_IMPORT = "from hybrid_memory.write.importance import StructuredMethod, _LLMCaller"
+_PLUMBING_IMPORT = "from hybrid_memory.llm_call import StructuredMethod, StructuredCaller as _LLMCaller"
 
 
 def load_pairs(path: Path = DATA) -> list[dict[str, Any]]:

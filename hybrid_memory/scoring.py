@@ -1,5 +1,9 @@
-"""Moved to :mod:`hybrid_memory.write.importance`; this module re-exports its public names."""
+"""Moved to :mod:`hybrid_memory.write.importance`; this module re-exports its public names.
 
+``StructuredMethod`` and ``parse_json_object``, the LLM plumbing, live in :mod:`hybrid_memory.llm_call`.
+"""
+
+from hybrid_memory.llm_call import StructuredMethod, parse_json_object
 from hybrid_memory.write.importance import (
     HeuristicImportanceScorer,
     ImportanceScorer,
@@ -7,11 +11,9 @@ from hybrid_memory.write.importance import (
     LLMImportanceScorer,
     ScoreBatch,
     ScoredText,
-    StructuredMethod,
     TurnScore,
     content_key,
     infer_category,
-    parse_json_object,
     spearman,
 )
 

@@ -27,7 +27,7 @@ import itertools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from hybrid_memory.analyzer import ENGLISH_STOPWORDS
 from hybrid_memory.errors import ScoringError
-from hybrid_memory.llm_call import LLMCallPolicy
+from hybrid_memory.llm_call import LLMCallPolicy, StructuredCaller, StructuredMethod
 from hybrid_memory.text.vocabulary import (
     CHANGE_DECLARED,
     CJK_COUNTERS,
@@ -51,7 +51,6 @@ from hybrid_memory.text.vocabulary import (
     RELATIVES_ZH,
     cjk_number,
 )
-from hybrid_memory.write.importance import StructuredMethod, _LLMCaller
 
 __all__ = [
     "ConflictJudge",
@@ -488,21 +487,18 @@ class LLMConflictJudge:
     """Contradiction check by any LangChain chat model, falling back to the heuristic judge.
 
     The model answers with structured output (``function_calling`` or ``json_mode``, explicit
-    ``max_tokens``); a timeout, retries with backoff and a failed/garbled answer all fall back to
+    ``max_tokens``) under ``policy``; a timeout, retries with backoff and a failed/garbled answer all fall back to
     :class:`HeuristicConflictJudge`, and the verdict's ``reason`` says so.
 
     Args:
         chat_model: A LangChain chat model.
         method: ``"function_calling"`` or ``"json_mode"``.
         max_tokens: Completion budget per call.
-        timeout: Seconds per call (default 30; overrides ``policy.timeout``).
-        max_retries: Retries after the first attempt (default 2; overrides ``policy.max_retries``).
-        backoff: First retry delay in seconds, doubling (default 0.5; overrides ``policy.backoff``).
         fallback: Judge used when the model fails.
         model_kwargs: Extra call arguments bound to the model (see ``LLMImportanceScorer``).
-        sleep: Replaces :func:`time.sleep` between retries (tests; overrides ``policy.sleep``).
-        policy: Deadline, retries and backoff as one :class:`~hybrid_memory.llm_call.LLMCallPolicy`;
-            the keyword arguments above override its fields.
+        policy: Deadline per call, retries and backoff as one
+            :class:`~hybrid_memory.llm_call.LLMCallPolicy` (default ``LLMCallPolicy()``: 30 s, 2
+            retries, 0.5 s doubling).
     """
 
     name = "llm"
@@ -513,17 +509,12 @@ class LLMConflictJudge:
         *,
         method: StructuredMethod = "function_calling",
         max_tokens: int = 300,
-        timeout: float | None = None,
-        max_retries: int | None = None,
-        backoff: float | None = None,
         fallback: ConflictJudge | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
-        sleep: Callable[[float], None] | None = None,
         policy: LLMCallPolicy | None = None,
     ) -> None:
-        base = policy if policy is not None else LLMCallPolicy(timeout=30.0, max_retries=2, backoff=0.5)
-        self.policy = base.replace(timeout=timeout, max_retries=max_retries, backoff=backoff, sleep=sleep)
-        self._caller = _LLMCaller(
+        self.policy = policy if policy is not None else LLMCallPolicy()
+        self._caller = StructuredCaller(
             chat_model,
             schema=ConflictVerdicts,
             method=method,

@@ -42,9 +42,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
-from hybrid_memory.llm_call import LLMCallPolicy
+from hybrid_memory.llm_call import LLMCallPolicy, StructuredCaller, StructuredMethod
 from hybrid_memory.records import MemoryRecord, Turn
-from hybrid_memory.write.importance import StructuredMethod, _LLMCaller
 
 __all__ = ["BackgroundWorker", "ExtractedFact", "ExtractedMemory", "ExtractionResult", "FactExtractor", "FactList"]
 
@@ -129,14 +128,11 @@ class FactExtractor:
         method: ``"function_calling"`` (default) or ``"json_mode"`` (see ``LLMImportanceScorer``).
         batch_turns: Turns per extraction call (3-5).
         max_tokens: Completion budget per call.
-        timeout: Seconds per call (default 60; overrides ``policy.timeout``).
-        max_retries: Retries after the first attempt (default 2; overrides ``policy.max_retries``).
-        backoff: First retry delay in seconds, doubling (default 0.5; overrides ``policy.backoff``).
         max_memories: Cap on memories kept per call.
         model_kwargs: Extra call arguments bound to the model.
-        sleep: Replaces :func:`time.sleep` between retries (tests; overrides ``policy.sleep``).
-        policy: Deadline, retries and backoff as one :class:`~hybrid_memory.llm_call.LLMCallPolicy`;
-            the keyword arguments above override its fields.
+        policy: Deadline per call, retries and backoff as one
+            :class:`~hybrid_memory.llm_call.LLMCallPolicy` (default ``LLMCallPolicy(timeout=60.0)``:
+            60 s, 2 retries, 0.5 s doubling).
     """
 
     def __init__(
@@ -146,21 +142,16 @@ class FactExtractor:
         method: StructuredMethod = "function_calling",
         batch_turns: int = 4,
         max_tokens: int = 600,
-        timeout: float | None = None,
-        max_retries: int | None = None,
-        backoff: float | None = None,
         max_memories: int = 10,
         model_kwargs: Mapping[str, Any] | None = None,
-        sleep: Callable[[float], None] | None = None,
         policy: LLMCallPolicy | None = None,
     ) -> None:
         if not 3 <= batch_turns <= 5:
             raise ConfigurationError(f"batch_turns must be between 3 and 5, got {batch_turns}")
         if max_memories < 1:
             raise ConfigurationError("max_memories must be >= 1")
-        base = policy if policy is not None else LLMCallPolicy(timeout=60.0, max_retries=2, backoff=0.5)
-        self.policy = base.replace(timeout=timeout, max_retries=max_retries, backoff=backoff, sleep=sleep)
-        self._caller = _LLMCaller(
+        self.policy = policy if policy is not None else LLMCallPolicy(timeout=60.0)
+        self._caller = StructuredCaller(
             chat_model,
             schema=FactList,
             method=method,

@@ -29,20 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
-from hybrid_memory.llm_call import LLMCallPolicy, acall_with_policy, call_with_policy
+from hybrid_memory.llm_call import LLMCallPolicy, StructuredCaller, StructuredMethod
 from hybrid_memory.records import normalize_content
 from hybrid_memory.text.vocabulary import (
     CHANGE,
@@ -412,36 +410,10 @@ _SYSTEM_PROMPT = (
     'Answer with JSON only, exactly: {"scores": [{"index": 0, "score": 5}, ...]} with one entry per turn.'
 )
 
-StructuredMethod = Literal["function_calling", "json_mode"]
-
 
 def content_key(text: str, role: str = "user") -> str:
     """Cache key of a turn: SHA-256 of the role and the normalised text (the text is not kept)."""
     return hashlib.sha256(f"{role}\x1f{normalize_content(text)}".encode()).hexdigest()
-
-
-def parse_json_object(text: str) -> Any:
-    r"""Parse the first JSON object or array in an LLM reply (tolerates code fences and chatter).
-
-    Raises:
-        ValueError: no JSON value could be parsed.
-
-    Example:
-        >>> parse_json_object('Sure! ```json {"scores": [{"index": 0, "score": 7}]} ```')
-        {'scores': [{'index': 0, 'score': 7}]}
-    """
-    s = text.strip()
-    fence = re.search(r"```(?:json)?\s*(.*?)```", s, re.S)
-    if fence:
-        s = fence.group(1).strip()
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"[{\[]", s):
-        try:
-            value, _ = decoder.raw_decode(s[m.start() :])
-            return value
-        except json.JSONDecodeError:
-            continue
-    raise ValueError(f"no JSON object in the model's reply: {text[:120]!r}")
 
 
 def _coerce_scores(value: Any) -> Any:
@@ -456,127 +428,12 @@ def _coerce_scores(value: Any) -> Any:
     return value
 
 
-def _supports_extra_body(model: Any) -> bool:
-    fields = getattr(type(model), "model_fields", {})
-    return "extra_body" in fields
-
-
-class _LLMCaller:
-    """Shared plumbing of the LLM components: structured call and parsing under an :class:`LLMCallPolicy`."""
-
-    def __init__(
-        self,
-        chat_model: Any,
-        *,
-        schema: type[BaseModel],
-        method: StructuredMethod,
-        max_tokens: int,
-        policy: LLMCallPolicy,
-        model_kwargs: Mapping[str, Any] | None,
-        coerce: Callable[[Any], Any] | None = None,
-    ) -> None:
-        if chat_model is None or not hasattr(chat_model, "invoke"):
-            raise ConfigurationError("chat_model must be a LangChain chat model (with invoke/ainvoke)")
-        if method not in ("function_calling", "json_mode"):
-            raise ConfigurationError(f"method must be 'function_calling' or 'json_mode', got {method!r}")
-        if max_tokens < 1:
-            raise ConfigurationError("max_tokens >= 1 is required")
-        self.model = chat_model
-        self.schema = schema
-        self.method: StructuredMethod = method
-        self.max_tokens = max_tokens
-        self.policy = policy
-        self._kwargs = dict(model_kwargs) if model_kwargs is not None else None
-        self._coerce = coerce
-        self._runnable: Any = None
-
-    def _call_kwargs(self) -> dict[str, Any]:
-        if self._kwargs is not None:
-            return dict(self._kwargs)
-        if _supports_extra_body(self.model):
-            # OpenAI-compatible servers: send max_tokens verbatim (langchain-openai would rename
-            # it to max_completion_tokens, which some local servers ignore).
-            body: dict[str, Any] = {"max_tokens": self.max_tokens}
-            if self.method == "json_mode":
-                body["response_format"] = {"type": "json_object"}
-            return {"extra_body": body}
-        return {"max_tokens": self.max_tokens}
-
-    def runnable(self) -> Any:
-        """The model with tools (function calling) or JSON mode and ``max_tokens`` bound."""
-        if self._runnable is None:
-            kw = self._call_kwargs()
-            if self.method == "function_calling":
-                try:
-                    self._runnable = self.model.bind_tools([self.schema], tool_choice=self.schema.__name__, **kw)
-                except (NotImplementedError, TypeError, ValueError) as exc:
-                    raise ConfigurationError(
-                        f"{type(self.model).__name__} cannot do function calling ({exc}); use method='json_mode'"
-                    ) from exc
-            else:
-                self._runnable = self.model.bind(**kw) if kw else self.model
-        return self._runnable
-
-    def parse(self, out: Any) -> BaseModel:
-        """Turn the model's message into the schema; raise ValueError on anything unusable.
-
-        Function calling reads the tool call named like the schema (or the only one); a reply
-        that carries the JSON in its text instead is accepted too. A reply cut off by the token
-        limit (``finish_reason == "length"``) that does not parse is reported as truncated.
-        """
-        finish = _finish_reason(out)
-        if self.method == "function_calling":
-            calls = list(getattr(out, "tool_calls", None) or [])
-            named = [c for c in calls if c.get("name") == self.schema.__name__] or calls[:1]
-            if named:
-                return self._validate(named[0].get("args"), finish)
-        content = getattr(out, "content", out)
-        if isinstance(content, list):  # content blocks
-            content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
-        if not isinstance(content, str):
-            content = json.dumps(content) if isinstance(content, dict) else str(content)
-        try:
-            return self._validate(parse_json_object(content), finish)
-        except ValueError as exc:
-            if finish == "length":
-                raise ValueError(f"reply truncated at max_tokens={self.max_tokens}: {exc}") from exc
-            raise
-
-    def _validate(self, value: Any, finish: str | None) -> BaseModel:
-        if self._coerce is not None:
-            value = self._coerce(value)
-        if isinstance(value, list):
-            value = {next(iter(self.schema.model_fields)): value}
-        try:
-            return self.schema.model_validate(value)
-        except ValidationError as exc:
-            raise ValueError(f"reply does not match the schema (finish_reason={finish}): {exc}") from exc
-
-    def call(self, messages: list[tuple[str, str]]) -> tuple[BaseModel, int]:
-        """Invoke under the policy (deadline, retries, backoff); return (parsed, attempts). Raises ScoringError."""
-        runnable = self.runnable()
-        return call_with_policy(self.policy, partial(runnable.invoke, messages), self.parse)
-
-    async def acall(self, messages: list[tuple[str, str]]) -> tuple[BaseModel, int]:
-        """Async twin of :meth:`call` (native ``ainvoke`` with ``asyncio.wait_for``)."""
-        runnable = self.runnable()
-        return await acall_with_policy(self.policy, partial(runnable.ainvoke, messages), self.parse)
-
-
-def _finish_reason(msg: Any) -> str | None:
-    meta = getattr(msg, "response_metadata", None)
-    if isinstance(meta, dict):
-        fr = meta.get("finish_reason")
-        return str(fr) if fr is not None else None
-    return None
-
-
 class LLMImportanceScorer:
     """Importance from any LangChain chat model: 1-10 per turn, mapped to 0..1.
 
     Several turns are scored per call (``batch_size``); results are cached by a hash of role and
-    normalised text; each call has a ``timeout`` and up to ``max_retries`` retries with
-    exponential ``backoff``. Turns the model could not score (error, timeout, truncated or
+    normalised text; each call runs under ``policy`` (a deadline per attempt, retries with
+    exponential backoff). Turns the model could not score (error, timeout, truncated or
     malformed reply) are scored by ``fallback`` (the heuristic scorer by default) and
     :attr:`ScoreBatch.fallback_reason` says so; the scorer never raises because of the model.
 
@@ -590,19 +447,14 @@ class LLMImportanceScorer:
         method: ``"function_calling"`` (default) or ``"json_mode"``.
         batch_size: Turns per model call.
         max_tokens: Completion budget per call.
-        timeout: Seconds per call before it is abandoned and retried (default 30; overrides
-            ``policy.timeout``).
-        max_retries: Retries after the first attempt (default 2; overrides ``policy.max_retries``).
-        backoff: First retry delay in seconds, doubling each retry (default 0.5; overrides
-            ``policy.backoff``).
         cache_size: Scores kept in the LRU cache (0 disables it).
         key_frame_threshold: Importance at or above which a turn is a key frame.
         fallback: Scorer used when the model fails (default :class:`HeuristicImportanceScorer`).
         model_kwargs: Extra call arguments bound to the model, replacing the automatic ones
             (``extra_body={"max_tokens": ...}`` for OpenAI-style models, ``max_tokens=...`` else).
-        sleep: Replaces :func:`time.sleep` between retries (tests; overrides ``policy.sleep``).
-        policy: Deadline, retries and backoff as one :class:`~hybrid_memory.llm_call.LLMCallPolicy`
-            (shareable between components); the keyword arguments above override its fields.
+        policy: Deadline per call, retries and backoff as one
+            :class:`~hybrid_memory.llm_call.LLMCallPolicy` (shareable between components; default
+            ``LLMCallPolicy()``: 30 s, 2 retries, 0.5 s doubling).
 
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
@@ -622,21 +474,16 @@ class LLMImportanceScorer:
         method: StructuredMethod = "function_calling",
         batch_size: int = 8,
         max_tokens: int = 400,
-        timeout: float | None = None,
-        max_retries: int | None = None,
-        backoff: float | None = None,
         cache_size: int = 10_000,
         key_frame_threshold: float = 0.7,
         fallback: ImportanceScorer | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
-        sleep: Callable[[float], None] | None = None,
         policy: LLMCallPolicy | None = None,
     ) -> None:
         if batch_size < 1 or cache_size < 0:
             raise ConfigurationError("batch_size must be >= 1 and cache_size >= 0")
-        base = policy if policy is not None else LLMCallPolicy(timeout=30.0, max_retries=2, backoff=0.5)
-        self.policy = base.replace(timeout=timeout, max_retries=max_retries, backoff=backoff, sleep=sleep)
-        self._caller = _LLMCaller(
+        self.policy = policy if policy is not None else LLMCallPolicy()
+        self._caller = StructuredCaller(
             chat_model,
             schema=ImportanceScores,
             method=method,

@@ -32,7 +32,7 @@ from functools import partial
 from typing import Any
 
 from hybrid_memory.errors import ConfigurationError, ScoringError
-from hybrid_memory.llm_call import LLMCallPolicy, call_with_policy, describe_error
+from hybrid_memory.llm_call import LLMCallPolicy, call_with_policy, describe_error, model_call_kwargs
 from hybrid_memory.text.vocabulary import CJK_COUNTERS, CJK_NUMERAL, cjk_number
 from hybrid_memory.write.importance import HeuristicImportanceScorer
 
@@ -186,12 +186,11 @@ class SessionSummarizer:
         max_chars: Cap of an extractive summary (the model is asked to be concise).
         min_importance: Extractive mode keeps user sentences scoring at least this.
         max_tokens: Completion budget per model call.
-        timeout: Seconds per model call (default 60; overrides ``policy.timeout``).
         model_kwargs: Extra call arguments bound to the model (``extra_body`` for OpenAI-style
             models is chosen automatically, as in ``LLMImportanceScorer``).
         policy: Deadline, retries and backoff of each model call as one
             :class:`~hybrid_memory.llm_call.LLMCallPolicy` (default: 60 s, no retry, so a failing
-            model falls back to the extractive summary at once); ``timeout`` overrides its field.
+            model falls back to the extractive summary at once).
     """
 
     def __init__(
@@ -202,7 +201,6 @@ class SessionSummarizer:
         max_chars: int = 1200,
         min_importance: float = 0.15,
         max_tokens: int = 400,
-        timeout: float | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         policy: LLMCallPolicy | None = None,
     ) -> None:
@@ -215,8 +213,7 @@ class SessionSummarizer:
         self.max_chars = max_chars
         self.min_importance = min_importance
         self.max_tokens = max_tokens
-        base = policy if policy is not None else LLMCallPolicy(timeout=60.0, max_retries=0)
-        self.policy = base.replace(timeout=timeout)
+        self.policy = policy if policy is not None else LLMCallPolicy(timeout=60.0, max_retries=0)
         self._scorer = HeuristicImportanceScorer()
         self._model_kwargs = dict(model_kwargs) if model_kwargs is not None else None
 
@@ -231,12 +228,7 @@ class SessionSummarizer:
         return self.model is not None
 
     def _bound(self) -> Any:
-        if self._model_kwargs is not None:
-            kw = self._model_kwargs
-        elif "extra_body" in getattr(type(self.model), "model_fields", {}):
-            kw = {"extra_body": {"max_tokens": self.max_tokens}}
-        else:
-            kw = {"max_tokens": self.max_tokens}
+        kw = model_call_kwargs(self.model, self.max_tokens, self._model_kwargs)
         return self.model.bind(**kw) if kw else self.model
 
     @staticmethod

@@ -12,6 +12,7 @@ from langchain_core.language_models import FakeListChatModel
 
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.stores.local import LocalStore
@@ -236,7 +237,7 @@ def test_llm_judge_decides_and_falls_back(store: LocalStore) -> None:
         def _call(self, *a: Any, **k: Any) -> str:
             raise TimeoutError("slow")
 
-    fb = LLMConflictJudge(Broken(responses=["x"]), method="json_mode", max_retries=0)
+    fb = LLMConflictJudge(Broken(responses=["x"]), method="json_mode", policy=LLMCallPolicy(max_retries=0))
     [v] = fb.judge("I no longer eat meat", ["I eat meat"])
     assert v.relation == "contradicts" and v.judge == "heuristic" and "LLM judge failed: timed out" in v.reason
     partial = LLMConflictJudge(FakeListChatModel(responses=[verdicts("compatible")]), method="json_mode")
