@@ -37,7 +37,6 @@ import asyncio
 import dataclasses
 import json
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from hybrid_memory import threads
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
 
 __all__ = [
@@ -161,10 +161,11 @@ def describe_error(exc: BaseException | None) -> str:
 
 
 def call_with_deadline(fn: Callable[[], T], timeout: float) -> T:
-    """Run ``fn()`` in a daemon thread and wait at most ``timeout`` seconds for it.
+    """Run ``fn()`` (a model call) in a daemon thread and wait at most ``timeout`` seconds for it.
 
-    A call that misses the deadline is abandoned: its thread is a daemon, so it never blocks
-    interpreter exit, and what it returns later is dropped.
+    :func:`hybrid_memory.threads.call_with_deadline` with the model's wording: a call that misses
+    the deadline is abandoned (its thread is a daemon, so it never blocks interpreter exit, and
+    what it returns later is dropped).
 
     Raises:
         TimeoutError: ``fn`` did not return within ``timeout`` seconds.
@@ -173,24 +174,7 @@ def call_with_deadline(fn: Callable[[], T], timeout: float) -> T:
         >>> call_with_deadline(lambda: 42, timeout=5)
         42
     """
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["out"] = fn()
-        except BaseException as exc:  # re-raised in the caller thread
-            box["err"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="hybrid-memory-llm", daemon=True).start()
-    if not done.wait(timeout):
-        raise TimeoutError(f"the model did not answer within {timeout:g}s")
-    if "err" in box:
-        raise box["err"]
-    out: T = box["out"]
-    return out
+    return threads.call_with_deadline(fn, timeout, name="hybrid-memory-llm", what="the model")
 
 
 def _identity(out: Any) -> Any:
