@@ -40,13 +40,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hybrid_memory.writer import ConflictJudge, HeuristicConflictJudge  # noqa: E402
+from hybrid_memory.write.conflict import ConflictJudge, HeuristicConflictJudge  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "conflict_pairs.jsonl"
 RESULTS = Path(__file__).parent / "results"
 #: The commit before the issue-18 judge fix (the judge that collapsed the bug templates).
 DEFAULT_BASELINE = "45740c1"
 LLM_STATUS = "not measured: no local model in this environment"
+_PLUMBING_IMPORT = "from hybrid_memory.llm_call import StructuredMethod, StructuredCaller as _LLMCaller"
 
 
 def load_pairs(path: Path = DATA) -> list[dict[str, Any]]:
@@ -97,6 +98,9 @@ def baseline_judge(rev: str) -> ConflictJudge:
     src = subprocess.run(
         ["git", "show", f"{rev}:hybrid_memory/writer.py"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout
+    # The old writer imported the LLM plumbing from hybrid_memory.scoring, which now only re-exports
+    # public names; point it at the plumbing's home.
+    src = src.replace("from hybrid_memory.scoring import StructuredMethod, _LLMCaller", _PLUMBING_IMPORT)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "writer_baseline.py"
         path.write_text(src, encoding="utf-8")

@@ -35,7 +35,7 @@ import numpy as np
 
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.embeddings import CallableEmbedder
-from hybrid_memory.scoring import HeuristicImportanceScorer, spearman
+from hybrid_memory.write.importance import HeuristicImportanceScorer, spearman
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

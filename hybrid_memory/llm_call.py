@@ -1,9 +1,10 @@
 """How hybrid-memory calls a chat model: a deadline per attempt, bounded retries, backoff.
 
-:class:`LLMCallPolicy` holds the settings shared by every component that calls a model
-(:class:`~hybrid_memory.scoring.LLMImportanceScorer`, :class:`~hybrid_memory.extraction.FactExtractor`,
-:class:`~hybrid_memory.summary.SessionSummarizer`, :class:`~hybrid_memory.writer.LLMConflictJudge`);
-:func:`call_with_policy` and :func:`acall_with_policy` apply it. Each attempt gets ``timeout``
+:class:`LLMCallPolicy` holds the settings shared by every component that calls a model; each takes
+it as its one ``policy=`` argument (:class:`~hybrid_memory.write.importance.LLMImportanceScorer`,
+:class:`~hybrid_memory.write.extraction.FactExtractor`, :class:`~hybrid_memory.write.summary.SessionSummarizer`,
+:class:`~hybrid_memory.write.conflict.LLMConflictJudge`); :func:`call_with_policy` and
+:func:`acall_with_policy` apply it, and :class:`StructuredCaller` asks a model for a pydantic schema under it. Each attempt gets ``timeout``
 seconds (a synchronous call runs in a daemon thread that is abandoned when the deadline passes);
 a failed attempt is retried after ``backoff``, ``2 * backoff``, ``4 * backoff``, ... seconds,
 each capped at ``max_backoff``; when every attempt failed, :class:`~hybrid_memory.errors.ScoringError`
@@ -34,15 +35,30 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import threading
+import json
+import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from hybrid_memory import threads
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
 
-__all__ = ["LLMCallPolicy", "acall_with_policy", "call_with_deadline", "call_with_policy", "describe_error"]
+__all__ = [
+    "LLMCallPolicy",
+    "StructuredCaller",
+    "StructuredMethod",
+    "acall_with_policy",
+    "call_with_deadline",
+    "call_with_policy",
+    "describe_error",
+    "model_call_kwargs",
+    "parse_json_object",
+]
 
 T = TypeVar("T")
 
@@ -119,8 +135,9 @@ class LLMCallPolicy:
     ) -> LLMCallPolicy:
         """A copy with the given fields replaced (``None`` keeps the field).
 
-        This is how the components' own keyword arguments (``timeout=``, ``max_retries=``,
-        ``backoff=``, ``sleep=``) are applied on top of a ``policy=``.
+        Example:
+            >>> LLMCallPolicy(timeout=60.0).replace(max_retries=0)
+            LLMCallPolicy(timeout=60.0, max_retries=0, backoff=0.5, max_backoff=None)
         """
         changes: dict[str, Any] = {}
         if timeout is not None:
@@ -144,10 +161,11 @@ def describe_error(exc: BaseException | None) -> str:
 
 
 def call_with_deadline(fn: Callable[[], T], timeout: float) -> T:
-    """Run ``fn()`` in a daemon thread and wait at most ``timeout`` seconds for it.
+    """Run ``fn()`` (a model call) in a daemon thread and wait at most ``timeout`` seconds for it.
 
-    A call that misses the deadline is abandoned: its thread is a daemon, so it never blocks
-    interpreter exit, and what it returns later is dropped.
+    :func:`hybrid_memory.threads.call_with_deadline` with the model's wording: a call that misses
+    the deadline is abandoned (its thread is a daemon, so it never blocks interpreter exit, and
+    what it returns later is dropped).
 
     Raises:
         TimeoutError: ``fn`` did not return within ``timeout`` seconds.
@@ -156,24 +174,7 @@ def call_with_deadline(fn: Callable[[], T], timeout: float) -> T:
         >>> call_with_deadline(lambda: 42, timeout=5)
         42
     """
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box["out"] = fn()
-        except BaseException as exc:  # re-raised in the caller thread
-            box["err"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="hybrid-memory-llm", daemon=True).start()
-    if not done.wait(timeout):
-        raise TimeoutError(f"the model did not answer within {timeout:g}s")
-    if "err" in box:
-        raise box["err"]
-    out: T = box["out"]
-    return out
+    return threads.call_with_deadline(fn, timeout, name="hybrid-memory-llm", what="the model")
 
 
 def _identity(out: Any) -> Any:
@@ -225,3 +226,172 @@ async def acall_with_policy(
         except Exception as exc:  # retried, then reported
             last = exc
     raise ScoringError(f"{describe_error(last)} after {policy.attempts} attempt(s)") from last
+
+
+# --------------------------------------------------------------------------- structured calls
+#: How a component asks for structured output: tool calls or JSON in the reply.
+StructuredMethod = Literal["function_calling", "json_mode"]
+
+
+def parse_json_object(text: str) -> Any:
+    r"""Parse the first JSON object or array in an LLM reply (tolerates code fences and chatter).
+
+    Raises:
+        ValueError: no JSON value could be parsed.
+
+    Example:
+        >>> parse_json_object('Sure! ```json {"scores": [{"index": 0, "score": 7}]} ```')
+        {'scores': [{'index': 0, 'score': 7}]}
+    """
+    s = text.strip()
+    fence = re.search(r"```(?:json)?\s*(.*?)```", s, re.S)
+    if fence:
+        s = fence.group(1).strip()
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"[{\[]", s):
+        try:
+            value, _ = decoder.raw_decode(s[m.start() :])
+            return value
+        except json.JSONDecodeError:
+            continue
+    raise ValueError(f"no JSON object in the model's reply: {text[:120]!r}")
+
+
+def model_call_kwargs(
+    model: Any, max_tokens: int, model_kwargs: Mapping[str, Any] | None, *, json_mode: bool = False
+) -> dict[str, Any]:
+    """The call arguments bound to ``model``: ``model_kwargs`` when given, else the completion limit.
+
+    OpenAI-compatible models (a pydantic ``extra_body`` field) get ``extra_body={"max_tokens": ...}``
+    (plus ``response_format={"type": "json_object"}`` in JSON mode): langchain-openai would rename a
+    plain ``max_tokens`` to ``max_completion_tokens``, which some local servers ignore. Other models
+    get ``max_tokens=...``.
+
+    Example:
+        >>> model_call_kwargs(object(), 400, None)
+        {'max_tokens': 400}
+        >>> model_call_kwargs(object(), 400, {"temperature": 0})
+        {'temperature': 0}
+    """
+    if model_kwargs is not None:
+        return dict(model_kwargs)
+    if "extra_body" in getattr(type(model), "model_fields", {}):
+        body: dict[str, Any] = {"max_tokens": max_tokens}
+        if json_mode:
+            body["response_format"] = {"type": "json_object"}
+        return {"extra_body": body}
+    return {"max_tokens": max_tokens}
+
+
+class StructuredCaller:
+    """A chat model asked for one pydantic ``schema`` (tools or JSON mode), called under an :class:`LLMCallPolicy`.
+
+    The shared plumbing of the importance scorer, the fact extractor and the conflict judge.
+
+    Args:
+        chat_model: A LangChain chat model (with ``invoke``/``ainvoke``).
+        schema: The pydantic model the reply must match.
+        method: ``"function_calling"`` (tool calls) or ``"json_mode"`` (JSON in the reply).
+        max_tokens: Completion budget per call.
+        policy: Deadline, retries and backoff of each call.
+        model_kwargs: Call arguments bound to the model instead of the automatic ones (see
+            :func:`model_call_kwargs`).
+        coerce: Turns a parsed reply of another shape into the schema's shape first.
+
+    Raises:
+        ConfigurationError: not a chat model, an unknown method or ``max_tokens`` < 1.
+    """
+
+    def __init__(
+        self,
+        chat_model: Any,
+        *,
+        schema: type[BaseModel],
+        method: StructuredMethod,
+        max_tokens: int,
+        policy: LLMCallPolicy,
+        model_kwargs: Mapping[str, Any] | None,
+        coerce: Callable[[Any], Any] | None = None,
+    ) -> None:
+        if chat_model is None or not hasattr(chat_model, "invoke"):
+            raise ConfigurationError("chat_model must be a LangChain chat model (with invoke/ainvoke)")
+        if method not in ("function_calling", "json_mode"):
+            raise ConfigurationError(f"method must be 'function_calling' or 'json_mode', got {method!r}")
+        if max_tokens < 1:
+            raise ConfigurationError("max_tokens >= 1 is required")
+        self.model = chat_model
+        self.schema = schema
+        self.method: StructuredMethod = method
+        self.max_tokens = max_tokens
+        self.policy = policy
+        self._kwargs = dict(model_kwargs) if model_kwargs is not None else None
+        self._coerce = coerce
+        self._runnable: Any = None
+
+    def runnable(self) -> Any:
+        """The model with tools (function calling) or JSON mode and ``max_tokens`` bound."""
+        if self._runnable is None:
+            kw = model_call_kwargs(self.model, self.max_tokens, self._kwargs, json_mode=self.method == "json_mode")
+            if self.method == "function_calling":
+                try:
+                    self._runnable = self.model.bind_tools([self.schema], tool_choice=self.schema.__name__, **kw)
+                except (NotImplementedError, TypeError, ValueError) as exc:
+                    raise ConfigurationError(
+                        f"{type(self.model).__name__} cannot do function calling ({exc}); use method='json_mode'"
+                    ) from exc
+            else:
+                self._runnable = self.model.bind(**kw) if kw else self.model
+        return self._runnable
+
+    def parse(self, out: Any) -> BaseModel:
+        """Turn the model's message into the schema; raise ValueError on anything unusable.
+
+        Function calling reads the tool call named like the schema (or the only one); a reply
+        that carries the JSON in its text instead is accepted too. A reply cut off by the token
+        limit (``finish_reason == "length"``) that does not parse is reported as truncated.
+        """
+        finish = _finish_reason(out)
+        if self.method == "function_calling":
+            calls = list(getattr(out, "tool_calls", None) or [])
+            named = [c for c in calls if c.get("name") == self.schema.__name__] or calls[:1]
+            if named:
+                return self._validate(named[0].get("args"), finish)
+        content = getattr(out, "content", out)
+        if isinstance(content, list):  # content blocks
+            content = "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+        if not isinstance(content, str):
+            content = json.dumps(content) if isinstance(content, dict) else str(content)
+        try:
+            return self._validate(parse_json_object(content), finish)
+        except ValueError as exc:
+            if finish == "length":
+                raise ValueError(f"reply truncated at max_tokens={self.max_tokens}: {exc}") from exc
+            raise
+
+    def _validate(self, value: Any, finish: str | None) -> BaseModel:
+        if self._coerce is not None:
+            value = self._coerce(value)
+        if isinstance(value, list):
+            value = {next(iter(self.schema.model_fields)): value}
+        try:
+            return self.schema.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError(f"reply does not match the schema (finish_reason={finish}): {exc}") from exc
+
+    def call(self, messages: list[tuple[str, str]]) -> tuple[BaseModel, int]:
+        """Invoke under the policy (deadline, retries, backoff); return (parsed, attempts). Raises ScoringError."""
+        runnable = self.runnable()
+        return call_with_policy(self.policy, partial(runnable.invoke, messages), self.parse)
+
+    async def acall(self, messages: list[tuple[str, str]]) -> tuple[BaseModel, int]:
+        """Async twin of :meth:`call` (native ``ainvoke`` with ``asyncio.wait_for``)."""
+        runnable = self.runnable()
+        return await acall_with_policy(self.policy, partial(runnable.ainvoke, messages), self.parse)
+
+
+def _finish_reason(msg: Any) -> str | None:
+    meta = getattr(msg, "response_metadata", None)
+    if isinstance(meta, dict):
+        fr = meta.get("finish_reason")
+        return str(fr) if fr is not None else None
+    return None

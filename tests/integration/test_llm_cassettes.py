@@ -24,11 +24,12 @@ from typing import Any
 
 import pytest
 
-from hybrid_memory.extraction import FactExtractor
+from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.records import Turn
-from hybrid_memory.scoring import HeuristicImportanceScorer, LLMImportanceScorer
-from hybrid_memory.summary import SessionSummarizer
-from hybrid_memory.writer import LLMConflictJudge
+from hybrid_memory.write.conflict import LLMConflictJudge
+from hybrid_memory.write.extraction import FactExtractor
+from hybrid_memory.write.importance import HeuristicImportanceScorer, LLMImportanceScorer
+from hybrid_memory.write.summary import SessionSummarizer
 
 pytest.importorskip("langchain_openai")
 from langchain_openai import ChatOpenAI
@@ -63,7 +64,9 @@ TEXTS = ["记住：我对花生过敏", "哈哈今天好开心呀", "I live in L
 
 @pytest.mark.vcr
 def test_scorer_function_calling(vcr: Any) -> None:
-    s = LLMImportanceScorer(model(), method="function_calling", max_tokens=200, max_retries=0, timeout=120)
+    s = LLMImportanceScorer(
+        model(), method="function_calling", max_tokens=200, policy=LLMCallPolicy(timeout=120, max_retries=0)
+    )
     b = s.score(TEXTS)
     req = sent(vcr)
     assert req["model"] == "smollm2"
@@ -80,7 +83,9 @@ def test_scorer_function_calling(vcr: Any) -> None:
 
 @pytest.mark.vcr
 def test_scorer_json_mode_partial_answer(vcr: Any) -> None:
-    s = LLMImportanceScorer(model(), method="json_mode", max_tokens=200, max_retries=0, timeout=120)
+    s = LLMImportanceScorer(
+        model(), method="json_mode", max_tokens=200, policy=LLMCallPolicy(timeout=120, max_retries=0)
+    )
     b = s.score(TEXTS)
     req = sent(vcr)
     assert req["response_format"] == {"type": "json_object"}
@@ -93,7 +98,7 @@ def test_scorer_json_mode_partial_answer(vcr: Any) -> None:
 
 @pytest.mark.vcr
 def test_scorer_truncated_reply_is_reported(vcr: Any) -> None:
-    s = LLMImportanceScorer(model(), method="json_mode", max_tokens=5, max_retries=0, timeout=120)
+    s = LLMImportanceScorer(model(), method="json_mode", max_tokens=5, policy=LLMCallPolicy(timeout=120, max_retries=0))
     b = s.score(["I love long walks on the beach with my dog"])
     assert sent(vcr)["max_tokens"] == 5
     assert b.fallback_reason is not None and "truncated at max_tokens=5" in b.fallback_reason
@@ -111,7 +116,10 @@ def test_scorer_retries_http_errors_then_falls_back(vcr: Any) -> None:
     }
     waits: list[float] = []
     s = LLMImportanceScorer(
-        model(), method="json_mode", max_retries=2, backoff=0.1, sleep=waits.append, model_kwargs={"extra_body": bad}
+        model(),
+        method="json_mode",
+        model_kwargs={"extra_body": bad},
+        policy=LLMCallPolicy(max_retries=2, backoff=0.1, sleep=waits.append),
     )
     b = s.score(["I'm vegetarian"])
     assert len(vcr.requests) == 3
@@ -124,7 +132,9 @@ def test_scorer_retries_http_errors_then_falls_back(vcr: Any) -> None:
 
 @pytest.mark.vcr
 async def test_scorer_async_json_mode(vcr: Any) -> None:
-    s = LLMImportanceScorer(model(), method="json_mode", max_tokens=200, max_retries=0, timeout=120)
+    s = LLMImportanceScorer(
+        model(), method="json_mode", max_tokens=200, policy=LLMCallPolicy(timeout=120, max_retries=0)
+    )
     b = await s.ascore(["我下个月15号要去东京出差", "ok"])
     assert sent(vcr)["response_format"] == {"type": "json_object"}
     # recorded answer: {"scores": [{"index": 0, "score": 5}, {"index": 1, "score": 4}]} -- index 1 does not exist
@@ -148,7 +158,9 @@ def turns() -> list[Turn]:
 
 @pytest.mark.vcr
 def test_extractor_function_calling(vcr: Any) -> None:
-    ex = FactExtractor(model(), method="function_calling", max_tokens=300, max_retries=0, timeout=120)
+    ex = FactExtractor(
+        model(), method="function_calling", max_tokens=300, policy=LLMCallPolicy(timeout=120, max_retries=0)
+    )
     res = ex.extract(turns())
     req = sent(vcr)
     assert req["tools"][0]["function"]["name"] == "FactList"
@@ -164,7 +176,7 @@ def test_extractor_function_calling(vcr: Any) -> None:
 
 @pytest.mark.vcr
 def test_extractor_json_mode(vcr: Any) -> None:
-    ex = FactExtractor(model(), method="json_mode", max_tokens=300, max_retries=0, timeout=120)
+    ex = FactExtractor(model(), method="json_mode", max_tokens=300, policy=LLMCallPolicy(timeout=120, max_retries=0))
     res = ex.extract(turns())
     assert sent(vcr)["response_format"] == {"type": "json_object"}
     assert res.turn_ids == ("t0", "t1", "t2", "t3")
@@ -175,7 +187,9 @@ def test_extractor_json_mode(vcr: Any) -> None:
 
 @pytest.mark.vcr
 def test_conflict_judge(vcr: Any) -> None:
-    judge = LLMConflictJudge(model(), method="json_mode", max_tokens=150, max_retries=0, timeout=120)
+    judge = LLMConflictJudge(
+        model(), method="json_mode", max_tokens=150, policy=LLMCallPolicy(timeout=120, max_retries=0)
+    )
     [v] = judge.judge("我现在改喝咖啡了", ["我喜欢喝茶"])
     req = sent(vcr)
     assert req["response_format"] == {"type": "json_object"} and req["max_tokens"] == 150
@@ -186,7 +200,7 @@ def test_conflict_judge(vcr: Any) -> None:
 
 @pytest.mark.vcr
 def test_session_summarizer(vcr: Any) -> None:
-    summ = SessionSummarizer(model(), max_attempts=2, max_tokens=120, timeout=120)
+    summ = SessionSummarizer(model(), max_attempts=2, max_tokens=120, policy=LLMCallPolicy(timeout=120, max_retries=0))
     said = ["我叫李雷，在杭州工作", "我不吃香菜", "我的预算是3000元"]
     res = summ.summarize(None, said)
     first = sent(vcr)

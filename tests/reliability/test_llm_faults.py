@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
-from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.records import Turn
-from hybrid_memory.scoring import HeuristicImportanceScorer, LLMImportanceScorer
-from hybrid_memory.summary import SessionSummarizer
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.writer import LLMConflictJudge
+from hybrid_memory.write.conflict import LLMConflictJudge
+from hybrid_memory.write.extraction import FactExtractor
+from hybrid_memory.write.importance import HeuristicImportanceScorer, LLMImportanceScorer
+from hybrid_memory.write.summary import SessionSummarizer
 from tests.reliability.fake_openai import FakeOpenAI, serve
 
 pytest.importorskip("langchain_openai")

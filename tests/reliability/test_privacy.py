@@ -36,8 +36,8 @@ from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.fusion import CLOSE, OPEN
 from hybrid_memory.records import MemoryRecord, check_text
-from hybrid_memory.summary import SessionSummarizer
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.summary import SessionSummarizer
 from tests.reliability.conftest import report
 from tests.reliability.test_fuzz import FUZZ
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory.buffer import KeyFrameBuffer
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.records import Turn
+from hybrid_memory.write.buffer import KeyFrameBuffer
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

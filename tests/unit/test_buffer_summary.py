@@ -13,8 +13,8 @@ from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.errors import ConfigurationError
 from hybrid_memory.stores.base import MemoryFilter
-from hybrid_memory.summary import SessionSummarizer, check_summary, critical_items
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.summary import SessionSummarizer, check_summary, critical_items
 
 T0 = datetime(2025, 6, 2, 9, tzinfo=timezone.utc)
 

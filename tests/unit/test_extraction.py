@@ -12,9 +12,10 @@ from langchain_core.language_models import FakeListChatModel
 
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.errors import ConfigurationError, InvalidInputError
-from hybrid_memory.extraction import BackgroundWorker, FactExtractor
+from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.records import Turn
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.extraction import BackgroundWorker, FactExtractor
 
 T0 = datetime(2025, 2, 3, 10, tzinfo=timezone.utc)
 
@@ -70,7 +71,9 @@ def test_model_failure_is_reported_not_raised() -> None:
             raise ConnectionError("refused")
 
     waits: list[float] = []
-    ex = FactExtractor(Down(responses=["x"]), method="json_mode", max_retries=1, backoff=0.3, sleep=waits.append)
+    ex = FactExtractor(
+        Down(responses=["x"]), method="json_mode", policy=LLMCallPolicy(max_retries=1, backoff=0.3, sleep=waits.append)
+    )
     res = ex.extract([turn(0, "user", "I'm vegan"), turn(1, "user", "and I live in Rome"), turn(2, "user", "ok")])
     assert res.memories == [] and waits == [0.3]
     assert res.error == "extraction failed: ConnectionError: refused after 2 attempt(s)"
@@ -151,7 +154,7 @@ def test_failures_are_visible_and_forget_user_cancels_pending_writes() -> None:
         def _call(self, *a: Any, **k: Any) -> str:
             raise ConnectionError("no route")
 
-    ex = FactExtractor(Down(responses=["x"]), method="json_mode", batch_turns=3, max_retries=0)
+    ex = FactExtractor(Down(responses=["x"]), method="json_mode", batch_turns=3, policy=LLMCallPolicy(max_retries=0))
     mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), extractor=ex)
     for i in range(3):
         mem.add_turn("cy", "s", "user", f"I collect stamps from {1900 + i}", timestamp=T0 + timedelta(minutes=i))

@@ -9,11 +9,11 @@ import pytest
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.config import LifecycleConfig
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.lifecycle import consolidate
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.retrieval import freshness
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.lifecycle import consolidate
 
 DAY0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

@@ -9,6 +9,7 @@ exercised in ``tests/reliability/test_llm_faults.py``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -17,11 +18,11 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 
 from hybrid_memory.errors import ConfigurationError, ScoringError
-from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.llm_call import LLMCallPolicy, acall_with_policy, call_with_deadline, call_with_policy
-from hybrid_memory.scoring import LLMImportanceScorer
-from hybrid_memory.summary import SessionSummarizer
-from hybrid_memory.writer import LLMConflictJudge
+from hybrid_memory.write.conflict import LLMConflictJudge
+from hybrid_memory.write.extraction import FactExtractor
+from hybrid_memory.write.importance import LLMImportanceScorer
+from hybrid_memory.write.summary import SessionSummarizer
 
 
 class Recorder:
@@ -182,7 +183,10 @@ async def test_async_twin_uses_the_injected_asleep_and_its_deadline() -> None:
 
 
 # -------------------------------------------------------------------- the four components
-def test_every_component_accepts_a_policy_and_its_keywords_override_it() -> None:
+COMPONENTS = (LLMImportanceScorer, FactExtractor, LLMConflictJudge, SessionSummarizer)
+
+
+def test_every_component_takes_one_shared_policy() -> None:
     llm = FakeListChatModel(responses=["{}"])
     shared = LLMCallPolicy(timeout=7.0, max_retries=4, backoff=0.05)
     scorer = LLMImportanceScorer(llm, method="json_mode", policy=shared)
@@ -191,10 +195,14 @@ def test_every_component_accepts_a_policy_and_its_keywords_override_it() -> None
     summarizer = SessionSummarizer(llm, policy=shared)
     assert scorer.policy is shared and extractor.policy is shared and judge.policy is shared
     assert summarizer.policy is shared and summarizer.timeout == 7.0
-    rec = Recorder()
-    over = LLMImportanceScorer(llm, policy=shared, timeout=3.0, max_retries=0, backoff=0.0, sleep=rec).policy
-    assert (over.timeout, over.max_retries, over.backoff, over.sleep) == (3.0, 0, 0.0, rec)
-    assert SessionSummarizer(llm, policy=shared, timeout=2.0).policy.replace(timeout=7.0) == shared
+
+
+@pytest.mark.parametrize("cls", COMPONENTS)
+@pytest.mark.parametrize("loose", ["timeout", "max_retries", "backoff", "sleep"])
+def test_the_call_settings_are_only_taken_as_a_policy(cls: Any, loose: str) -> None:
+    # One LLMCallPolicy instead of the same keyword arguments repeated on four classes (issue 13).
+    assert loose not in inspect.signature(cls).parameters
+    assert inspect.signature(cls).parameters["policy"].default is None
 
 
 def test_defaults_without_a_policy_are_unchanged() -> None:
@@ -210,9 +218,9 @@ def test_defaults_without_a_policy_are_unchanged() -> None:
     s = SessionSummarizer(llm).policy
     assert (s.timeout, s.max_retries) == (60.0, 0)  # a failing summary model falls back at once
     with pytest.raises(ConfigurationError):
-        FactExtractor(llm, timeout=0)
+        LLMCallPolicy(timeout=0)
     with pytest.raises(ConfigurationError):
-        LLMConflictJudge(llm, max_retries=-1)
+        LLMCallPolicy(max_retries=-1)
 
 
 def test_the_summarizer_retries_under_its_policy() -> None:

@@ -80,10 +80,13 @@ def test_scorer_fallbacks_are_counted(tmp_path: Path) -> None:
     from langchain_core.language_models import FakeListChatModel
 
     from hybrid_memory import LLMImportanceScorer
+    from hybrid_memory.llm_call import LLMCallPolicy
 
     # A model that answers with something that is not the requested JSON: the scorer falls back.
     scorer = LLMImportanceScorer(
-        FakeListChatModel(responses=["sorry, I cannot score that"]), method="json_mode", max_retries=0
+        FakeListChatModel(responses=["sorry, I cannot score that"]),
+        method="json_mode",
+        policy=LLMCallPolicy(max_retries=0),
     )
     m = HybridMemory(
         store=LocalStore(":memory:"),

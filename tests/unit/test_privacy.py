@@ -130,9 +130,9 @@ def test_llm_components_never_see_raw_pii() -> None:
     from langchain_core.language_models import FakeListChatModel
     from pydantic import Field
 
-    from hybrid_memory.extraction import FactExtractor
-    from hybrid_memory.scoring import ScoreBatch
-    from hybrid_memory.summary import SessionSummarizer
+    from hybrid_memory.write.extraction import FactExtractor
+    from hybrid_memory.write.importance import ScoreBatch
+    from hybrid_memory.write.summary import SessionSummarizer
 
     class Recording(FakeListChatModel):
         prompts: list[str] = Field(default_factory=list)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.scoring import HeuristicImportanceScorer, infer_category, spearman
+from hybrid_memory.write.importance import HeuristicImportanceScorer, infer_category, spearman
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -88,6 +88,26 @@ def test_features_are_inspectable() -> None:
     f = HeuristicImportanceScorer().features("Remember: I never eat pork on Fridays")
     assert f["remember"] and f["constraint"] and f["date"] and f["first_person"]
     assert not f["question"]
+
+
+@pytest.mark.parametrize(
+    "text", ["We decided on the blue one", "Can you recommend a good sci-fi novel?", "I only drink decaf"]
+)
+def test_words_that_start_like_a_month_are_not_dates(text: str) -> None:
+    assert not HeuristicImportanceScorer().features(text)["date"]
+
+
+@pytest.mark.parametrize("text", ["We meet on 3 March", "Due in Sept", "我们5月3日见", "下周一开会"])
+def test_dates_are_dates(text: str) -> None:
+    assert HeuristicImportanceScorer().features(text)["date"]
+
+
+def test_a_declared_change_is_a_change_for_the_scorer_too() -> None:
+    # The scorer's change cues include the conflict judge's declared changes (one vocabulary).
+    s = HeuristicImportanceScorer()
+    for text in ("I stopped drinking alcohol last year.", "我们的会议推迟到周五", "I rescheduled the dentist"):
+        assert s.features(text)["change"], text
+    assert s.score_one("I stopped drinking alcohol last year.").key_frame_reason == "change"
 
 
 def test_infer_category() -> None:

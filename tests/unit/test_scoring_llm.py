@@ -16,12 +16,12 @@ from langchain_core.language_models import FakeListChatModel, GenericFakeChatMod
 from langchain_core.messages import AIMessage
 
 from hybrid_memory.errors import ConfigurationError
-from hybrid_memory.scoring import (
+from hybrid_memory.llm_call import LLMCallPolicy, parse_json_object
+from hybrid_memory.write.importance import (
     HeuristicImportanceScorer,
     ImportanceScorer,
     LLMImportanceScorer,
     content_key,
-    parse_json_object,
 )
 
 
@@ -136,7 +136,9 @@ def test_pleasantries_are_not_sent_to_the_model() -> None:
 def test_retries_with_exponential_backoff_then_succeeds() -> None:
     waits: list[float] = []
     llm = Failing(responses=[scores_json((0, 8))], fail=2)
-    s = LLMImportanceScorer(llm, method="json_mode", max_retries=2, backoff=0.25, sleep=waits.append)
+    s = LLMImportanceScorer(
+        llm, method="json_mode", policy=LLMCallPolicy(max_retries=2, backoff=0.25, sleep=waits.append)
+    )
     b = s.score(["My budget is 5000 yuan"])
     assert waits == [0.25, 0.5]
     assert b.fallback_reason is None
@@ -145,7 +147,7 @@ def test_retries_with_exponential_backoff_then_succeeds() -> None:
 
 def test_failure_falls_back_to_heuristic_and_says_so() -> None:
     llm = Failing(responses=[scores_json((0, 8))], fail=99)
-    s = LLMImportanceScorer(llm, method="json_mode", max_retries=1, sleep=no_sleep)
+    s = LLMImportanceScorer(llm, method="json_mode", policy=LLMCallPolicy(max_retries=1, sleep=no_sleep))
     texts = ["记住：我对花生过敏", "今天天气真好啊"]
     b = s.score(texts)
     expected = HeuristicImportanceScorer().score(texts).items
@@ -159,7 +161,7 @@ def test_failure_falls_back_to_heuristic_and_says_so() -> None:
 def test_timeout_is_enforced_and_reported() -> None:
     release = threading.Event()
     hung = Hung(responses=[scores_json((0, 9))], release=release)
-    s = LLMImportanceScorer(hung, method="json_mode", timeout=0.2, max_retries=0)
+    s = LLMImportanceScorer(hung, method="json_mode", policy=LLMCallPolicy(timeout=0.2, max_retries=0))
     try:
         b = s.score(["I have type 1 diabetes"])
     finally:
@@ -170,7 +172,7 @@ def test_timeout_is_enforced_and_reported() -> None:
 
 def test_malformed_and_partial_replies_fall_back_only_for_missing_turns() -> None:
     llm = FakeListChatModel(responses=[scores_json((0, 10), (5, 3), (1, 42))])  # index 5 unknown, 42 out of range
-    s = LLMImportanceScorer(llm, method="json_mode", max_retries=0)
+    s = LLMImportanceScorer(llm, method="json_mode", policy=LLMCallPolicy(max_retries=0))
     b = s.score(["Remember my PIN hint is 'blue'", "I live in Oslo"])
     assert b.items[0].importance == 1.0
     assert b.fallback_reason is not None and "1 of 2" in b.fallback_reason
@@ -180,7 +182,7 @@ def test_malformed_and_partial_replies_fall_back_only_for_missing_turns() -> Non
 def test_truncated_reply_is_reported_as_truncated() -> None:
     truncated = AIMessage(content='{"scores": [{"index": 0, "sc', response_metadata={"finish_reason": "length"})
     model = ToolFake(messages=iter([truncated]))
-    s = LLMImportanceScorer(model, max_tokens=8, max_retries=0)
+    s = LLMImportanceScorer(model, max_tokens=8, policy=LLMCallPolicy(max_retries=0))
     b = s.score(["I run a bakery called Crumbs"])
     assert b.fallback_reason is not None and "truncated at max_tokens=8" in b.fallback_reason
 
@@ -205,7 +207,9 @@ async def test_async_scoring_uses_ainvoke_and_falls_back() -> None:
     release = threading.Event()
     hung = Hung(responses=[scores_json((0, 9))], release=release)
     try:
-        b2 = await LLMImportanceScorer(hung, method="json_mode", timeout=0.1, max_retries=0).ascore(["I'm vegan"])
+        b2 = await LLMImportanceScorer(
+            hung, method="json_mode", policy=LLMCallPolicy(timeout=0.1, max_retries=0)
+        ).ascore(["I'm vegan"])
     finally:
         release.set()  # before the loop closes: its executor waits for the hung call's thread
     assert b2.fallback_reason is not None and "timed out" in b2.fallback_reason
@@ -237,7 +241,7 @@ def _iter(xs: list[AIMessage]) -> Iterator[AIMessage]:
 
 def test_generic_fake_chat_model_streaming_source_is_consumed_once_per_call() -> None:
     model = ToolFake(messages=_iter([tool_msg({"scores": [{"index": 0, "score": 4}]}), tool_msg({"scores": []})]))
-    s = LLMImportanceScorer(model, max_retries=0)
+    s = LLMImportanceScorer(model, policy=LLMCallPolicy(max_retries=0))
     assert s.score(["I work at a bank"]).items[0].importance == pytest.approx(3 / 9, abs=1e-4)
     second = s.score(["I drive a Civic"])
     assert second.fallback_reason is not None and "no valid score" in second.fallback_reason

@@ -19,7 +19,7 @@ import pytest
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.writer import HeuristicConflictJudge
+from hybrid_memory.write.conflict import HeuristicConflictJudge
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "conflict_pairs.jsonl"
 MAX_FALSE_SUPERSEDE = 0.01

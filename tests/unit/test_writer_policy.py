@@ -12,17 +12,13 @@ from langchain_core.language_models import FakeListChatModel
 
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.writer import (
-    ConflictJudge,
-    HeuristicConflictJudge,
-    LLMConflictJudge,
-    MemoryWriter,
-    conflict_similarity_for,
-)
+from hybrid_memory.write.conflict import ConflictJudge, HeuristicConflictJudge, LLMConflictJudge
+from hybrid_memory.write.writer import MemoryWriter, conflict_similarity_for
 
 DAY1 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
 
@@ -206,7 +202,7 @@ def test_forget_user_drops_review_queue_and_cache(writer: MemoryWriter) -> None:
     writer.write([rec("I eat meat", when=day(1)), rec("I no longer eat meat", when=day(2))])
     assert writer.review_queue("u")
     writer.forget_user("u")
-    assert writer.review_queue("u") == [] and "u" not in writer._index
+    assert writer.review_queue("u") == [] and "u" not in writer._neighbours
 
 
 def test_heuristic_judge_cases() -> None:
@@ -241,7 +237,7 @@ def test_llm_judge_decides_and_falls_back(store: LocalStore) -> None:
         def _call(self, *a: Any, **k: Any) -> str:
             raise TimeoutError("slow")
 
-    fb = LLMConflictJudge(Broken(responses=["x"]), method="json_mode", max_retries=0)
+    fb = LLMConflictJudge(Broken(responses=["x"]), method="json_mode", policy=LLMCallPolicy(max_retries=0))
     [v] = fb.judge("I no longer eat meat", ["I eat meat"])
     assert v.relation == "contradicts" and v.judge == "heuristic" and "LLM judge failed: timed out" in v.reason
     partial = LLMConflictJudge(FakeListChatModel(responses=[verdicts("compatible")]), method="json_mode")

@@ -152,15 +152,20 @@ def test_llm_components_send_their_limit_verbatim(local_server: tuple[str, list[
     from langchain_openai import ChatOpenAI
 
     from hybrid_memory import LLMImportanceScorer
+    from hybrid_memory.llm_call import LLMCallPolicy
 
     url, bodies = local_server
     llm = ChatOpenAI(base_url=url, api_key="not-needed", model="local", max_retries=0, extra_body={"top_k": 20})
-    batch = LLMImportanceScorer(llm, method="json_mode", max_retries=0).score(["My sister's wedding is in June."])
+    batch = LLMImportanceScorer(llm, method="json_mode", policy=LLMCallPolicy(max_retries=0)).score(
+        ["My sister's wedding is in June."]
+    )
     assert batch.fallback_reason is None and batch.items[0].importance > 0.8
     assert bodies[-1]["max_tokens"] == 400 and "max_completion_tokens" not in bodies[-1]
     assert bodies[-1]["response_format"] == {"type": "json_object"}
     assert "top_k" not in bodies[-1]  # the bound extra_body replaces the model's own (README: use model_kwargs)
-    custom = LLMImportanceScorer(llm, method="json_mode", max_retries=0, model_kwargs={"extra_body": {"top_k": 20}})
+    custom = LLMImportanceScorer(
+        llm, method="json_mode", model_kwargs={"extra_body": {"top_k": 20}}, policy=LLMCallPolicy(max_retries=0)
+    )
     custom.score(["We moved to Lyon in March."])
     assert bodies[-1]["top_k"] == 20
 

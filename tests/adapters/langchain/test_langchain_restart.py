@@ -21,8 +21,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from hybrid_memory import HybridMemory, LocalStore
-from hybrid_memory.scoring import LLMImportanceScorer
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.importance import LLMImportanceScorer
 from langchain_hybrid_memory import HybridChatMemory, HybridMemoryMiddleware, HybridMemoryStore
 
 ROOT = Path(__file__).resolve().parents[3]

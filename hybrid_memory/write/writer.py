@@ -1,0 +1,556 @@
+"""The long-term write path: gate, redact, embed, deduplicate, resolve conflicts and store.
+
+:class:`MemoryWriter` applies the write policy to a batch of draft memories:
+
+1. **Gate**: drafts below ``min_importance`` are rejected.
+2. **PII redaction** (on by default): phones, e-mails, Chinese ID numbers and bank cards become
+   typed placeholders *before* anything is embedded or stored (see :mod:`hybrid_memory.privacy`).
+3. **Dedup**: a draft whose cosine to an active memory of the same user is at or above the
+   embedder's calibrated ``dedup_threshold`` (0.92 for normalised models) creates no record; the
+   existing memory gets ``updated_at``/``access_count`` bumped. A whole batch is compared with one
+   matrix product against the user's active vectors (cached per user in
+   :mod:`hybrid_memory.write.neighbours`), never one search per item.
+   Near-identical texts whose numbers or negation differ ("我每天跑步5公里" / "…10公里") are
+   *not* duplicates: they go to conflict resolution.
+4. **Conflicts**: related memories (cosine at or above ``conflict_similarity``) are checked by a
+   :class:`~hybrid_memory.write.conflict.ConflictJudge` (:mod:`hybrid_memory.write.conflict`):
+   ``LLMConflictJudge`` when a chat model is configured, otherwise ``HeuristicConflictJudge``. A
+   newer, not less important memory supersedes the old one (version chain: old
+   ``status="superseded"``/``superseded_by``; new ``supersedes``/``version + 1``); otherwise the new one is demoted to ``temporary``. Conflicts
+   and suspected conflicts are listed in :meth:`MemoryWriter.review_queue`.
+
+Every draft gets a :class:`~hybrid_memory.records.WriteOutcome` (added / deduplicated /
+superseded / demoted / rejected / updated) with the reason: nothing is dropped silently.
+
+Example (``...`` stands for the old memory's id):
+    >>> from datetime import datetime, timezone
+    >>> from hybrid_memory.stores.local import LocalStore
+    >>> from hybrid_memory.records import MemoryRecord
+    >>> from hybrid_memory.testing import HashingEmbedder
+    >>> w = MemoryWriter(LocalStore(":memory:"), HashingEmbedder())
+    >>> day1, day5 = datetime(2024, 5, 1, tzinfo=timezone.utc), datetime(2024, 5, 5, tzinfo=timezone.utc)
+    >>> two = MemoryRecord.create(user_id="u", content="I have 2 kids", importance=0.7, timestamp=day1)
+    >>> [o.action for o in w.write([two, two])]
+    ['added', 'deduplicated']
+    >>> three = MemoryRecord.create(user_id="u", content="I have 3 kids", importance=0.7, timestamp=day5)
+    >>> out = w.write([three])[0]
+    >>> out.action, out.related_id == two.id, out.record.version, out.reason  # doctest: +ELLIPSIS
+    ('superseded', True, 2, 'supersedes ... (number changed (2 → 3); judge: heuristic)')
+    >>> w.write([MemoryRecord.create(user_id="u", content="call me at 13812345678")])[0].record.content
+    'call me at [PHONE]'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from hybrid_memory.config import WriterConfig
+from hybrid_memory.embeddings import Embedder
+from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, ScoringError
+from hybrid_memory.privacy import PiiRedactor
+from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
+from hybrid_memory.stores.base import MemoryStore, Vector
+from hybrid_memory.write.conflict import ConflictJudge, ConflictReview, HeuristicConflictJudge
+from hybrid_memory.write.neighbours import NeighbourCache
+
+__all__ = ["MemoryWriter", "conflict_similarity_for"]
+
+#: Categories of new memories that are checked for conflicts (raw turns and summaries are not).
+_CONFLICT_CATEGORIES = frozenset({"fact", "preference", "project", "temporary"})
+#: Categories of stored memories a new memory can supersede (stale raw turns too).
+_CONFLICT_OLD_CATEGORIES = _CONFLICT_CATEGORIES | {"turn"}
+_VERSION_NAMESPACE = uuid.UUID("3b0f6c52-8d7e-5a41-9c2b-6e1d4f7a8b35")
+
+
+def conflict_similarity_for(dedup_threshold: float) -> float:
+    """Cosine above which two memories are related enough to check for a conflict.
+
+    Derived from the embedder's calibrated dedup threshold so it scales with the model's cosine
+    range: 0.40 for a 0.92 model (USE), 0.74 for E5-small's compressed 0.965.
+
+    Example:
+        >>> round(conflict_similarity_for(0.92), 2), round(conflict_similarity_for(0.965), 3)
+        (0.4, 0.737)
+    """
+    return dedup_threshold - 6.5 * (1.0 - dedup_threshold)
+
+
+# --------------------------------------------------------------------------- the writer
+@dataclass
+class _Pending:
+    """A draft on its way into the store."""
+
+    index: int
+    record: MemoryRecord
+    vector: Vector
+    note: list[str] = field(default_factory=list)
+
+
+class MemoryWriter:
+    """Applies the write policy and stores memories with their embeddings.
+
+    Thread-safe: concurrent :meth:`write` calls (e.g. the background extractor and
+    ``add_turn``) are serialised.
+
+    Args:
+        store: Where memories go.
+        embedder: Embeds memory text; its ``dedup_threshold`` calibrates dedup.
+        config: Write policy settings.
+        clock: Returns "now" (UTC); injectable for tests and replays.
+        judge: Conflict judge; default :class:`HeuristicConflictJudge`.
+        redactor: PII redactor used when ``config.redact_pii`` (default :class:`PiiRedactor`).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        config: WriterConfig | None = None,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        judge: ConflictJudge | None = None,
+        redactor: PiiRedactor | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.config = config if config is not None else WriterConfig()
+        self.clock = clock
+        self.judge: ConflictJudge = judge if judge is not None else HeuristicConflictJudge()
+        self._hard = HeuristicConflictJudge()
+        self.redactor = redactor if redactor is not None else PiiRedactor()
+        self._lock = threading.RLock()
+        self._neighbours = NeighbourCache(store)
+        self._reviews: dict[str, deque[ConflictReview]] = {}
+
+    # ---------------------------------------------------------------- thresholds
+    @property
+    def dedup_threshold(self) -> float:
+        """Cosine at or above which a draft duplicates an existing memory."""
+        t = self.config.dedup_threshold
+        return float(self.embedder.dedup_threshold) if t is None else float(t)
+
+    @property
+    def conflict_threshold(self) -> float:
+        """Cosine at or above which an existing memory is checked for a conflict."""
+        t = self.config.conflict_similarity
+        return conflict_similarity_for(self.dedup_threshold) if t is None else float(t)
+
+    # ---------------------------------------------------------------- review queue & caches
+    def review_queue(self, user_id: str) -> list[ConflictReview]:
+        """Detected and suspected conflicts of ``user_id``, oldest first."""
+        with self._lock:
+            return list(self._reviews.get(user_id, ()))
+
+    def clear_review(self, user_id: str) -> int:
+        """Empty ``user_id``'s review queue; return how many entries it held."""
+        with self._lock:
+            q = self._reviews.pop(user_id, None)
+            return len(q) if q is not None else 0
+
+    def invalidate(self, user_id: str | None = None) -> None:
+        """Drop the cached vectors of ``user_id`` (all users when ``None``); rebuilt on demand."""
+        with self._lock:
+            self._neighbours.drop(user_id)
+
+    def forget_user(self, user_id: str) -> None:
+        """Drop every trace of ``user_id`` held by the writer (vector cache, review queue)."""
+        with self._lock:
+            self._neighbours.drop(user_id)
+            self._reviews.pop(user_id, None)
+
+    def mark_superseded(
+        self, user_id: str, old_id: str, new: MemoryRecord, *, epoch: int | None = None
+    ) -> MemoryRecord | None:
+        """Mark the active memory ``old_id`` as superseded by ``new`` (already stored).
+
+        Used for memories that replace their predecessor by construction, such as the next
+        incremental session summary. Returns the updated old record, or ``None`` when it is
+        missing or not active. ``epoch``: the user's forget epoch the caller read (see :meth:`write`).
+        """
+        with self._lock:
+            found = self.store.get(user_id, [old_id])
+            if not found or found[0].status != "active":
+                return None
+            old = found[0]
+            gone = old.evolve(status="superseded", superseded_by=new.id, updated_at=max(self.clock(), old.updated_at))
+            self.store.update([gone], epochs=None if epoch is None else {user_id: epoch})
+            idx = self._neighbours.peek(user_id)
+            if idx is not None:
+                idx.remove([old_id])
+            return gone
+
+    def _queue(self, review: ConflictReview) -> None:
+        size = self.config.review_queue_size
+        if size == 0:
+            return
+        q = self._reviews.get(review.user_id)
+        if q is None or q.maxlen != size:
+            q = self._reviews[review.user_id] = deque(q or (), maxlen=size)
+        q.append(review)
+
+    # ---------------------------------------------------------------- writing
+    def write(
+        self,
+        drafts: Sequence[MemoryRecord],
+        *,
+        vectors: Vector | None = None,
+        epochs: Mapping[str, int] | None = None,
+    ) -> list[WriteOutcome]:
+        """Write ``drafts`` (any users) and return one outcome per draft, in order.
+
+        Args:
+            drafts: Validated draft records.
+            vectors: Optional precomputed embeddings, one row per draft (unit-normalised here).
+                Drafts whose text is changed by PII redaction are re-embedded.
+            epochs: The forget epochs (``user -> epoch``) the caller read when it accepted the
+                data; the store refuses the write if one changed since.
+
+        Raises:
+            InvalidInputError: ``vectors`` does not have one row per draft.
+            UserForgottenError: a user in ``epochs`` was forgotten since (nothing of that
+                batch is written).
+        """
+        if vectors is not None:
+            vectors = np.asarray(vectors, dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != len(drafts):
+                raise InvalidInputError(f"vectors must have one row per draft; got shape {vectors.shape}")
+        with self._lock:
+            return self._write(list(drafts), vectors, epochs)
+
+    async def awrite(
+        self,
+        drafts: Sequence[MemoryRecord],
+        *,
+        vectors: Vector | None = None,
+        epochs: Mapping[str, int] | None = None,
+    ) -> list[WriteOutcome]:
+        """Async twin of :meth:`write` (runs in a worker thread)."""
+        return await asyncio.to_thread(lambda: self.write(drafts, vectors=vectors, epochs=epochs))
+
+    def _redact(self, d: MemoryRecord) -> tuple[MemoryRecord, str | None]:
+        if not self.config.redact_pii:
+            return d, None
+        red = self.redactor.redact(d.content)
+        ctx = self.redactor.redact(d.context) if d.context else None
+        if not red.changed and (ctx is None or not ctx.changed):
+            return d, None
+        new_id = memory_id(d.user_id, red.text) if d.id == memory_id(d.user_id, d.content) else d.id
+        summary = red.summary() if red.changed else ""
+        if ctx is not None and ctx.changed:
+            summary = f"{summary}; context: {ctx.summary()}" if summary else f"context: {ctx.summary()}"
+        return d.evolve(content=red.text, id=new_id, context=ctx.text if ctx else ""), f"PII redacted ({summary})"
+
+    def _check_dimensions(self, vec: dict[int, Vector]) -> None:
+        """Every vector of a write has the store's dimension (checked before anything is written).
+
+        Raises:
+            EmbeddingDimensionError: an embedder changed its output size, or precomputed vectors
+                and the embedder disagree, or the store holds vectors of another dimension.
+        """
+        expected = self.store.dimension
+        for v in vec.values():
+            got = int(v.shape[-1]) if v.ndim else 0
+            if expected is None:
+                expected = got
+            elif got != expected:
+                raise EmbeddingDimensionError(
+                    expected,
+                    got,
+                    hint="the embedder's output size changed or does not match this store; nothing was written",
+                )
+
+    def _write(
+        self, drafts: list[MemoryRecord], vectors: Vector | None, epochs: Mapping[str, int] | None
+    ) -> list[WriteOutcome]:
+        n = len(drafts)
+        outcomes: list[WriteOutcome | None] = [None] * n
+        notes: list[str | None] = [None] * n
+        reembed: set[int] = set()
+        todo: list[int] = []
+        for i, d in enumerate(drafts):
+            if d.importance < self.config.min_importance:
+                outcomes[i] = WriteOutcome(
+                    action="rejected",
+                    record=d,
+                    reason=f"importance {d.importance:.2f} below min_importance {self.config.min_importance:.2f}",
+                )
+                continue
+            red, note = self._redact(d)
+            if note is not None:
+                drafts[i], notes[i] = red, note
+                reembed.add(i)
+            todo.append(i)
+
+        # Exact duplicates (same deterministic id) inside the batch.
+        first_of: dict[tuple[str, str], int] = {}
+        fresh: list[int] = []
+        for i in todo:
+            key = (drafts[i].user_id, drafts[i].id)
+            if key in first_of:
+                outcomes[i] = WriteOutcome(
+                    action="deduplicated",
+                    record=drafts[first_of[key]],
+                    reason="same content earlier in this batch",
+                    related_id=drafts[first_of[key]].id,
+                )
+                continue
+            first_of[key] = i
+            fresh.append(i)
+        if not fresh:
+            return [o for o in outcomes if o is not None]
+
+        now = self.clock()
+        by_user: dict[str, list[int]] = {}
+        for i in fresh:
+            by_user.setdefault(drafts[i].user_id, []).append(i)
+
+        # Vectors for every fresh draft: one embedding call for those without a usable vector.
+        need = [i for i in fresh if vectors is None or i in reembed]
+        vec: dict[int, Vector] = {}
+        if need:
+            emb = self.embedder.embed_documents([drafts[i].content for i in need])
+            vec.update(zip(need, emb, strict=True))
+        if vectors is not None:
+            for i in fresh:
+                if i not in vec:
+                    v = vectors[i]
+                    norm = float(np.linalg.norm(v))
+                    if not np.isfinite(norm) or norm == 0:
+                        raise InvalidInputError(f"vector {i} is zero or not finite")
+                    vec[i] = (v / norm).astype(np.float32)
+        self._check_dimensions(vec)
+
+        to_upsert: list[_Pending] = []
+        to_update: dict[tuple[str, str], MemoryRecord] = {}
+        removed: dict[str, list[str]] = {}
+        for user, idxs in by_user.items():
+            epoch = None if epochs is None else epochs.get(user)
+            self._write_user(user, idxs, drafts, vec, notes, outcomes, now, to_upsert, to_update, removed, epoch)
+
+        if to_upsert:
+            self.store.upsert([p.record for p in to_upsert], np.stack([p.vector for p in to_upsert]), epochs=epochs)
+        if to_update:
+            self.store.update(list(to_update.values()), epochs=epochs)
+        for user in by_user:
+            idx = self._neighbours.peek(user)
+            if idx is None:
+                continue
+            idx.remove(removed.get(user, []))
+            mine = [p for p in to_upsert if p.record.user_id == user and p.record.status == "active"]
+            if mine:
+                idx.add([p.record.id for p in mine], np.stack([p.vector for p in mine]))
+        # Outcomes of added/superseded/demoted drafts carry the final stored record.
+        final = {p.record.id: p.record for p in to_upsert}
+        out: list[WriteOutcome] = []
+        for o in outcomes:
+            assert o is not None
+            if o.record is not None and o.action in ("added", "superseded", "demoted") and o.record.id in final:
+                o = o.model_copy(update={"record": final[o.record.id]})
+            out.append(o)
+        return out
+
+    def _write_user(
+        self,
+        user: str,
+        idxs: list[int],
+        drafts: list[MemoryRecord],
+        vec: dict[int, Vector],
+        notes: list[str | None],
+        outcomes: list[WriteOutcome | None],
+        now: datetime,
+        to_upsert: list[_Pending],
+        to_update: dict[tuple[str, str], MemoryRecord],
+        removed: dict[str, list[str]],
+        epoch: int | None,
+    ) -> None:
+        dim = int(vec[idxs[0]].shape[0])
+        # Same deterministic id already stored: bump an active one; re-version a superseded one.
+        stored = {r.id: r for r in self.store.get(user, [drafts[i].id for i in idxs])}
+        rest: list[int] = []
+        for i in idxs:
+            old = stored.get(drafts[i].id)
+            if old is None or old.status == "deleted":
+                rest.append(i)
+            elif old.status == "active":
+                bumped = self._bump(to_update.get((user, old.id), old), drafts[i], now)
+                to_update[(user, old.id)] = bumped
+                outcomes[i] = WriteOutcome(
+                    action="deduplicated", record=bumped, reason=_join("already stored", notes[i]), related_id=old.id
+                )
+            elif old.status == "archived":
+                revived = self._bump(old, drafts[i], now).evolve(status="active")
+                to_update[(user, old.id)] = revived
+                outcomes[i] = WriteOutcome(
+                    action="updated",
+                    record=revived,
+                    reason=_join("re-activated an archived memory stated again", notes[i]),
+                    related_id=old.id,
+                )
+                removed.setdefault(user, [])  # the index is refreshed by count on next use
+                self._neighbours.drop(user)
+            else:  # superseded: the user states an old value again -> a new version with a fresh id
+                fresh_id = str(uuid.uuid5(_VERSION_NAMESPACE, f"{old.id}\x1f{drafts[i].created_at.isoformat()}"))
+                drafts[i] = drafts[i].evolve(id=fresh_id)
+                rest.append(i)
+        if not rest:
+            return
+        index = self._neighbours.load(user, dim, epoch)
+        mat = np.stack([vec[i] for i in rest])
+        sim_ex = index.sims(mat) if index.n else np.zeros((len(rest), 0), dtype=np.float32)
+        sim_in = mat @ mat.T
+        dup_t, rel_t = self.dedup_threshold, self.conflict_threshold
+        # Existing memories worth a look: duplicates always, related ones only for conflict checks.
+        look_t = rel_t if self.config.detect_conflicts else dup_t
+        top = max(8, self.config.max_conflict_candidates * 2)
+        near: list[list[int]] = [[] for _ in rest]
+        if sim_ex.shape[1]:
+            for a in np.flatnonzero((sim_ex >= look_t).any(axis=1)).tolist():
+                row = sim_ex[a]
+                js = np.flatnonzero(row >= look_t)
+                if js.size > top:
+                    js = js[np.argpartition(-row[js], top - 1)[:top]]
+                near[a] = js[np.argsort(-row[js], kind="stable")].tolist()
+        fetched: dict[str, MemoryRecord] = {}
+        wanted = sorted({index.ids[j] for js in near for j in js})
+        for k in range(0, len(wanted), 500):
+            for got in self.store.get(user, wanted[k : k + 500]):
+                fetched[got.id] = got
+        accepted: dict[int, _Pending] = {}  # row in rest -> pending
+        in_batch = sim_in >= look_t
+
+        for a, i in enumerate(rest):
+            d = drafts[i]
+            cands: list[tuple[float, MemoryRecord, _Pending | None]] = []
+            for j in near[a]:
+                mid = index.ids[j]
+                r = to_update.get((user, mid)) or fetched.get(mid)
+                if r is not None and r.status == "active":
+                    cands.append((float(sim_ex[a, j]), r, None))
+            for b in np.flatnonzero(in_batch[a, :a]).tolist():
+                p = accepted.get(b)
+                if p is not None and p.record.status == "active":
+                    cands.append((float(sim_in[a, b]), p.record, p))
+            if not cands:
+                pending = _Pending(i, d, vec[i])
+                to_upsert.append(pending)
+                accepted[a] = pending
+                outcomes[i] = WriteOutcome(action="added", record=d, reason=notes[i])
+                continue
+            cands.sort(key=lambda c: -c[0])
+
+            # 1. duplicate (unless the numbers or the negation differ); summaries only match summaries
+            is_summary = d.category == "summary"
+            dup = next(
+                (
+                    c
+                    for c in cands
+                    if c[0] >= dup_t
+                    and (c[1].category == "summary") == is_summary
+                    and self._hard.hard_conflict(d.content, c[1].content) is None
+                ),
+                None,
+            )
+            if dup is not None:
+                sim, old, pend = dup
+                if pend is not None:
+                    pend.record = self._bump(pend.record, d, now, count=False)
+                    rec = pend.record
+                else:
+                    rec = self._bump(to_update.get((user, old.id), old), d, now)
+                    to_update[(user, old.id)] = rec
+                outcomes[i] = WriteOutcome(
+                    action="deduplicated",
+                    record=rec,
+                    reason=_join(f"cosine {sim:.3f} ≥ {dup_t:.2f} to an active memory", notes[i]),
+                    related_id=old.id,
+                )
+                continue
+
+            # 2. conflicts with related memories
+            pending = _Pending(i, d, vec[i])
+            checkable = (
+                [c for c in cands if c[1].category in _CONFLICT_OLD_CATEGORIES][: self.config.max_conflict_candidates]
+                if self.config.detect_conflicts and d.category in _CONFLICT_CATEGORIES
+                else []
+            )
+            verdicts = self.judge.judge(d.content, [c[1].content for c in checkable]) if checkable else []
+            if len(verdicts) != len(checkable):
+                raise ScoringError(f"judge {self.judge.name!r} returned {len(verdicts)} verdicts for {len(checkable)}")
+            contra = [(c, v) for c, v in zip(checkable, verdicts, strict=True) if v.relation == "contradicts"]
+            # The main conflict is with a memory proper; raw turns that say the same old thing follow it.
+            conflict = next((cv for cv in contra if cv[0][1].category != "turn"), contra[0] if contra else None)
+            for c, v in zip(checkable, verdicts, strict=True):
+                if v.relation == "suspected":
+                    self._queue(
+                        ConflictReview(
+                            user, d.id, c[1].id, d.content, c[1].content, "suspected", v.reason, v.judge, now
+                        )
+                    )
+            if conflict is None:
+                to_upsert.append(pending)
+                accepted[a] = pending
+                outcomes[i] = WriteOutcome(action="added", record=d, reason=notes[i])
+                continue
+            (sim, old, pend), verdict = conflict
+            newer = d.created_at >= old.created_at
+            not_less = d.importance >= old.importance - self.config.supersede_tolerance
+            if newer and not_less:
+                pending.record = d.evolve(supersedes=old.id, version=old.version + 1)
+                also = [(c, v) for c, v in contra if c[1].id != old.id and c[1].created_at <= d.created_at]
+                for (_, prev, prev_pend), v in [((sim, old, pend), verdict), *also]:
+                    gone = prev.evolve(status="superseded", superseded_by=d.id, updated_at=max(now, prev.updated_at))
+                    if prev_pend is not None:
+                        prev_pend.record = gone
+                    else:
+                        to_update[(user, prev.id)] = gone
+                        removed.setdefault(user, []).append(prev.id)
+                    self._queue(
+                        ConflictReview(
+                            user, d.id, prev.id, d.content, prev.content, "superseded", v.reason, v.judge, now
+                        )
+                    )
+                to_upsert.append(pending)
+                accepted[a] = pending
+                reason = f"supersedes {old.id} ({verdict.reason}; judge: {verdict.judge})"
+                if also:
+                    reason += f" and {len(also)} older related memory/turn(s)"
+                outcomes[i] = WriteOutcome(
+                    action="superseded", record=pending.record, reason=_join(reason, notes[i]), related_id=old.id
+                )
+            else:
+                why = "older than" if not newer else "less important than"
+                pending.record = d.evolve(category="temporary")
+                to_upsert.append(pending)
+                accepted[a] = pending
+                reason = f"conflicts with {old.id} ({verdict.reason}) but is {why} it; kept as temporary"
+                outcomes[i] = WriteOutcome(
+                    action="demoted", record=pending.record, reason=_join(reason, notes[i]), related_id=old.id
+                )
+                self._queue(
+                    ConflictReview(
+                        user, d.id, old.id, d.content, old.content, "demoted", verdict.reason, verdict.judge, now
+                    )
+                )
+
+    @staticmethod
+    def _bump(old: MemoryRecord, new: MemoryRecord, now: datetime, *, count: bool = True) -> MemoryRecord:
+        prov = tuple(dict.fromkeys((*old.provenance, *new.provenance)))
+        return old.evolve(
+            updated_at=max(now, old.updated_at, new.created_at),
+            access_count=old.access_count + (1 if count else 0),
+            importance=max(old.importance, new.importance),
+            provenance=prov,
+        )
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    parts = [p for p in (a, b) if p]
+    return "; ".join(parts) if parts else None
