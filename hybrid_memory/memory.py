@@ -63,9 +63,10 @@ from hybrid_memory.errors import (
     UserForgottenError,
 )
 from hybrid_memory.extraction import BackgroundWorker, FactExtractor
-from hybrid_memory.fusion import ContextFuser, passes_floor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.metrics import MetricsSnapshot
+from hybrid_memory.read.context import ContextFuser, relevance_floor
+from hybrid_memory.read.planner import RecallPlanner, WindowDedup
 from hybrid_memory.records import (
     ForgetCount,
     FusedContext,
@@ -79,11 +80,9 @@ from hybrid_memory.records import (
     ensure_utc,
     utcnow,
 )
-from hybrid_memory.retrieval import rerank
 from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch, infer_category
-from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
 from hybrid_memory.summary import SessionSummarizer
-from hybrid_memory.temporal import TimeWindow, find_time_windows
 from hybrid_memory.tokens import TokenCounter
 from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
 from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
@@ -110,8 +109,6 @@ _ITEM_KEYS = frozenset(
     }
 )
 _MAX_K = 1000
-#: Relevance floor on vector similarity per embedder family (cosine); see benchmarks/results.
-_DEFAULT_MIN_SIMILARITY = 0.3
 
 
 def _fallback_note(batch: ScoreBatch) -> str | None:
@@ -230,7 +227,9 @@ class HybridMemory:
         )
         self._clock = clock if clock is not None else utcnow
         self.counter = TokenCounter(self.config.tokenizer_model)
-        self.fuser = ContextFuser(self.config.fuser, counter=self.counter, min_similarity=self._min_similarity())
+        self.fuser = ContextFuser(
+            self.config.fuser, counter=self.counter, min_similarity=relevance_floor(self.config.fuser, self.embedder)
+        )
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
         self.extractor = extractor
         self.summarizer = summarizer
@@ -245,6 +244,7 @@ class HybridMemory:
         self._turn_vectors: dict[str, Vector] = {}
         self._bound = False
         self._closed = False
+        self._planner = RecallPlanner(self.store, self.embedder, self.config, fuser=self.fuser, bind=self._ensure_bound)
         self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
         static_dim = self.embedder._dim if isinstance(self.embedder, _BaseEmbedder) else None
         if static_dim is not None and self.store.dimension is not None and static_dim != self.store.dimension:
@@ -256,11 +256,6 @@ class HybridMemory:
             )
 
     # ------------------------------------------------------------------ helpers
-    def _min_similarity(self) -> float:
-        if self.config.fuser.min_similarity is not None:
-            return self.config.fuser.min_similarity
-        return float(getattr(self.embedder, "min_similarity", _DEFAULT_MIN_SIMILARITY))
-
     def _now(self, now: datetime | None = None) -> datetime:
         return ensure_utc(now, name="now") if now is not None else ensure_utc(self._clock(), name="clock()")
 
@@ -929,30 +924,6 @@ class HybridMemory:
         return outcomes
 
     # ------------------------------------------------------------------ read path
-    def _search(
-        self,
-        query: str,
-        user_id: str,
-        *,
-        limit: int,
-        alpha: float,
-        filt: MemoryFilter,
-        fusion: str,
-        vector: Vector | None,
-    ) -> list[StoreHit]:
-        return self.store.search(
-            SearchRequest(
-                user_id=user_id,
-                query=query,
-                vector=vector,
-                alpha=alpha,
-                limit=limit,
-                fusion=fusion,  # type: ignore[arg-type]
-                max_vector_distance=self.config.retrieval.max_vector_distance,
-                filter=filt,
-            )
-        )
-
     def _recall(
         self,
         query: str,
@@ -975,92 +946,18 @@ class HybridMemory:
             raise InvalidInputError(f"fusion must be 'relative' or 'ranked', got {fz!r}")
         if filter is not None and not isinstance(filter, MemoryFilter):
             raise InvalidInputError("filter must be a MemoryFilter")
-        when = self._now(now)
-        base = filter if filter is not None else MemoryFilter()
-        if include_archived and "archived" not in base.statuses:
-            base = MemoryFilter(
-                categories=base.categories,
-                tags=base.tags,
-                since=base.since,
-                until=base.until,
-                session_id=base.session_id,
-                statuses=(*base.statuses, "archived"),
-            )
-        if self.store.dimension is None:
-            return []  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
-        self._ensure_bound()
-        query = self._redact(query)  # the query goes to the embedder and the store: no raw PII
-        vector = self.embedder.embed_query(query) if a > 0 or self.config.retrieval.archive_fallback else None
-        limit = max(k, self.config.retrieval.candidates)
-        hits = self._search(query, user_id, limit=limit, alpha=a, filt=base, fusion=fz, vector=vector)
-        if (
-            not include_archived
-            and self.config.retrieval.archive_fallback
-            and "archived" not in base.statuses
-            and not any(self._hit_relevant(h) for h in hits)
-        ):
-            archived = MemoryFilter(
-                categories=base.categories,
-                tags=base.tags,
-                since=base.since,
-                until=base.until,
-                session_id=base.session_id,
-                statuses=("archived",),
-            )
-            extra = [
-                h
-                for h in self._search(query, user_id, limit=limit, alpha=a, filt=archived, fusion=fz, vector=vector)
-                if self._hit_relevant(h)
-            ]
-            hits = hits + extra
-        windows = self._time_windows(query, when, base)
-        if windows:
-            hits = self._search_windows(
-                hits, windows, query, user_id, limit=limit, alpha=a, base=base, fusion=fz, vector=vector
-            )
-        ranked = rerank(hits, now=when, config=self.config.rerank, fusion=fz, windows=windows)  # type: ignore[arg-type]
+        ranked = self._planner.recall(
+            self._redact(query),  # the query goes to the embedder and the store: no raw PII
+            user_id=user_id,
+            k=k,
+            alpha=a,
+            fusion=fz,  # type: ignore[arg-type]
+            filter=filter,
+            include_archived=include_archived,
+            now=self._now(now),
+        )
         self._obs.candidates(ranked, k)
         return ranked[:k]
-
-    def _time_windows(self, query: str, when: datetime, base: MemoryFilter) -> list[TimeWindow]:
-        """Periods the query names (none when disabled or when the caller already set a time range)."""
-        cfg = self.config.retrieval
-        if not cfg.time_windows or cfg.max_time_windows == 0 or base.since is not None or base.until is not None:
-            return []
-        return find_time_windows(query, when)[: cfg.max_time_windows]
-
-    def _search_windows(
-        self,
-        hits: list[StoreHit],
-        windows: Sequence[TimeWindow],
-        query: str,
-        user_id: str,
-        *,
-        limit: int,
-        alpha: float,
-        base: MemoryFilter,
-        fusion: str,
-        vector: Vector | None,
-    ) -> list[StoreHit]:
-        """Add the best hits created inside each named period (a memory found twice keeps its higher score)."""
-        best = {h.record.id: h for h in hits}
-        order = [h.record.id for h in hits]
-        for w in windows:
-            narrowed = dataclasses.replace(base, since=w.start, until=w.end)
-            for h in self._search(
-                query, user_id, limit=limit, alpha=alpha, filt=narrowed, fusion=fusion, vector=vector
-            ):
-                seen = best.get(h.record.id)
-                if seen is None:
-                    order.append(h.record.id)
-                if seen is None or h.score > seen.score:
-                    best[h.record.id] = h
-        return [best[i] for i in order]
-
-    def _hit_relevant(self, h: StoreHit) -> bool:
-        return passes_floor(
-            h.vector_similarity, h.keyword_score, self.fuser.min_similarity, self.config.fuser.min_keyword_score
-        )
 
     @observed("recall")
     def recall(
@@ -1174,28 +1071,24 @@ class HybridMemory:
                 degraded=True,
                 token_counter=self.counter.name,
             )
-        stm_vectors: Vector | None = None
-        hit_vectors: dict[str, Vector] | None = None
-        in_window: frozenset[str] = frozenset()
+        dedup = WindowDedup()
         if session_id is not None and hits:
-            turns = self.short_term(user_id, session_id)
-            in_window = frozenset(t.id for t in turns)
-            # The question being asked may already be a turn of the window; it must not hide the
-            # memories that answer it, so similarity dedup skips it (its own memory goes by id).
-            asked = self._redact(query)
-            others = [t for t in turns if t.content != asked]
-            if others:
-                stm_vectors = self._turn_matrix(others)
-                hit_vectors = self.store.get_vectors(user_id, [h.id for h in hits])
+            dedup = self._planner.window_dedup(
+                hits,
+                user_id=user_id,
+                turns=self.short_term(user_id, session_id),
+                asked=self._redact(query),
+                turn_vectors=self._turn_matrix,
+            )
         ctx = self.fuser.fuse(
             hits,
             query=query,
             now=when,
             max_tokens=max_tokens,
-            hit_vectors=hit_vectors,
-            stm_vectors=stm_vectors,
+            hit_vectors=dedup.hit_vectors,
+            stm_vectors=dedup.stm_vectors,
             stm_threshold=self.embedder.stm_threshold,
-            stm_turn_ids=in_window,
+            stm_turn_ids=dedup.turn_ids,
         )
         if ctx.hits and self.config.rerank.touch_on_inject:
             self.store.touch(user_id, [h.id for h in ctx.hits], self._access_time(now))
