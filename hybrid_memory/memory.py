@@ -41,7 +41,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import sys
 import threading
 import uuid
@@ -50,9 +49,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
-
-from hybrid_memory.buffer import KeyFrameBuffer
 from hybrid_memory.config import HybridMemoryConfig, as_config
 from hybrid_memory.embeddings import Embedder, _BaseEmbedder, as_embedder
 from hybrid_memory.errors import (
@@ -60,9 +56,8 @@ from hybrid_memory.errors import (
     InvalidInputError,
     NotFoundError,
     StoreUnavailableError,
-    UserForgottenError,
 )
-from hybrid_memory.extraction import BackgroundWorker, FactExtractor
+from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.metrics import MetricsSnapshot
 from hybrid_memory.read.context import ContextFuser, relevance_floor
@@ -81,16 +76,14 @@ from hybrid_memory.records import (
     utcnow,
 )
 from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch, infer_category
-from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore
 from hybrid_memory.summary import SessionSummarizer
 from hybrid_memory.tokens import TokenCounter
 from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
+from hybrid_memory.write.session import Sessions
 from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
 __all__ = ["HybridMemory", "require_core"]
-
-#: Namespace of session-summary memory ids (user, session, version).
-_SUMMARY_NAMESPACE = uuid.UUID("5f2b9c1e-7a3d-5e8f-b4c6-1d9e2a7f3b60")
 
 _ROLES = ("user", "assistant", "system", "tool")
 _ITEM_KEYS = frozenset(
@@ -143,22 +136,6 @@ def _check_alpha(alpha: object) -> float:
     if not 0.0 <= a <= 1.0:  # also rejects NaN
         raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
     return a
-
-
-@dataclasses.dataclass
-class _Window:
-    """This process's cache of one session's short-term window; the store's turn log is the truth."""
-
-    buffer: KeyFrameBuffer
-    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
-    #: ``seq`` of the last turn replayed into ``buffer``.
-    seq: int = 0
-    #: Turns replayed (compared with the log's count to notice deletions by other processes).
-    count: int = 0
-    #: The user's forget epoch when last synced (``None``: never synced).
-    epoch: int | None = None
-    #: Text of the session's latest turn (the search context of the next one).
-    last_content: str | None = None
 
 
 class HybridMemory:
@@ -233,15 +210,20 @@ class HybridMemory:
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
         self.extractor = extractor
         self.summarizer = summarizer
-        self._worker = BackgroundWorker()
-        self._pending_extract: dict[tuple[str, str], list[Turn]] = {}
-        self._since_summary: dict[tuple[str, str], list[Turn]] = {}
-        self._last_turn_at: dict[tuple[str, str], datetime] = {}
         self._outcomes: dict[str, deque[WriteOutcome]] = {}
-        # Guards the in-process maps only; never held across store, embedder or LLM calls.
-        self._lock = threading.RLock()
-        self._windows: dict[tuple[str, str], _Window] = {}
-        self._turn_vectors: dict[str, Vector] = {}
+        # Guards the write log only; never held across store, embedder or LLM calls.
+        self._lock = threading.Lock()
+        self._sessions = Sessions(
+            self.store,
+            self.embedder,
+            self.config,
+            writer=self.writer,
+            extractor=extractor,
+            summarizer=summarizer,
+            redact=self._redact,
+            bind=self._ensure_bound,
+            record=self._record,
+        )
         self._bound = False
         self._closed = False
         self._planner = RecallPlanner(self.store, self.embedder, self.config, fuser=self.fuser, bind=self._ensure_bound)
@@ -285,11 +267,6 @@ class HybridMemory:
         """``text`` with PII replaced when ``writer.redact_pii`` (before it reaches an embedder or a store)."""
         return self.writer.redactor.redact(text).text if self.config.writer.redact_pii else text
 
-    def _redacted_turn(self, turn: Turn) -> Turn:
-        """``turn`` as an LLM component may see it (PII replaced when ``writer.redact_pii``)."""
-        text = self._redact(turn.content)
-        return turn if text == turn.content else turn.model_copy(update={"content": text})
-
     def _ensure_open(self) -> None:
         if self._closed:
             raise StoreUnavailableError("this HybridMemory is closed")
@@ -306,42 +283,6 @@ class HybridMemory:
         batch = self.scorer.score(texts, roles=roles)
         self._obs.scored(batch)
         return batch
-
-    def _window(self, user_id: str, session_id: str) -> _Window:
-        key = (user_id, session_id)
-        with self._lock:
-            w = self._windows.get(key)
-            if w is None:
-                w = self._windows[key] = _Window(
-                    KeyFrameBuffer(
-                        max_tokens=self.config.buffer.max_tokens,
-                        max_key_frame_ratio=self.config.buffer.max_key_frame_ratio,
-                    )
-                )
-            return w
-
-    def _drop_vectors(self, turns: Iterable[Turn]) -> None:
-        with self._lock:
-            for t in turns:
-                self._turn_vectors.pop(t.id, None)
-
-    def _sync(self, w: _Window, user_id: str, session_id: str) -> int:
-        """Replay the store's new turns into the cached window (``w.lock`` held); return the epoch.
-
-        The window is rebuilt from the whole log when the user was forgotten or turns were
-        deleted (an ended or cleared session) by any process since the last sync.
-        """
-        log = self.store.load_session(user_id, session_id, after_seq=w.seq)
-        if w.epoch is not None and (log.epoch != w.epoch or log.count != w.count + len(log.turns)):
-            self._drop_vectors(w.buffer.clear())
-            w.seq, w.count, w.last_content = 0, 0, None
-            log = self.store.load_session(user_id, session_id)
-        for t in log.turns:
-            self._drop_vectors(w.buffer.add(t))
-        if log.turns:
-            w.seq, w.last_content = log.turns[-1].seq, log.turns[-1].content
-        w.count, w.epoch = log.count, log.epoch
-        return log.epoch
 
     # ------------------------------------------------------------------ write path
     @observed("add_turn")
@@ -403,68 +344,8 @@ class HybridMemory:
             tokens=max(1, self.counter.count(text)),
             scoring_note=_fallback_note(batch),
         )
-        w = self._window(user_id, session_id)
-        with w.lock:  # one writer per session in this process; other processes are ordered by the log
-            epoch = self._sync(w, user_id, session_id)
-            # Long-term first, then the log: a turn in the window is always recallable too.
-            pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
-            self._write_turns([turn], contexts=[w.last_content or ""], epoch=epoch, pii_note=pii)
-            (stored,) = self.store.append_turns([turn], epoch=epoch)
-            # Into the cache without a re-read: a turn another process appended meanwhile makes the
-            # next sync's count disagree, and that sync rebuilds the window from the log.
-            self._drop_vectors(w.buffer.add(stored))
-            w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
-        with self._lock:
-            self._last_turn_at[(user_id, session_id)] = ts
-        self._after_turn(stored)
-        return stored
-
-    def _write_turns(
-        self, turns: Sequence[Turn], *, contexts: Sequence[str], epoch: int, pii_note: str | None = None
-    ) -> list[WriteOutcome]:
-        if not self.config.writer.store_turns:
-            return []
-        drafts: list[MemoryRecord] = []
-        notes: list[str | None] = []
-        for t, context in zip(turns, contexts, strict=True):
-            if t.importance < self.config.writer.turn_min_importance and not t.key_frame:
-                continue
-            category = infer_category(t.content) if t.key_frame else "turn"
-            notes.append(t.scoring_note)
-            drafts.append(
-                MemoryRecord.create(
-                    user_id=t.user_id,
-                    content=t.content,
-                    session_id=t.session_id,
-                    category=category,
-                    importance=t.importance,
-                    source="assistant"
-                    if t.role == "assistant"
-                    else ("system" if t.role in ("system", "tool") else "user"),
-                    timestamp=t.timestamp,
-                    metadata={"role": t.role, "turn_id": t.id},
-                    provenance=(t.id,),
-                    context=context,
-                )
-            )
-        if not drafts:
-            return []
-        self._ensure_bound()
-        # One embedding per turn: the writer stores it and the short-term dedup of build_context
-        # reuses it (the text is already redacted, so the writer has no reason to re-embed).
-        vectors = self.embedder.embed_documents([d.content for d in drafts])
-        with self._lock:
-            for d, v in zip(drafts, vectors, strict=True):
-                self._turn_vectors[d.provenance[0]] = v
-        written = [
-            o.model_copy(update={"notes": (*o.notes, note)}) if note else o
-            for o, note in zip(
-                self.writer.write(drafts, vectors=vectors, epochs={turns[0].user_id: epoch}), notes, strict=True
-            )
-        ]
-        if pii_note is not None:  # redacted at the door: say so where the writer would have
-            written = [o if o.reason else o.model_copy(update={"reason": pii_note}) for o in written]
-        return self._record(written)
+        pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
+        return self._sessions.append(turn, pii_note=pii)
 
     @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
@@ -482,19 +363,8 @@ class HybridMemory:
         self._ensure_open()
         check_id(user_id)
         check_id(session_id, name="session_id")
-        self._drop_session(user_id, session_id)
-        self._submit_session_jobs((user_id, session_id), summary=True)
+        self._sessions.end(user_id, session_id)
         return []
-
-    def _drop_session(self, user_id: str, session_id: str) -> None:
-        """Delete the session's turn log in the store and this process's cache of it."""
-        w = self._window(user_id, session_id)
-        with w.lock:
-            self.store.delete_session(user_id, session_id)
-            self._drop_vectors(w.buffer.clear())
-            with self._lock:
-                self._windows.pop((user_id, session_id), None)
-                self._last_turn_at.pop((user_id, session_id), None)
 
     # ------------------------------------------------------------------ background write path
     def _record(self, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
@@ -519,134 +389,15 @@ class HybridMemory:
 
     def _flush_idle(self, user_id: str, session_id: str, now: datetime) -> None:
         """End the user's *other* sessions that have been idle for ``buffer.idle_flush_minutes``."""
-        minutes = self.config.buffer.idle_flush_minutes
-        if minutes <= 0:
-            return
-        try:
-            cutoff = now - timedelta(minutes=minutes)
-        except OverflowError:  # ``now`` within minutes of datetime.min: nothing can be idle before it
-            return
-        with self._lock:
-            stale = [
-                k for k, at in self._last_turn_at.items() if k[0] == user_id and k[1] != session_id and at <= cutoff
-            ]
-        for key in stale:
+        for key in self._sessions.idle(user_id, session_id, now):
             self.end_session(*key)
-
-    def _after_turn(self, turn: Turn) -> None:
-        key = (turn.user_id, turn.session_id)
-        batch: list[Turn] = []
-        summarize = False
-        with self._lock:
-            if self.extractor is not None:
-                pending = self._pending_extract.setdefault(key, [])
-                pending.append(turn)
-                if len(pending) >= self.extractor.batch_turns:
-                    batch = pending[:]
-                    pending.clear()
-            every = self.config.buffer.summary_every
-            if self.summarizer is not None and every > 0:
-                since = self._since_summary.setdefault(key, [])
-                since.append(turn)
-                summarize = len(since) >= every
-        if batch:
-            self._submit_extract(batch)
-        if summarize:
-            self._submit_summary(key)
-
-    def _submit_session_jobs(self, key: tuple[str, str], *, summary: bool) -> None:
-        with self._lock:
-            batch = self._pending_extract.pop(key, [])
-            has_summary = bool(self._since_summary.get(key))
-        if batch:
-            self._submit_extract(batch)
-        if summary and has_summary:
-            self._submit_summary(key)
-
-    def _submit_extract(self, turns: list[Turn]) -> None:
-        extractor = self.extractor
-        if extractor is None:
-            return
-        user = turns[0].user_id
-        epoch = self.store.user_epoch(user)
-
-        def job() -> None:
-            result = extractor.extract([self._redacted_turn(t) for t in turns])
-            if result.error is not None:
-                self._worker.errors.append(result.error)
-            drafts = [m.to_record() for m in result.memories]
-            if self._closed or not drafts:
-                return
-            self._ensure_bound()
-            try:
-                self._record(self.writer.write(drafts, epochs={user: epoch}))
-            except UserForgottenError:
-                return  # forgotten meanwhile (any process): nothing from before the forget is kept
-
-        self._worker.submit(job)
-
-    def _submit_summary(self, key: tuple[str, str]) -> None:
-        summarizer = self.summarizer
-        if summarizer is None:
-            return
-        with self._lock:
-            turns = self._since_summary.pop(key, [])
-        if not turns:
-            return
-        epoch = self.store.user_epoch(key[0])
-
-        def job() -> None:
-            prev = self._latest_summary(*key)
-            result = summarizer.summarize(
-                prev.content if prev else None,
-                [self._redact(t.content) for t in turns],
-                roles=[t.role for t in turns],
-            )
-            if not result.text.strip() or self._closed:
-                return
-            covered = tuple(dict.fromkeys((*(prev.provenance if prev else ()), *(t.id for t in turns))))
-            meta: dict[str, Any] = {"summary_of": key[1], "kept_originals": result.kept_originals}
-            if result.fallback_reason:
-                meta["fallback_reason"] = result.fallback_reason
-            old = [prev] if prev else []
-            version = old[0].version + 1 if old else 1
-            try:
-                draft = MemoryRecord.create(
-                    user_id=key[0],
-                    content=result.text,
-                    id=str(uuid.uuid5(_SUMMARY_NAMESPACE, f"{key[0]}\x1f{key[1]}\x1f{version}")),
-                    session_id=key[1],
-                    category="summary",
-                    importance=0.5,
-                    source="inferred",
-                    timestamp=max(t.timestamp for t in turns),
-                    provenance=covered,
-                    metadata=meta,
-                    supersedes=old[0].id if old else None,
-                    version=version,
-                )
-                self._ensure_bound()
-                out = self._record(self.writer.write([draft], epochs={key[0]: epoch}))[0]
-                stored = out.record if out.record is not None else draft
-                if old and out.action == "added" and stored.id != old[0].id:
-                    self.writer.mark_superseded(key[0], old[0].id, stored, epoch=epoch)
-            except UserForgottenError:
-                return  # forgotten meanwhile (any process): nothing from before the forget is kept
-
-        self._worker.submit(job)
-
-    def _latest_summary(self, user_id: str, session_id: str) -> MemoryRecord | None:
-        """The session's newest active summary memory, read from the store (any process made it)."""
-        found = self.store.list(user_id, filter=MemoryFilter(categories=("summary",), session_id=session_id))
-        mine = [r for r in found if r.metadata.get("summary_of") == session_id]
-        return max(mine, key=lambda r: (r.version, r.updated_at)) if mine else None
 
     def session_summary(self, user_id: str, session_id: str) -> str | None:
         """The latest summary of a session (``None`` before the first one is made), from the store."""
         check_id(user_id)
         check_id(session_id, name="session_id")
         self._ensure_open()
-        got = self._latest_summary(user_id, session_id)
+        got = self._sessions.latest_summary(user_id, session_id)
         return got.content if got else None
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -660,11 +411,7 @@ class HybridMemory:
         Returns:
             Whether everything finished within ``timeout``.
         """
-        with self._lock:
-            keys = list(self._pending_extract)
-        for key in keys:
-            self._submit_session_jobs(key, summary=False)
-        return self._worker.join(timeout)
+        return self._sessions.flush(timeout)
 
     async def aflush(self, timeout: float | None = None) -> bool:
         """Async twin of :meth:`flush`."""
@@ -673,7 +420,7 @@ class HybridMemory:
     @property
     def background_errors(self) -> list[str]:
         """Recent failures of background extraction/summaries (never raised to the agent)."""
-        return list(self._worker.errors)
+        return list(self._sessions.worker.errors)
 
     def review_queue(self, user_id: str) -> list[ConflictReview]:
         """Conflicts the writer detected or suspected for ``user_id``, oldest first.
@@ -721,21 +468,14 @@ class HybridMemory:
         check_id(user_id)
         check_id(session_id, name="session_id")
         self._ensure_open()
-        w = self._window(user_id, session_id)
-        with w.lock:
-            try:
-                self._sync(w, user_id, session_id)
-            except StoreUnavailableError:
-                if w.epoch is None:  # nothing cached: there is no window to fall back on
-                    raise
-            return w.buffer.turns
+        return self._sessions.short_term(user_id, session_id)
 
     def clear_session(self, user_id: str, session_id: str) -> None:
         """Empty the session's short-term window in every process (long-term memory is kept)."""
         check_id(user_id)
         check_id(session_id, name="session_id")
         self._ensure_open()
-        self._drop_session(user_id, session_id)
+        self._sessions.drop(user_id, session_id)
 
     def _draft(self, user_id: str, item: str | Mapping[str, Any], defaults: Mapping[str, Any]) -> MemoryRecord:
         data: dict[str, Any] = dict(defaults)
@@ -1078,7 +818,7 @@ class HybridMemory:
                 user_id=user_id,
                 turns=self.short_term(user_id, session_id),
                 asked=self._redact(query),
-                turn_vectors=self._turn_matrix,
+                turn_vectors=self._sessions.turn_matrix,
             )
         ctx = self.fuser.fuse(
             hits,
@@ -1093,17 +833,6 @@ class HybridMemory:
         if ctx.hits and self.config.rerank.touch_on_inject:
             self.store.touch(user_id, [h.id for h in ctx.hits], self._access_time(now))
         return ctx
-
-    def _turn_matrix(self, turns: Sequence[Turn]) -> Vector:
-        with self._lock:
-            known = {t.id: self._turn_vectors[t.id] for t in turns if t.id in self._turn_vectors}
-        missing = [t for t in turns if t.id not in known]
-        if missing:  # turns below the gate, or added by another process (turn text is redacted)
-            vecs = self.embedder.embed_documents([t.content for t in missing])
-            with self._lock:
-                for t, v in zip(missing, vecs, strict=True):
-                    known[t.id] = self._turn_vectors[t.id] = v
-        return np.stack([known[t.id] for t in turns])
 
     # ------------------------------------------------------------------ management
     @observed("put")
@@ -1225,14 +954,9 @@ class HybridMemory:
         check_id(user_id)
         n = self.store.delete_user(user_id)  # first: from here on, stale writes are refused
         self._obs.forget_user(user_id)  # after the epoch bump (see Observer: late steps delete themselves)
+        self._sessions.forget_user(user_id)
         with self._lock:
-            for table in (self._pending_extract, self._since_summary, self._last_turn_at):
-                for key in [k for k in table if k[0] == user_id]:
-                    table.pop(key, None)
-            windows = [self._windows.pop(k) for k in [k for k in self._windows if k[0] == user_id]]
             self._outcomes.pop(user_id, None)
-        for w in windows:
-            self._drop_vectors(w.buffer.clear())
         self.writer.forget_user(user_id)
         clear = getattr(self.scorer, "clear_cache", None)
         if callable(clear):
@@ -1310,11 +1034,8 @@ class HybridMemory:
         if self._closed:
             return
         self.flush(timeout=self.close_timeout)
-        self._worker.close(timeout=self.close_timeout)
+        self._sessions.close(timeout=self.close_timeout)
         self._closed = True
-        with self._lock:  # caches only: every turn is already durable in the store
-            self._windows.clear()
-            self._turn_vectors.clear()
         self._obs.close()
         self.store.close()
 

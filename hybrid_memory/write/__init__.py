@@ -1,0 +1,1 @@
+"""The write path: session state, the writer and its judges, importance, buffer, extraction, summaries, lifecycle."""
