@@ -41,13 +41,15 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import sys
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from hybrid_memory.config import HybridMemoryConfig, as_config
 from hybrid_memory.embeddings import Embedder, _BaseEmbedder, as_embedder
@@ -85,6 +87,10 @@ from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
 __all__ = ["HybridMemory", "require_core"]
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_S = TypeVar("_S")
+
 _ROLES = ("user", "assistant", "system", "tool")
 _ITEM_KEYS = frozenset(
     {
@@ -102,6 +108,23 @@ _ITEM_KEYS = frozenset(
     }
 )
 _MAX_K = 1000
+
+
+def _async_twin(fn: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]:
+    """The ``a``-prefixed async twin of a facade method: same parameters, run in a worker thread.
+
+    The twin is a coroutine function whose signature (``inspect.signature``, type checkers) is
+    exactly ``fn``'s, so the two cannot drift apart.
+    """
+
+    async def twin(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await asyncio.to_thread(functools.partial(fn, self, *args, **kwargs))
+
+    name = f"a{fn.__name__}"
+    twin.__name__, twin.__qualname__ = name, f"{fn.__qualname__.rpartition('.')[0]}.{name}"
+    twin.__doc__ = f"Async twin of :meth:`{fn.__name__}` (same parameters; runs it in a worker thread)."
+    twin.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return twin
 
 
 def _fallback_note(batch: ScoreBatch) -> str | None:
@@ -413,10 +436,6 @@ class HybridMemory:
         """
         return self._sessions.flush(timeout)
 
-    async def aflush(self, timeout: float | None = None) -> bool:
-        """Async twin of :meth:`flush`."""
-        return await asyncio.to_thread(self.flush, timeout)
-
     @property
     def background_errors(self) -> list[str]:
         """Recent failures of background extraction/summaries (never raised to the agent)."""
@@ -454,10 +473,6 @@ class HybridMemory:
         )
         self.writer.invalidate(user_id)
         return report
-
-    async def aconsolidate(self, user_id: str, now: datetime | None = None) -> ConsolidationReport:
-        """Async twin of :meth:`consolidate`."""
-        return await asyncio.to_thread(self.consolidate, user_id, now)
 
     def short_term(self, user_id: str, session_id: str) -> list[Turn]:
         """The turns in the session's short-term window, oldest first (as the store has them now).
@@ -874,10 +889,6 @@ class HybridMemory:
         self.writer.invalidate(record.user_id)
         return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
 
-    async def aput(self, record: MemoryRecord, *, score: bool = False) -> WriteOutcome:
-        """Async twin of :meth:`put`."""
-        return await asyncio.to_thread(lambda: self.put(record, score=score))
-
     def touch(self, user_id: str, memory_ids: Sequence[str], *, now: datetime | None = None) -> None:
         """Count a use of these memories (``access_count += 1``, ``last_accessed_at = now``).
 
@@ -1006,10 +1017,6 @@ class HybridMemory:
             check_id(user_id)
         return self._obs.replay(session_id, user_id=user_id)
 
-    async def areplay(self, session_id: str | None, *, user_id: str | None = None) -> list[TraceStep]:
-        """Async twin of :meth:`replay`."""
-        return await asyncio.to_thread(lambda: self.replay(session_id, user_id=user_id))
-
     def metrics(self, *, store_sizes: bool = True) -> MetricsSnapshot:
         """A snapshot of this memory's metrics (:mod:`hybrid_memory.metrics`).
 
@@ -1024,10 +1031,6 @@ class HybridMemory:
         if self._obs.metrics is None:
             raise ConfigurationError("metrics are disabled (config.metrics.enabled=False)")
         return self._obs.metrics.snapshot(self.store if store_sizes else None)
-
-    async def ametrics(self, *, store_sizes: bool = True) -> MetricsSnapshot:
-        """Async twin of :meth:`metrics`."""
-        return await asyncio.to_thread(lambda: self.metrics(store_sizes=store_sizes))
 
     def close(self) -> None:
         """Close the memory (and the store). Idempotent; loses nothing (turns are durable)."""
@@ -1051,65 +1054,30 @@ class HybridMemory:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # ------------------------------------------------------------------ async twins
-    async def aadd_turn(
-        self, user_id: str, session_id: str, role: str, content: str, timestamp: datetime | None = None
-    ) -> Turn:
-        """Async twin of :meth:`add_turn`."""
-        return await asyncio.to_thread(self.add_turn, user_id, session_id, role, content, timestamp)
-
-    async def aremember(self, user_id: str, content: str, **kwargs: Any) -> WriteOutcome:
-        """Async twin of :meth:`remember` (same keyword arguments)."""
-        return await asyncio.to_thread(lambda: self.remember(user_id, content, **kwargs))
-
-    async def aremember_many(
-        self,
-        user_id: str,
-        items: Iterable[str | Mapping[str, Any]],
-        *,
-        progress: bool | None = None,
-        batch_size: int = 256,
-    ) -> list[WriteOutcome]:
-        """Async twin of :meth:`remember_many`."""
-        return await asyncio.to_thread(
-            lambda: self.remember_many(user_id, list(items), progress=progress, batch_size=batch_size)
-        )
-
-    async def arecall(self, query: str, *, user_id: str, **kwargs: Any) -> list[RecallHit]:
-        """Async twin of :meth:`recall` (same keyword arguments)."""
-        return await asyncio.to_thread(lambda: self.recall(query, user_id=user_id, **kwargs))
-
-    async def abuild_context(self, query: str, *, user_id: str, **kwargs: Any) -> FusedContext:
-        """Async twin of :meth:`build_context` (same keyword arguments)."""
-        return await asyncio.to_thread(lambda: self.build_context(query, user_id=user_id, **kwargs))
-
-    async def aend_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
-        """Async twin of :meth:`end_session`."""
-        return await asyncio.to_thread(self.end_session, user_id, session_id)
-
-    async def aget(self, memory_id: str, *, user_id: str) -> MemoryRecord:
-        """Async twin of :meth:`get`."""
-        return await asyncio.to_thread(lambda: self.get(memory_id, user_id=user_id))
-
-    async def aforget(self, memory_id: str, *, user_id: str) -> bool:
-        """Async twin of :meth:`forget`."""
-        return await asyncio.to_thread(lambda: self.forget(memory_id, user_id=user_id))
-
-    async def aforget_user(self, user_id: str) -> ForgetCount:
-        """Async twin of :meth:`forget_user`."""
-        return await asyncio.to_thread(self.forget_user, user_id)
-
-    async def awipe_pending(self) -> bool:
-        """Async twin of :meth:`wipe_pending`."""
-        return await asyncio.to_thread(self.wipe_pending)
-
-    async def afinish_wipe(self, timeout: float | None = None) -> bool:
-        """Async twin of :meth:`finish_wipe`."""
-        return await asyncio.to_thread(self.finish_wipe, timeout)
-
-    async def aclose(self) -> None:
-        """Async twin of :meth:`close`."""
-        await asyncio.to_thread(self.close)
+    # ------------------------------------------------------------------ async twins (same signatures)
+    aadd_turn = _async_twin(add_turn)
+    aend_session = _async_twin(end_session)
+    asession_summary = _async_twin(session_summary)
+    aflush = _async_twin(flush)
+    aconsolidate = _async_twin(consolidate)
+    ashort_term = _async_twin(short_term)
+    aclear_session = _async_twin(clear_session)
+    aremember = _async_twin(remember)
+    aremember_many = _async_twin(remember_many)
+    arecall = _async_twin(recall)
+    abuild_context = _async_twin(build_context)
+    aput = _async_twin(put)
+    atouch = _async_twin(touch)
+    ausers = _async_twin(users)
+    aget = _async_twin(get)
+    alist_memories = _async_twin(list_memories)
+    aforget = _async_twin(forget)
+    aforget_user = _async_twin(forget_user)
+    awipe_pending = _async_twin(wipe_pending)
+    afinish_wipe = _async_twin(finish_wipe)
+    areplay = _async_twin(replay)
+    ametrics = _async_twin(metrics)
+    aclose = _async_twin(close)
 
 
 def require_core(memory: object, owner: str) -> HybridMemory:
