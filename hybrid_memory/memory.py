@@ -664,7 +664,7 @@ class HybridMemory:
         try:
             for i in range(0, len(drafts), batch_size):
                 chunk = drafts[i : i + batch_size]
-                written = self.writer.write(chunk, epochs=epochs)
+                written = self._sessions.write(chunk, epochs=epochs)
                 if notes:
                     written = [
                         o.model_copy(update={"notes": (*o.notes, notes[i + j])}) if (i + j) in notes else o

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -247,6 +247,20 @@ class Sessions:
             written = [o if o.reason else o.model_copy(update={"reason": pii_note}) for o in written]
         return self._record(written)
 
+    def write(self, drafts: Sequence[MemoryRecord], *, epochs: Mapping[str, int]) -> list[WriteOutcome]:
+        """Write memory drafts through the writer; return one outcome per draft (not logged yet).
+
+        The drafts are embedded here, before the writer takes its lock (the writer is shared
+        by every user: a slow embedder must not hold up the others' writes). The text embedded
+        is redacted; the writer re-embeds only a draft its own redaction changes.
+
+        Raises:
+            UserForgottenError: a user in ``epochs`` was forgotten since (nothing is written).
+        """
+        self._bind()
+        vectors = self.embedder.embed_documents([self._redact(d.content) for d in drafts])
+        return self.writer.write(drafts, vectors=vectors, epochs=epochs)
+
     def idle(self, user_id: str, session_id: str, now: datetime) -> list[_Key]:
         """The user's *other* sessions idle for ``buffer.idle_flush_minutes`` at ``now`` (to be ended)."""
         minutes = self.config.buffer.idle_flush_minutes
@@ -336,9 +350,8 @@ class Sessions:
             drafts = [m.to_record() for m in result.memories]
             if self.closed or not drafts:
                 return
-            self._bind()
             try:
-                self._record(self.writer.write(drafts, epochs={user: epoch}))
+                self._record(self.write(drafts, epochs={user: epoch}))
             except UserForgottenError:
                 return  # forgotten meanwhile (any process): nothing from before the forget is kept
 
@@ -384,8 +397,7 @@ class Sessions:
                     supersedes=old[0].id if old else None,
                     version=version,
                 )
-                self._bind()
-                out = self._record(self.writer.write([draft], epochs={key[0]: epoch}))[0]
+                out = self._record(self.write([draft], epochs={key[0]: epoch}))[0]
                 stored = out.record if out.record is not None else draft
                 if old and out.action == "added" and stored.id != old[0].id:
                     self.writer.mark_superseded(key[0], old[0].id, stored, epoch=epoch)
