@@ -131,8 +131,8 @@ if TYPE_CHECKING:  # pragma: no cover
         StoreUnavailableError,
         UserForgottenError,
     )
-    from hybrid_memory.read.context import ContextFuser
     from hybrid_memory.memory import HybridMemory
+    from hybrid_memory.read.context import ContextFuser
     from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, WriteOutcome
     from hybrid_memory.scoring import HeuristicImportanceScorer, LLMImportanceScorer
     from hybrid_memory.stores.base import MemoryFilter, MemoryStore

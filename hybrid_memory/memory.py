@@ -63,7 +63,7 @@ from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.metrics import MetricsSnapshot
 from hybrid_memory.read.context import ContextFuser, relevance_floor
-from hybrid_memory.read.planner import RecallPlanner, WindowDedup
+from hybrid_memory.read.planner import RecallPlanner, WindowDedup, check_alpha, check_k
 from hybrid_memory.records import (
     ForgetCount,
     FusedContext,
@@ -77,11 +77,12 @@ from hybrid_memory.records import (
     ensure_utc,
     utcnow,
 )
-from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch, infer_category
+from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
 from hybrid_memory.summary import SessionSummarizer
 from hybrid_memory.tokens import TokenCounter
 from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
+from hybrid_memory.write.drafts import draft, fallback_note
 from hybrid_memory.write.session import Sessions
 from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
@@ -92,22 +93,6 @@ _R = TypeVar("_R")
 _S = TypeVar("_S")
 
 _ROLES = ("user", "assistant", "system", "tool")
-_ITEM_KEYS = frozenset(
-    {
-        "content",
-        "importance",
-        "category",
-        "source",
-        "tags",
-        "metadata",
-        "timestamp",
-        "session_id",
-        "provenance",
-        "id",
-        "context",
-    }
-)
-_MAX_K = 1000
 
 
 def _async_twin(fn: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]:
@@ -125,40 +110,6 @@ def _async_twin(fn: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_
     twin.__doc__ = f"Async twin of :meth:`{fn.__name__}` (same parameters; runs it in a worker thread)."
     twin.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return twin
-
-
-def _fallback_note(batch: ScoreBatch) -> str | None:
-    """A visible note when the scorer fell back (e.g. the LLM failed and the heuristic scored)."""
-    if batch.fallback_reason is None:
-        return None
-    return f"scorer fallback ({batch.scorer}): {batch.fallback_reason}"
-
-
-def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > _MAX_K:
-        raise InvalidInputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
-    return k
-
-
-def _str_tuple(value: object, name: str) -> tuple[str, ...]:
-    """``None`` -> ``()``; a non-str iterable of str -> tuple; anything else is rejected."""
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise InvalidInputError(f"{name} must be a sequence of str, got {type(value).__name__}")
-    out = tuple(value)
-    if not all(isinstance(t, str) for t in out):
-        raise InvalidInputError(f"{name} must be a sequence of str")
-    return out
-
-
-def _check_alpha(alpha: object) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
-    a = float(alpha)
-    if not 0.0 <= a <= 1.0:  # also rejects NaN
-        raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
-    return a
 
 
 class HybridMemory:
@@ -231,8 +182,6 @@ class HybridMemory:
             self.config.fuser, counter=self.counter, min_similarity=relevance_floor(self.config.fuser, self.embedder)
         )
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
-        self.extractor = extractor
-        self.summarizer = summarizer
         self._outcomes: dict[str, deque[WriteOutcome]] = {}
         # Guards the write log only; never held across store, embedder or LLM calls.
         self._lock = threading.Lock()
@@ -259,6 +208,24 @@ class HybridMemory:
                 hint=f"the embedder {self.embedder.name!r} does not match this store; migrate it with "
                 "`hybrid-memory reembed` or use the embedder the store was built with",
             )
+
+    @property
+    def extractor(self) -> FactExtractor | None:
+        """The background fact extractor (``None`` = no extraction); settable."""
+        return self._sessions.extractor
+
+    @extractor.setter
+    def extractor(self, value: FactExtractor | None) -> None:
+        self._sessions.extractor = value
+
+    @property
+    def summarizer(self) -> SessionSummarizer | None:
+        """The background session summarizer (``None`` = no summaries); settable."""
+        return self._sessions.summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: SessionSummarizer | None) -> None:
+        self._sessions.summarizer = value
 
     # ------------------------------------------------------------------ helpers
     def _now(self, now: datetime | None = None) -> datetime:
@@ -365,7 +332,7 @@ class HybridMemory:
             key_frame=key,
             key_frame_reason=(scored.key_frame_reason or "importance") if key else None,
             tokens=max(1, self.counter.count(text)),
-            scoring_note=_fallback_note(batch),
+            scoring_note=fallback_note(batch),
         )
         pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
         return self._sessions.append(turn, pii_note=pii)
@@ -492,48 +459,6 @@ class HybridMemory:
         self._ensure_open()
         self._sessions.drop(user_id, session_id)
 
-    def _draft(self, user_id: str, item: str | Mapping[str, Any], defaults: Mapping[str, Any]) -> MemoryRecord:
-        data: dict[str, Any] = dict(defaults)
-        if isinstance(item, str):
-            data["content"] = item
-        elif isinstance(item, Mapping):
-            unknown = set(item) - _ITEM_KEYS
-            if unknown:
-                raise InvalidInputError(f"unknown memory fields: {sorted(unknown)}")
-            data.update({k: v for k, v in item.items() if v is not None or k not in data})
-        else:
-            raise InvalidInputError(f"a memory must be a str or a mapping, got {type(item).__name__}")
-        content = check_text(data.pop("content", None))
-        ts = self._stored_time(data.pop("timestamp", None))
-        imp = data.pop("importance", None)
-        if imp is not None and (isinstance(imp, bool) or not isinstance(imp, (int, float)) or not 0 <= imp <= 1):
-            raise InvalidInputError(f"importance must be a number in [0, 1], got {imp!r}")
-        tags = _str_tuple(data.pop("tags", None), "tags")
-        provenance = _str_tuple(data.pop("provenance", None), "provenance")
-        metadata = data.pop("metadata", None)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidInputError(f"metadata must be a mapping, got {type(metadata).__name__}")
-        session_id = data.pop("session_id", None)
-        if session_id is not None:
-            check_id(session_id, name="session_id")
-        context = data.pop("context", None)
-        if context is not None and context != "":
-            check_text(context, name="context")
-        return MemoryRecord.create(
-            user_id=user_id,
-            content=content,
-            id=data.pop("id", None),
-            timestamp=ts,
-            importance=0.5 if imp is None else float(imp),
-            category=data.pop("category", None) or infer_category(content),
-            source=data.pop("source", None) or "user",
-            tags=tags,
-            metadata=dict(metadata or {}),
-            session_id=session_id,
-            provenance=provenance,
-            context=context or "",
-        )
-
     def _score_missing(
         self, items: Sequence[str | Mapping[str, Any]], drafts: list[MemoryRecord]
     ) -> tuple[list[MemoryRecord], dict[int, str]]:
@@ -545,7 +470,7 @@ class HybridMemory:
         out = list(drafts)
         for i, s in zip(missing, batch.items, strict=True):
             out[i] = drafts[i].evolve(importance=s.importance)
-        note = _fallback_note(batch)
+        note = fallback_note(batch)
         return out, ({i: note for i in missing} if note else {})
 
     @observed("remember")
@@ -646,7 +571,7 @@ class HybridMemory:
         drafts: list[MemoryRecord] = []
         for n, item in enumerate(materialized):
             try:
-                drafts.append(self._draft(user_id, item, {}))
+                drafts.append(draft(user_id, item, stored_time=self._stored_time))
             except InvalidInputError as exc:
                 raise InvalidInputError(f"item {n}: {exc}") from exc
         drafts, notes = self._score_missing(materialized, drafts)
@@ -694,8 +619,8 @@ class HybridMemory:
         self._ensure_open()
         check_text(query, name="query")
         check_id(user_id)
-        k = _check_k(k)
-        a = self.config.retrieval.alpha if alpha is None else _check_alpha(alpha)
+        k = check_k(k)
+        a = self.config.retrieval.alpha if alpha is None else check_alpha(alpha)
         fz = self.config.retrieval.fusion if fusion is None else fusion
         if fz not in ("relative", "ranked"):
             raise InvalidInputError(f"fusion must be 'relative' or 'ranked', got {fz!r}")

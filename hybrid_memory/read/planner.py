@@ -24,13 +24,33 @@ from datetime import datetime
 
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
+from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.read.context import ContextFuser, passes_floor
 from hybrid_memory.read.rerank import rerank
 from hybrid_memory.records import RecallHit, Turn
 from hybrid_memory.stores.base import FusionType, MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
 from hybrid_memory.temporal import TimeWindow, find_time_windows
 
-__all__ = ["RecallPlanner", "WindowDedup"]
+__all__ = ["RecallPlanner", "WindowDedup", "check_alpha", "check_k"]
+
+_MAX_K = 1000
+
+
+def check_k(k: object) -> int:
+    """``k`` of a recall: an int in 1..1000."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > _MAX_K:
+        raise InvalidInputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
+    return k
+
+
+def check_alpha(alpha: object) -> float:
+    """``alpha`` of a recall: a number in [0, 1] (1.0 = pure vector, 0.0 = pure keyword (BM25))."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
+    a = float(alpha)
+    if not 0.0 <= a <= 1.0:  # also rejects NaN
+        raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
+    return a
 
 
 @dataclasses.dataclass(frozen=True)
