@@ -20,6 +20,10 @@ for the prompt, skipping memories already in the short-term window.
 Every method has an ``a``-prefixed async twin. Memories of one user are never returned for
 another.
 
+The facade is the door: it validates and redacts once, delegates and observes. The recall
+planner, re-ranking and the context block builder live in :mod:`hybrid_memory.read`; the session
+state per (user, session) and the background jobs in :mod:`hybrid_memory.write.session`.
+
 Example:
     >>> from datetime import datetime, timezone
     >>> from hybrid_memory import HybridMemory, LocalStore
