@@ -64,7 +64,7 @@ __all__ = [
 
 _LAZY = {
     "Analyzer": "hybrid_memory.analyzer",
-    "ContextFuser": "hybrid_memory.fusion",
+    "ContextFuser": "hybrid_memory.read.context",
     "FusedContext": "hybrid_memory.records",
     "HeuristicImportanceScorer": "hybrid_memory.scoring",
     "HybridMemory": "hybrid_memory.memory",
@@ -131,8 +131,8 @@ if TYPE_CHECKING:  # pragma: no cover
         StoreUnavailableError,
         UserForgottenError,
     )
-    from hybrid_memory.fusion import ContextFuser
     from hybrid_memory.memory import HybridMemory
+    from hybrid_memory.read.context import ContextFuser
     from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, WriteOutcome
     from hybrid_memory.scoring import HeuristicImportanceScorer, LLMImportanceScorer
     from hybrid_memory.stores.base import MemoryFilter, MemoryStore

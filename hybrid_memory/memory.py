@@ -20,6 +20,10 @@ for the prompt, skipping memories already in the short-term window.
 Every method has an ``a``-prefixed async twin. Memories of one user are never returned for
 another.
 
+The facade is the door: it validates and redacts once, delegates and observes. The recall
+planner, re-ranking and the context block builder live in :mod:`hybrid_memory.read`; the session
+state per (user, session) and the background jobs in :mod:`hybrid_memory.write.session`.
+
 Example:
     >>> from datetime import datetime, timezone
     >>> from hybrid_memory import HybridMemory, LocalStore
@@ -41,18 +45,16 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import functools
+import inspect
 import sys
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import numpy as np
-
-from hybrid_memory.buffer import KeyFrameBuffer
 from hybrid_memory.config import HybridMemoryConfig, as_config
 from hybrid_memory.embeddings import Embedder, _BaseEmbedder, as_embedder
 from hybrid_memory.errors import (
@@ -60,12 +62,12 @@ from hybrid_memory.errors import (
     InvalidInputError,
     NotFoundError,
     StoreUnavailableError,
-    UserForgottenError,
 )
-from hybrid_memory.extraction import BackgroundWorker, FactExtractor
-from hybrid_memory.fusion import ContextFuser, passes_floor
+from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.metrics import MetricsSnapshot
+from hybrid_memory.read.context import ContextFuser, relevance_floor
+from hybrid_memory.read.planner import RecallPlanner, WindowDedup, check_alpha, check_k
 from hybrid_memory.records import (
     ForgetCount,
     FusedContext,
@@ -79,89 +81,39 @@ from hybrid_memory.records import (
     ensure_utc,
     utcnow,
 )
-from hybrid_memory.retrieval import rerank
-from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch, infer_category
-from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
+from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore
 from hybrid_memory.summary import SessionSummarizer
-from hybrid_memory.temporal import TimeWindow, find_time_windows
 from hybrid_memory.tokens import TokenCounter
 from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
+from hybrid_memory.write.drafts import draft, fallback_note
+from hybrid_memory.write.session import Sessions
 from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
 __all__ = ["HybridMemory", "require_core"]
 
-#: Namespace of session-summary memory ids (user, session, version).
-_SUMMARY_NAMESPACE = uuid.UUID("5f2b9c1e-7a3d-5e8f-b4c6-1d9e2a7f3b60")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_S = TypeVar("_S")
 
 _ROLES = ("user", "assistant", "system", "tool")
-_ITEM_KEYS = frozenset(
-    {
-        "content",
-        "importance",
-        "category",
-        "source",
-        "tags",
-        "metadata",
-        "timestamp",
-        "session_id",
-        "provenance",
-        "id",
-        "context",
-    }
-)
-_MAX_K = 1000
-#: Relevance floor on vector similarity per embedder family (cosine); see benchmarks/results.
-_DEFAULT_MIN_SIMILARITY = 0.3
 
 
-def _fallback_note(batch: ScoreBatch) -> str | None:
-    """A visible note when the scorer fell back (e.g. the LLM failed and the heuristic scored)."""
-    if batch.fallback_reason is None:
-        return None
-    return f"scorer fallback ({batch.scorer}): {batch.fallback_reason}"
+def _async_twin(fn: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]:
+    """The ``a``-prefixed async twin of a facade method: same parameters, run in a worker thread.
 
+    The twin is a coroutine function whose signature (``inspect.signature``, type checkers) is
+    exactly ``fn``'s, so the two cannot drift apart.
+    """
 
-def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > _MAX_K:
-        raise InvalidInputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
-    return k
+    async def twin(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await asyncio.to_thread(functools.partial(fn, self, *args, **kwargs))
 
-
-def _str_tuple(value: object, name: str) -> tuple[str, ...]:
-    """``None`` -> ``()``; a non-str iterable of str -> tuple; anything else is rejected."""
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise InvalidInputError(f"{name} must be a sequence of str, got {type(value).__name__}")
-    out = tuple(value)
-    if not all(isinstance(t, str) for t in out):
-        raise InvalidInputError(f"{name} must be a sequence of str")
-    return out
-
-
-def _check_alpha(alpha: object) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
-    a = float(alpha)
-    if not 0.0 <= a <= 1.0:  # also rejects NaN
-        raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
-    return a
-
-
-@dataclasses.dataclass
-class _Window:
-    """This process's cache of one session's short-term window; the store's turn log is the truth."""
-
-    buffer: KeyFrameBuffer
-    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
-    #: ``seq`` of the last turn replayed into ``buffer``.
-    seq: int = 0
-    #: Turns replayed (compared with the log's count to notice deletions by other processes).
-    count: int = 0
-    #: The user's forget epoch when last synced (``None``: never synced).
-    epoch: int | None = None
-    #: Text of the session's latest turn (the search context of the next one).
-    last_content: str | None = None
+    name = f"a{fn.__name__}"
+    twin.__name__, twin.__qualname__ = name, f"{fn.__qualname__.rpartition('.')[0]}.{name}"
+    twin.__doc__ = f"Async twin of :meth:`{fn.__name__}` (same parameters; runs it in a worker thread)."
+    twin.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return twin
 
 
 class HybridMemory:
@@ -230,21 +182,27 @@ class HybridMemory:
         )
         self._clock = clock if clock is not None else utcnow
         self.counter = TokenCounter(self.config.tokenizer_model)
-        self.fuser = ContextFuser(self.config.fuser, counter=self.counter, min_similarity=self._min_similarity())
+        self.fuser = ContextFuser(
+            self.config.fuser, counter=self.counter, min_similarity=relevance_floor(self.config.fuser, self.embedder)
+        )
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
-        self.extractor = extractor
-        self.summarizer = summarizer
-        self._worker = BackgroundWorker()
-        self._pending_extract: dict[tuple[str, str], list[Turn]] = {}
-        self._since_summary: dict[tuple[str, str], list[Turn]] = {}
-        self._last_turn_at: dict[tuple[str, str], datetime] = {}
         self._outcomes: dict[str, deque[WriteOutcome]] = {}
-        # Guards the in-process maps only; never held across store, embedder or LLM calls.
-        self._lock = threading.RLock()
-        self._windows: dict[tuple[str, str], _Window] = {}
-        self._turn_vectors: dict[str, Vector] = {}
+        # Guards the write log only; never held across store, embedder or LLM calls.
+        self._lock = threading.Lock()
+        self._sessions = Sessions(
+            self.store,
+            self.embedder,
+            self.config,
+            writer=self.writer,
+            extractor=extractor,
+            summarizer=summarizer,
+            redact=self._redact,
+            bind=self._ensure_bound,
+            record=self._record,
+        )
         self._bound = False
         self._closed = False
+        self._planner = RecallPlanner(self.store, self.embedder, self.config, fuser=self.fuser, bind=self._ensure_bound)
         self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
         static_dim = self.embedder._dim if isinstance(self.embedder, _BaseEmbedder) else None
         if static_dim is not None and self.store.dimension is not None and static_dim != self.store.dimension:
@@ -255,12 +213,25 @@ class HybridMemory:
                 "`hybrid-memory reembed` or use the embedder the store was built with",
             )
 
-    # ------------------------------------------------------------------ helpers
-    def _min_similarity(self) -> float:
-        if self.config.fuser.min_similarity is not None:
-            return self.config.fuser.min_similarity
-        return float(getattr(self.embedder, "min_similarity", _DEFAULT_MIN_SIMILARITY))
+    @property
+    def extractor(self) -> FactExtractor | None:
+        """The background fact extractor (``None`` = no extraction); settable."""
+        return self._sessions.extractor
 
+    @extractor.setter
+    def extractor(self, value: FactExtractor | None) -> None:
+        self._sessions.extractor = value
+
+    @property
+    def summarizer(self) -> SessionSummarizer | None:
+        """The background session summarizer (``None`` = no summaries); settable."""
+        return self._sessions.summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: SessionSummarizer | None) -> None:
+        self._sessions.summarizer = value
+
+    # ------------------------------------------------------------------ helpers
     def _now(self, now: datetime | None = None) -> datetime:
         return ensure_utc(now, name="now") if now is not None else ensure_utc(self._clock(), name="clock()")
 
@@ -290,11 +261,6 @@ class HybridMemory:
         """``text`` with PII replaced when ``writer.redact_pii`` (before it reaches an embedder or a store)."""
         return self.writer.redactor.redact(text).text if self.config.writer.redact_pii else text
 
-    def _redacted_turn(self, turn: Turn) -> Turn:
-        """``turn`` as an LLM component may see it (PII replaced when ``writer.redact_pii``)."""
-        text = self._redact(turn.content)
-        return turn if text == turn.content else turn.model_copy(update={"content": text})
-
     def _ensure_open(self) -> None:
         if self._closed:
             raise StoreUnavailableError("this HybridMemory is closed")
@@ -311,42 +277,6 @@ class HybridMemory:
         batch = self.scorer.score(texts, roles=roles)
         self._obs.scored(batch)
         return batch
-
-    def _window(self, user_id: str, session_id: str) -> _Window:
-        key = (user_id, session_id)
-        with self._lock:
-            w = self._windows.get(key)
-            if w is None:
-                w = self._windows[key] = _Window(
-                    KeyFrameBuffer(
-                        max_tokens=self.config.buffer.max_tokens,
-                        max_key_frame_ratio=self.config.buffer.max_key_frame_ratio,
-                    )
-                )
-            return w
-
-    def _drop_vectors(self, turns: Iterable[Turn]) -> None:
-        with self._lock:
-            for t in turns:
-                self._turn_vectors.pop(t.id, None)
-
-    def _sync(self, w: _Window, user_id: str, session_id: str) -> int:
-        """Replay the store's new turns into the cached window (``w.lock`` held); return the epoch.
-
-        The window is rebuilt from the whole log when the user was forgotten or turns were
-        deleted (an ended or cleared session) by any process since the last sync.
-        """
-        log = self.store.load_session(user_id, session_id, after_seq=w.seq)
-        if w.epoch is not None and (log.epoch != w.epoch or log.count != w.count + len(log.turns)):
-            self._drop_vectors(w.buffer.clear())
-            w.seq, w.count, w.last_content = 0, 0, None
-            log = self.store.load_session(user_id, session_id)
-        for t in log.turns:
-            self._drop_vectors(w.buffer.add(t))
-        if log.turns:
-            w.seq, w.last_content = log.turns[-1].seq, log.turns[-1].content
-        w.count, w.epoch = log.count, log.epoch
-        return log.epoch
 
     # ------------------------------------------------------------------ write path
     @observed("add_turn")
@@ -406,70 +336,10 @@ class HybridMemory:
             key_frame=key,
             key_frame_reason=(scored.key_frame_reason or "importance") if key else None,
             tokens=max(1, self.counter.count(text)),
-            scoring_note=_fallback_note(batch),
+            scoring_note=fallback_note(batch),
         )
-        w = self._window(user_id, session_id)
-        with w.lock:  # one writer per session in this process; other processes are ordered by the log
-            epoch = self._sync(w, user_id, session_id)
-            # Long-term first, then the log: a turn in the window is always recallable too.
-            pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
-            self._write_turns([turn], contexts=[w.last_content or ""], epoch=epoch, pii_note=pii)
-            (stored,) = self.store.append_turns([turn], epoch=epoch)
-            # Into the cache without a re-read: a turn another process appended meanwhile makes the
-            # next sync's count disagree, and that sync rebuilds the window from the log.
-            self._drop_vectors(w.buffer.add(stored))
-            w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
-        with self._lock:
-            self._last_turn_at[(user_id, session_id)] = ts
-        self._after_turn(stored)
-        return stored
-
-    def _write_turns(
-        self, turns: Sequence[Turn], *, contexts: Sequence[str], epoch: int, pii_note: str | None = None
-    ) -> list[WriteOutcome]:
-        if not self.config.writer.store_turns:
-            return []
-        drafts: list[MemoryRecord] = []
-        notes: list[str | None] = []
-        for t, context in zip(turns, contexts, strict=True):
-            if t.importance < self.config.writer.turn_min_importance and not t.key_frame:
-                continue
-            category = infer_category(t.content) if t.key_frame else "turn"
-            notes.append(t.scoring_note)
-            drafts.append(
-                MemoryRecord.create(
-                    user_id=t.user_id,
-                    content=t.content,
-                    session_id=t.session_id,
-                    category=category,
-                    importance=t.importance,
-                    source="assistant"
-                    if t.role == "assistant"
-                    else ("system" if t.role in ("system", "tool") else "user"),
-                    timestamp=t.timestamp,
-                    metadata={"role": t.role, "turn_id": t.id},
-                    provenance=(t.id,),
-                    context=context,
-                )
-            )
-        if not drafts:
-            return []
-        self._ensure_bound()
-        # One embedding per turn: the writer stores it and the short-term dedup of build_context
-        # reuses it (the text is already redacted, so the writer has no reason to re-embed).
-        vectors = self.embedder.embed_documents([d.content for d in drafts])
-        with self._lock:
-            for d, v in zip(drafts, vectors, strict=True):
-                self._turn_vectors[d.provenance[0]] = v
-        written = [
-            o.model_copy(update={"notes": (*o.notes, note)}) if note else o
-            for o, note in zip(
-                self.writer.write(drafts, vectors=vectors, epochs={turns[0].user_id: epoch}), notes, strict=True
-            )
-        ]
-        if pii_note is not None:  # redacted at the door: say so where the writer would have
-            written = [o if o.reason else o.model_copy(update={"reason": pii_note}) for o in written]
-        return self._record(written)
+        pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
+        return self._sessions.append(turn, pii_note=pii)
 
     @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
@@ -487,19 +357,8 @@ class HybridMemory:
         self._ensure_open()
         check_id(user_id)
         check_id(session_id, name="session_id")
-        self._drop_session(user_id, session_id)
-        self._submit_session_jobs((user_id, session_id), summary=True)
+        self._sessions.end(user_id, session_id)
         return []
-
-    def _drop_session(self, user_id: str, session_id: str) -> None:
-        """Delete the session's turn log in the store and this process's cache of it."""
-        w = self._window(user_id, session_id)
-        with w.lock:
-            self.store.delete_session(user_id, session_id)
-            self._drop_vectors(w.buffer.clear())
-            with self._lock:
-                self._windows.pop((user_id, session_id), None)
-                self._last_turn_at.pop((user_id, session_id), None)
 
     # ------------------------------------------------------------------ background write path
     def _record(self, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
@@ -524,134 +383,15 @@ class HybridMemory:
 
     def _flush_idle(self, user_id: str, session_id: str, now: datetime) -> None:
         """End the user's *other* sessions that have been idle for ``buffer.idle_flush_minutes``."""
-        minutes = self.config.buffer.idle_flush_minutes
-        if minutes <= 0:
-            return
-        try:
-            cutoff = now - timedelta(minutes=minutes)
-        except OverflowError:  # ``now`` within minutes of datetime.min: nothing can be idle before it
-            return
-        with self._lock:
-            stale = [
-                k for k, at in self._last_turn_at.items() if k[0] == user_id and k[1] != session_id and at <= cutoff
-            ]
-        for key in stale:
+        for key in self._sessions.idle(user_id, session_id, now):
             self.end_session(*key)
-
-    def _after_turn(self, turn: Turn) -> None:
-        key = (turn.user_id, turn.session_id)
-        batch: list[Turn] = []
-        summarize = False
-        with self._lock:
-            if self.extractor is not None:
-                pending = self._pending_extract.setdefault(key, [])
-                pending.append(turn)
-                if len(pending) >= self.extractor.batch_turns:
-                    batch = pending[:]
-                    pending.clear()
-            every = self.config.buffer.summary_every
-            if self.summarizer is not None and every > 0:
-                since = self._since_summary.setdefault(key, [])
-                since.append(turn)
-                summarize = len(since) >= every
-        if batch:
-            self._submit_extract(batch)
-        if summarize:
-            self._submit_summary(key)
-
-    def _submit_session_jobs(self, key: tuple[str, str], *, summary: bool) -> None:
-        with self._lock:
-            batch = self._pending_extract.pop(key, [])
-            has_summary = bool(self._since_summary.get(key))
-        if batch:
-            self._submit_extract(batch)
-        if summary and has_summary:
-            self._submit_summary(key)
-
-    def _submit_extract(self, turns: list[Turn]) -> None:
-        extractor = self.extractor
-        if extractor is None:
-            return
-        user = turns[0].user_id
-        epoch = self.store.user_epoch(user)
-
-        def job() -> None:
-            result = extractor.extract([self._redacted_turn(t) for t in turns])
-            if result.error is not None:
-                self._worker.errors.append(result.error)
-            drafts = [m.to_record() for m in result.memories]
-            if self._closed or not drafts:
-                return
-            self._ensure_bound()
-            try:
-                self._record(self.writer.write(drafts, epochs={user: epoch}))
-            except UserForgottenError:
-                return  # forgotten meanwhile (any process): nothing from before the forget is kept
-
-        self._worker.submit(job)
-
-    def _submit_summary(self, key: tuple[str, str]) -> None:
-        summarizer = self.summarizer
-        if summarizer is None:
-            return
-        with self._lock:
-            turns = self._since_summary.pop(key, [])
-        if not turns:
-            return
-        epoch = self.store.user_epoch(key[0])
-
-        def job() -> None:
-            prev = self._latest_summary(*key)
-            result = summarizer.summarize(
-                prev.content if prev else None,
-                [self._redact(t.content) for t in turns],
-                roles=[t.role for t in turns],
-            )
-            if not result.text.strip() or self._closed:
-                return
-            covered = tuple(dict.fromkeys((*(prev.provenance if prev else ()), *(t.id for t in turns))))
-            meta: dict[str, Any] = {"summary_of": key[1], "kept_originals": result.kept_originals}
-            if result.fallback_reason:
-                meta["fallback_reason"] = result.fallback_reason
-            old = [prev] if prev else []
-            version = old[0].version + 1 if old else 1
-            try:
-                draft = MemoryRecord.create(
-                    user_id=key[0],
-                    content=result.text,
-                    id=str(uuid.uuid5(_SUMMARY_NAMESPACE, f"{key[0]}\x1f{key[1]}\x1f{version}")),
-                    session_id=key[1],
-                    category="summary",
-                    importance=0.5,
-                    source="inferred",
-                    timestamp=max(t.timestamp for t in turns),
-                    provenance=covered,
-                    metadata=meta,
-                    supersedes=old[0].id if old else None,
-                    version=version,
-                )
-                self._ensure_bound()
-                out = self._record(self.writer.write([draft], epochs={key[0]: epoch}))[0]
-                stored = out.record if out.record is not None else draft
-                if old and out.action == "added" and stored.id != old[0].id:
-                    self.writer.mark_superseded(key[0], old[0].id, stored, epoch=epoch)
-            except UserForgottenError:
-                return  # forgotten meanwhile (any process): nothing from before the forget is kept
-
-        self._worker.submit(job)
-
-    def _latest_summary(self, user_id: str, session_id: str) -> MemoryRecord | None:
-        """The session's newest active summary memory, read from the store (any process made it)."""
-        found = self.store.list(user_id, filter=MemoryFilter(categories=("summary",), session_id=session_id))
-        mine = [r for r in found if r.metadata.get("summary_of") == session_id]
-        return max(mine, key=lambda r: (r.version, r.updated_at)) if mine else None
 
     def session_summary(self, user_id: str, session_id: str) -> str | None:
         """The latest summary of a session (``None`` before the first one is made), from the store."""
         check_id(user_id)
         check_id(session_id, name="session_id")
         self._ensure_open()
-        got = self._latest_summary(user_id, session_id)
+        got = self._sessions.latest_summary(user_id, session_id)
         return got.content if got else None
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -665,20 +405,12 @@ class HybridMemory:
         Returns:
             Whether everything finished within ``timeout``.
         """
-        with self._lock:
-            keys = list(self._pending_extract)
-        for key in keys:
-            self._submit_session_jobs(key, summary=False)
-        return self._worker.join(timeout)
-
-    async def aflush(self, timeout: float | None = None) -> bool:
-        """Async twin of :meth:`flush`."""
-        return await asyncio.to_thread(self.flush, timeout)
+        return self._sessions.flush(timeout)
 
     @property
     def background_errors(self) -> list[str]:
         """Recent failures of background extraction/summaries (never raised to the agent)."""
-        return list(self._worker.errors)
+        return list(self._sessions.worker.errors)
 
     def review_queue(self, user_id: str) -> list[ConflictReview]:
         """Conflicts the writer detected or suspected for ``user_id``, oldest first.
@@ -713,10 +445,6 @@ class HybridMemory:
         self.writer.invalidate(user_id)
         return report
 
-    async def aconsolidate(self, user_id: str, now: datetime | None = None) -> ConsolidationReport:
-        """Async twin of :meth:`consolidate`."""
-        return await asyncio.to_thread(self.consolidate, user_id, now)
-
     def short_term(self, user_id: str, session_id: str) -> list[Turn]:
         """The turns in the session's short-term window, oldest first (as the store has them now).
 
@@ -726,63 +454,14 @@ class HybridMemory:
         check_id(user_id)
         check_id(session_id, name="session_id")
         self._ensure_open()
-        w = self._window(user_id, session_id)
-        with w.lock:
-            try:
-                self._sync(w, user_id, session_id)
-            except StoreUnavailableError:
-                if w.epoch is None:  # nothing cached: there is no window to fall back on
-                    raise
-            return w.buffer.turns
+        return self._sessions.short_term(user_id, session_id)
 
     def clear_session(self, user_id: str, session_id: str) -> None:
         """Empty the session's short-term window in every process (long-term memory is kept)."""
         check_id(user_id)
         check_id(session_id, name="session_id")
         self._ensure_open()
-        self._drop_session(user_id, session_id)
-
-    def _draft(self, user_id: str, item: str | Mapping[str, Any], defaults: Mapping[str, Any]) -> MemoryRecord:
-        data: dict[str, Any] = dict(defaults)
-        if isinstance(item, str):
-            data["content"] = item
-        elif isinstance(item, Mapping):
-            unknown = set(item) - _ITEM_KEYS
-            if unknown:
-                raise InvalidInputError(f"unknown memory fields: {sorted(unknown)}")
-            data.update({k: v for k, v in item.items() if v is not None or k not in data})
-        else:
-            raise InvalidInputError(f"a memory must be a str or a mapping, got {type(item).__name__}")
-        content = check_text(data.pop("content", None))
-        ts = self._stored_time(data.pop("timestamp", None))
-        imp = data.pop("importance", None)
-        if imp is not None and (isinstance(imp, bool) or not isinstance(imp, (int, float)) or not 0 <= imp <= 1):
-            raise InvalidInputError(f"importance must be a number in [0, 1], got {imp!r}")
-        tags = _str_tuple(data.pop("tags", None), "tags")
-        provenance = _str_tuple(data.pop("provenance", None), "provenance")
-        metadata = data.pop("metadata", None)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidInputError(f"metadata must be a mapping, got {type(metadata).__name__}")
-        session_id = data.pop("session_id", None)
-        if session_id is not None:
-            check_id(session_id, name="session_id")
-        context = data.pop("context", None)
-        if context is not None and context != "":
-            check_text(context, name="context")
-        return MemoryRecord.create(
-            user_id=user_id,
-            content=content,
-            id=data.pop("id", None),
-            timestamp=ts,
-            importance=0.5 if imp is None else float(imp),
-            category=data.pop("category", None) or infer_category(content),
-            source=data.pop("source", None) or "user",
-            tags=tags,
-            metadata=dict(metadata or {}),
-            session_id=session_id,
-            provenance=provenance,
-            context=context or "",
-        )
+        self._sessions.drop(user_id, session_id)
 
     def _score_missing(
         self, items: Sequence[str | Mapping[str, Any]], drafts: list[MemoryRecord]
@@ -795,7 +474,7 @@ class HybridMemory:
         out = list(drafts)
         for i, s in zip(missing, batch.items, strict=True):
             out[i] = drafts[i].evolve(importance=s.importance)
-        note = _fallback_note(batch)
+        note = fallback_note(batch)
         return out, ({i: note for i in missing} if note else {})
 
     @observed("remember")
@@ -896,7 +575,7 @@ class HybridMemory:
         drafts: list[MemoryRecord] = []
         for n, item in enumerate(materialized):
             try:
-                drafts.append(self._draft(user_id, item, {}))
+                drafts.append(draft(user_id, item, stored_time=self._stored_time))
             except InvalidInputError as exc:
                 raise InvalidInputError(f"item {n}: {exc}") from exc
         drafts, notes = self._score_missing(materialized, drafts)
@@ -914,7 +593,7 @@ class HybridMemory:
         try:
             for i in range(0, len(drafts), batch_size):
                 chunk = drafts[i : i + batch_size]
-                written = self.writer.write(chunk, epochs=epochs)
+                written = self._sessions.write(chunk, epochs=epochs)
                 if notes:
                     written = [
                         o.model_copy(update={"notes": (*o.notes, notes[i + j])}) if (i + j) in notes else o
@@ -929,30 +608,6 @@ class HybridMemory:
         return outcomes
 
     # ------------------------------------------------------------------ read path
-    def _search(
-        self,
-        query: str,
-        user_id: str,
-        *,
-        limit: int,
-        alpha: float,
-        filt: MemoryFilter,
-        fusion: str,
-        vector: Vector | None,
-    ) -> list[StoreHit]:
-        return self.store.search(
-            SearchRequest(
-                user_id=user_id,
-                query=query,
-                vector=vector,
-                alpha=alpha,
-                limit=limit,
-                fusion=fusion,  # type: ignore[arg-type]
-                max_vector_distance=self.config.retrieval.max_vector_distance,
-                filter=filt,
-            )
-        )
-
     def _recall(
         self,
         query: str,
@@ -968,99 +623,25 @@ class HybridMemory:
         self._ensure_open()
         check_text(query, name="query")
         check_id(user_id)
-        k = _check_k(k)
-        a = self.config.retrieval.alpha if alpha is None else _check_alpha(alpha)
+        k = check_k(k)
+        a = self.config.retrieval.alpha if alpha is None else check_alpha(alpha)
         fz = self.config.retrieval.fusion if fusion is None else fusion
         if fz not in ("relative", "ranked"):
             raise InvalidInputError(f"fusion must be 'relative' or 'ranked', got {fz!r}")
         if filter is not None and not isinstance(filter, MemoryFilter):
             raise InvalidInputError("filter must be a MemoryFilter")
-        when = self._now(now)
-        base = filter if filter is not None else MemoryFilter()
-        if include_archived and "archived" not in base.statuses:
-            base = MemoryFilter(
-                categories=base.categories,
-                tags=base.tags,
-                since=base.since,
-                until=base.until,
-                session_id=base.session_id,
-                statuses=(*base.statuses, "archived"),
-            )
-        if self.store.dimension is None:
-            return []  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
-        self._ensure_bound()
-        query = self._redact(query)  # the query goes to the embedder and the store: no raw PII
-        vector = self.embedder.embed_query(query) if a > 0 or self.config.retrieval.archive_fallback else None
-        limit = max(k, self.config.retrieval.candidates)
-        hits = self._search(query, user_id, limit=limit, alpha=a, filt=base, fusion=fz, vector=vector)
-        if (
-            not include_archived
-            and self.config.retrieval.archive_fallback
-            and "archived" not in base.statuses
-            and not any(self._hit_relevant(h) for h in hits)
-        ):
-            archived = MemoryFilter(
-                categories=base.categories,
-                tags=base.tags,
-                since=base.since,
-                until=base.until,
-                session_id=base.session_id,
-                statuses=("archived",),
-            )
-            extra = [
-                h
-                for h in self._search(query, user_id, limit=limit, alpha=a, filt=archived, fusion=fz, vector=vector)
-                if self._hit_relevant(h)
-            ]
-            hits = hits + extra
-        windows = self._time_windows(query, when, base)
-        if windows:
-            hits = self._search_windows(
-                hits, windows, query, user_id, limit=limit, alpha=a, base=base, fusion=fz, vector=vector
-            )
-        ranked = rerank(hits, now=when, config=self.config.rerank, fusion=fz, windows=windows)  # type: ignore[arg-type]
+        ranked = self._planner.recall(
+            self._redact(query),  # the query goes to the embedder and the store: no raw PII
+            user_id=user_id,
+            k=k,
+            alpha=a,
+            fusion=fz,  # type: ignore[arg-type]
+            filter=filter,
+            include_archived=include_archived,
+            now=self._now(now),
+        )
         self._obs.candidates(ranked, k)
         return ranked[:k]
-
-    def _time_windows(self, query: str, when: datetime, base: MemoryFilter) -> list[TimeWindow]:
-        """Periods the query names (none when disabled or when the caller already set a time range)."""
-        cfg = self.config.retrieval
-        if not cfg.time_windows or cfg.max_time_windows == 0 or base.since is not None or base.until is not None:
-            return []
-        return find_time_windows(query, when)[: cfg.max_time_windows]
-
-    def _search_windows(
-        self,
-        hits: list[StoreHit],
-        windows: Sequence[TimeWindow],
-        query: str,
-        user_id: str,
-        *,
-        limit: int,
-        alpha: float,
-        base: MemoryFilter,
-        fusion: str,
-        vector: Vector | None,
-    ) -> list[StoreHit]:
-        """Add the best hits created inside each named period (a memory found twice keeps its higher score)."""
-        best = {h.record.id: h for h in hits}
-        order = [h.record.id for h in hits]
-        for w in windows:
-            narrowed = dataclasses.replace(base, since=w.start, until=w.end)
-            for h in self._search(
-                query, user_id, limit=limit, alpha=alpha, filt=narrowed, fusion=fusion, vector=vector
-            ):
-                seen = best.get(h.record.id)
-                if seen is None:
-                    order.append(h.record.id)
-                if seen is None or h.score > seen.score:
-                    best[h.record.id] = h
-        return [best[i] for i in order]
-
-    def _hit_relevant(self, h: StoreHit) -> bool:
-        return passes_floor(
-            h.vector_similarity, h.keyword_score, self.fuser.min_similarity, self.config.fuser.min_keyword_score
-        )
 
     @observed("recall")
     def recall(
@@ -1174,43 +755,28 @@ class HybridMemory:
                 degraded=True,
                 token_counter=self.counter.name,
             )
-        stm_vectors: Vector | None = None
-        hit_vectors: dict[str, Vector] | None = None
-        in_window: frozenset[str] = frozenset()
+        dedup = WindowDedup()
         if session_id is not None and hits:
-            turns = self.short_term(user_id, session_id)
-            in_window = frozenset(t.id for t in turns)
-            # The question being asked may already be a turn of the window; it must not hide the
-            # memories that answer it, so similarity dedup skips it (its own memory goes by id).
-            asked = self._redact(query)
-            others = [t for t in turns if t.content != asked]
-            if others:
-                stm_vectors = self._turn_matrix(others)
-                hit_vectors = self.store.get_vectors(user_id, [h.id for h in hits])
+            dedup = self._planner.window_dedup(
+                hits,
+                user_id=user_id,
+                turns=self.short_term(user_id, session_id),
+                asked=self._redact(query),
+                turn_vectors=self._sessions.turn_matrix,
+            )
         ctx = self.fuser.fuse(
             hits,
             query=query,
             now=when,
             max_tokens=max_tokens,
-            hit_vectors=hit_vectors,
-            stm_vectors=stm_vectors,
+            hit_vectors=dedup.hit_vectors,
+            stm_vectors=dedup.stm_vectors,
             stm_threshold=self.embedder.stm_threshold,
-            stm_turn_ids=in_window,
+            stm_turn_ids=dedup.turn_ids,
         )
         if ctx.hits and self.config.rerank.touch_on_inject:
             self.store.touch(user_id, [h.id for h in ctx.hits], self._access_time(now))
         return ctx
-
-    def _turn_matrix(self, turns: Sequence[Turn]) -> Vector:
-        with self._lock:
-            known = {t.id: self._turn_vectors[t.id] for t in turns if t.id in self._turn_vectors}
-        missing = [t for t in turns if t.id not in known]
-        if missing:  # turns below the gate, or added by another process (turn text is redacted)
-            vecs = self.embedder.embed_documents([t.content for t in missing])
-            with self._lock:
-                for t, v in zip(missing, vecs, strict=True):
-                    known[t.id] = self._turn_vectors[t.id] = v
-        return np.stack([known[t.id] for t in turns])
 
     # ------------------------------------------------------------------ management
     @observed("put")
@@ -1251,10 +817,6 @@ class HybridMemory:
         self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
         self.writer.invalidate(record.user_id)
         return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
-
-    async def aput(self, record: MemoryRecord, *, score: bool = False) -> WriteOutcome:
-        """Async twin of :meth:`put`."""
-        return await asyncio.to_thread(lambda: self.put(record, score=score))
 
     def touch(self, user_id: str, memory_ids: Sequence[str], *, now: datetime | None = None) -> None:
         """Count a use of these memories (``access_count += 1``, ``last_accessed_at = now``).
@@ -1332,14 +894,9 @@ class HybridMemory:
         check_id(user_id)
         n = self.store.delete_user(user_id)  # first: from here on, stale writes are refused
         self._obs.forget_user(user_id)  # after the epoch bump (see Observer: late steps delete themselves)
+        self._sessions.forget_user(user_id)
         with self._lock:
-            for table in (self._pending_extract, self._since_summary, self._last_turn_at):
-                for key in [k for k in table if k[0] == user_id]:
-                    table.pop(key, None)
-            windows = [self._windows.pop(k) for k in [k for k in self._windows if k[0] == user_id]]
             self._outcomes.pop(user_id, None)
-        for w in windows:
-            self._drop_vectors(w.buffer.clear())
         self.writer.forget_user(user_id)
         clear = getattr(self.scorer, "clear_cache", None)
         if callable(clear):
@@ -1389,10 +946,6 @@ class HybridMemory:
             check_id(user_id)
         return self._obs.replay(session_id, user_id=user_id)
 
-    async def areplay(self, session_id: str | None, *, user_id: str | None = None) -> list[TraceStep]:
-        """Async twin of :meth:`replay`."""
-        return await asyncio.to_thread(lambda: self.replay(session_id, user_id=user_id))
-
     def metrics(self, *, store_sizes: bool = True) -> MetricsSnapshot:
         """A snapshot of this memory's metrics (:mod:`hybrid_memory.metrics`).
 
@@ -1408,20 +961,13 @@ class HybridMemory:
             raise ConfigurationError("metrics are disabled (config.metrics.enabled=False)")
         return self._obs.metrics.snapshot(self.store if store_sizes else None)
 
-    async def ametrics(self, *, store_sizes: bool = True) -> MetricsSnapshot:
-        """Async twin of :meth:`metrics`."""
-        return await asyncio.to_thread(lambda: self.metrics(store_sizes=store_sizes))
-
     def close(self) -> None:
         """Close the memory (and the store). Idempotent; loses nothing (turns are durable)."""
         if self._closed:
             return
         self.flush(timeout=self.close_timeout)
-        self._worker.close(timeout=self.close_timeout)
+        self._sessions.close(timeout=self.close_timeout)
         self._closed = True
-        with self._lock:  # caches only: every turn is already durable in the store
-            self._windows.clear()
-            self._turn_vectors.clear()
         self._obs.close()
         self.store.close()
 
@@ -1437,65 +983,30 @@ class HybridMemory:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # ------------------------------------------------------------------ async twins
-    async def aadd_turn(
-        self, user_id: str, session_id: str, role: str, content: str, timestamp: datetime | None = None
-    ) -> Turn:
-        """Async twin of :meth:`add_turn`."""
-        return await asyncio.to_thread(self.add_turn, user_id, session_id, role, content, timestamp)
-
-    async def aremember(self, user_id: str, content: str, **kwargs: Any) -> WriteOutcome:
-        """Async twin of :meth:`remember` (same keyword arguments)."""
-        return await asyncio.to_thread(lambda: self.remember(user_id, content, **kwargs))
-
-    async def aremember_many(
-        self,
-        user_id: str,
-        items: Iterable[str | Mapping[str, Any]],
-        *,
-        progress: bool | None = None,
-        batch_size: int = 256,
-    ) -> list[WriteOutcome]:
-        """Async twin of :meth:`remember_many`."""
-        return await asyncio.to_thread(
-            lambda: self.remember_many(user_id, list(items), progress=progress, batch_size=batch_size)
-        )
-
-    async def arecall(self, query: str, *, user_id: str, **kwargs: Any) -> list[RecallHit]:
-        """Async twin of :meth:`recall` (same keyword arguments)."""
-        return await asyncio.to_thread(lambda: self.recall(query, user_id=user_id, **kwargs))
-
-    async def abuild_context(self, query: str, *, user_id: str, **kwargs: Any) -> FusedContext:
-        """Async twin of :meth:`build_context` (same keyword arguments)."""
-        return await asyncio.to_thread(lambda: self.build_context(query, user_id=user_id, **kwargs))
-
-    async def aend_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
-        """Async twin of :meth:`end_session`."""
-        return await asyncio.to_thread(self.end_session, user_id, session_id)
-
-    async def aget(self, memory_id: str, *, user_id: str) -> MemoryRecord:
-        """Async twin of :meth:`get`."""
-        return await asyncio.to_thread(lambda: self.get(memory_id, user_id=user_id))
-
-    async def aforget(self, memory_id: str, *, user_id: str) -> bool:
-        """Async twin of :meth:`forget`."""
-        return await asyncio.to_thread(lambda: self.forget(memory_id, user_id=user_id))
-
-    async def aforget_user(self, user_id: str) -> ForgetCount:
-        """Async twin of :meth:`forget_user`."""
-        return await asyncio.to_thread(self.forget_user, user_id)
-
-    async def awipe_pending(self) -> bool:
-        """Async twin of :meth:`wipe_pending`."""
-        return await asyncio.to_thread(self.wipe_pending)
-
-    async def afinish_wipe(self, timeout: float | None = None) -> bool:
-        """Async twin of :meth:`finish_wipe`."""
-        return await asyncio.to_thread(self.finish_wipe, timeout)
-
-    async def aclose(self) -> None:
-        """Async twin of :meth:`close`."""
-        await asyncio.to_thread(self.close)
+    # ------------------------------------------------------------------ async twins (same signatures)
+    aadd_turn = _async_twin(add_turn)
+    aend_session = _async_twin(end_session)
+    asession_summary = _async_twin(session_summary)
+    aflush = _async_twin(flush)
+    aconsolidate = _async_twin(consolidate)
+    ashort_term = _async_twin(short_term)
+    aclear_session = _async_twin(clear_session)
+    aremember = _async_twin(remember)
+    aremember_many = _async_twin(remember_many)
+    arecall = _async_twin(recall)
+    abuild_context = _async_twin(build_context)
+    aput = _async_twin(put)
+    atouch = _async_twin(touch)
+    ausers = _async_twin(users)
+    aget = _async_twin(get)
+    alist_memories = _async_twin(list_memories)
+    aforget = _async_twin(forget)
+    aforget_user = _async_twin(forget_user)
+    awipe_pending = _async_twin(wipe_pending)
+    afinish_wipe = _async_twin(finish_wipe)
+    areplay = _async_twin(replay)
+    ametrics = _async_twin(metrics)
+    aclose = _async_twin(close)
 
 
 def require_core(memory: object, owner: str) -> HybridMemory:

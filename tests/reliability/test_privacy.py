@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.fusion import CLOSE, OPEN
+from hybrid_memory.read.context import CLOSE, OPEN
 from hybrid_memory.records import MemoryRecord, check_text
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.write.summary import SessionSummarizer
@@ -437,7 +437,7 @@ _TAGGY = st.sampled_from(["<", ">", "/", "＜", "＞", " ", "memory", "-", "_", 
     )
 )
 def test_any_stored_text_stays_inside_the_block(texts: list[str]) -> None:
-    from hybrid_memory.fusion import ContextFuser
+    from hybrid_memory.read.context import ContextFuser
     from hybrid_memory.records import RecallHit
 
     hits = [

@@ -123,7 +123,7 @@ def test_background_extraction_is_off_the_hot_path_and_recallable_after_flush() 
     for i, text in enumerate(said):
         mem.add_turn("ann", "s1", "user", text, timestamp=T0 + timedelta(minutes=i))
     assert llm.started.wait(5)  # the third turn filled a batch and the worker took it ...
-    assert mem._worker.pending == 1  # ... while add_turn already returned
+    assert mem._sessions.worker.pending == 1  # ... while add_turn already returned
     llm.release.set()
     assert mem.flush(timeout=10)
     hits = mem.recall("shellfish allergy", user_id="ann", k=3, now=T0 + timedelta(hours=1))

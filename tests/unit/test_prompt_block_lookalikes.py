@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybrid_memory.fusion import CLOSE, OPEN, ContextFuser
+from hybrid_memory.read.context import CLOSE, OPEN, ContextFuser
 from hybrid_memory.records import MemoryRecord, RecallHit
 
 NOW = datetime(2024, 5, 4, tzinfo=timezone.utc)

@@ -67,7 +67,9 @@ def test_add_turn_indexes_each_turn_with_the_turn_before_it() -> None:
         # the answer is found by the words of the question it answers (BM25 only: alpha 0)
         found = {h.content for h in m.recall("custard tarts bakery", user_id="u", k=5, alpha=0.0)}
         assert found == {lines[2][1], lines[3][1]}
-        assert m._windows == {} and m.store.load_session("u", "s").count == 0  # the ended session's log is gone
+        assert (
+            m._sessions.cached() == [] and m.store.load_session("u", "s").count == 0
+        )  # the ended session's log is gone
     finally:
         m.close()
 
@@ -99,7 +101,7 @@ def test_pii_in_context_is_redacted_before_storage(mem: HybridMemory) -> None:
 def test_forget_user_drops_buffered_contexts(mem: HybridMemory) -> None:
     mem.add_turn("u", "s", "user", "my secret hobby is lock picking", timestamp=T0)
     mem.add_turn("u", "s", "assistant", "interesting, tell me more", timestamp=T0)
-    assert mem._windows and mem.store.load_session("u", "s").count == 2
+    assert mem._sessions.cached() and mem.store.load_session("u", "s").count == 2
     mem.forget_user("u")
-    assert mem._windows == {} and mem.store.load_session("u", "s").count == 0
+    assert mem._sessions.cached() == [] and mem.store.load_session("u", "s").count == 0
     assert mem.short_term("u", "s") == []

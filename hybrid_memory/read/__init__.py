@@ -1,0 +1,1 @@
+"""The read path: the recall planner, re-ranking and the context block builder."""

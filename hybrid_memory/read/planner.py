@@ -1,0 +1,257 @@
+"""The recall planner: which store searches one recall runs, and what the context builder dedups.
+
+A recall is one hybrid search of the user's memories (``alpha`` 1.0 = pure vector, 0.0 = pure
+keyword/BM25), then
+
+* the archive fall-back: when no active hit clears the relevance floor, archived memories that
+  do are added (``retrieval.archive_fallback``);
+* the time windows: for every period the query names ("last week", "上个月"), the best hits
+  created inside it are added, and re-ranking rewards them (``retrieval.time_windows``);
+* the re-rank (:func:`hybrid_memory.read.rerank.rerank`).
+
+Before fusing, :meth:`RecallPlanner.window_dedup` gathers what the context builder needs to
+skip memories already in the session's short-term window.
+
+The planner receives validated arguments and redacted text: validation and redaction are the
+facade's, once, at the door.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from hybrid_memory.config import HybridMemoryConfig
+from hybrid_memory.embeddings import Embedder
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.read.context import ContextFuser, passes_floor
+from hybrid_memory.read.rerank import rerank
+from hybrid_memory.records import RecallHit, Turn
+from hybrid_memory.stores.base import FusionType, MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
+from hybrid_memory.temporal import TimeWindow, find_time_windows
+
+__all__ = ["RecallPlanner", "WindowDedup", "check_alpha", "check_k"]
+
+_MAX_K = 1000
+
+
+def check_k(k: object) -> int:
+    """``k`` of a recall: an int in 1..1000."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > _MAX_K:
+        raise InvalidInputError(f"k must be an int between 1 and {_MAX_K}, got {k!r}")
+    return k
+
+
+def check_alpha(alpha: object) -> float:
+    """``alpha`` of a recall: a number in [0, 1] (1.0 = pure vector, 0.0 = pure keyword (BM25))."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise InvalidInputError(f"alpha must be a number in [0, 1], got {alpha!r}")
+    a = float(alpha)
+    if not 0.0 <= a <= 1.0:  # also rejects NaN
+        raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
+    return a
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowDedup:
+    """What the context builder needs to skip memories already in the short-term window.
+
+    Attributes:
+        turn_ids: Ids of the window's turns (a memory made from one of them is skipped by id).
+        stm_vectors: One row per window turn compared by similarity (``None``: none to compare).
+        hit_vectors: The stored vectors of the hits (``None`` when there is nothing to compare).
+    """
+
+    turn_ids: frozenset[str] = frozenset()
+    stm_vectors: Vector | None = None
+    hit_vectors: dict[str, Vector] | None = None
+
+
+class RecallPlanner:
+    """Runs the store searches of one recall and re-ranks what they found.
+
+    Args:
+        store: The memory store searched.
+        embedder: Embeds the query.
+        config: The memory's settings (``retrieval`` and ``rerank`` sections are used).
+        fuser: The context builder whose relevance floor the archive fall-back shares.
+        bind: Binds the embedder to the store before the first embedding (idempotent).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        config: HybridMemoryConfig,
+        *,
+        fuser: ContextFuser,
+        bind: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.config = config
+        self.fuser = fuser
+        self._bind = bind
+
+    def recall(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        k: int,
+        alpha: float,
+        fusion: FusionType,
+        filter: MemoryFilter | None,
+        include_archived: bool,
+        now: datetime,
+    ) -> list[RecallHit]:
+        """Every candidate of ``user_id`` for ``query``, re-ranked, best first (the caller keeps ``k``).
+
+        Args:
+            query: The (redacted) query.
+            user_id: Whose memories.
+            k: How many the caller keeps (at least that many candidates are fetched).
+            alpha: Vector weight: 1.0 = pure vector, 0.0 = pure keyword (BM25).
+            fusion: ``"relative"`` or ``"ranked"``.
+            filter: Restrictions; ``None`` = active memories.
+            include_archived: Also search archived memories.
+            now: Reference time for recency and time windows.
+        """
+        base = filter if filter is not None else MemoryFilter()
+        if include_archived and "archived" not in base.statuses:
+            base = MemoryFilter(
+                categories=base.categories,
+                tags=base.tags,
+                since=base.since,
+                until=base.until,
+                session_id=base.session_id,
+                statuses=(*base.statuses, "archived"),
+            )
+        if self.store.dimension is None:
+            return []  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
+        self._bind()
+        vector = self.embedder.embed_query(query) if alpha > 0 or self.config.retrieval.archive_fallback else None
+        limit = max(k, self.config.retrieval.candidates)
+        hits = self.search(query, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
+        if (
+            not include_archived
+            and self.config.retrieval.archive_fallback
+            and "archived" not in base.statuses
+            and not any(self.hit_relevant(h) for h in hits)
+        ):
+            archived = MemoryFilter(
+                categories=base.categories,
+                tags=base.tags,
+                since=base.since,
+                until=base.until,
+                session_id=base.session_id,
+                statuses=("archived",),
+            )
+            extra = [
+                h
+                for h in self.search(
+                    query, user_id, limit=limit, alpha=alpha, filt=archived, fusion=fusion, vector=vector
+                )
+                if self.hit_relevant(h)
+            ]
+            hits = hits + extra
+        windows = self.time_windows(query, now, base)
+        if windows:
+            hits = self.search_windows(
+                hits, windows, query, user_id, limit=limit, alpha=alpha, base=base, fusion=fusion, vector=vector
+            )
+        return rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows)
+
+    def search(
+        self,
+        query: str,
+        user_id: str,
+        *,
+        limit: int,
+        alpha: float,
+        filt: MemoryFilter,
+        fusion: FusionType,
+        vector: Vector | None,
+    ) -> list[StoreHit]:
+        """One hybrid search of the store."""
+        return self.store.search(
+            SearchRequest(
+                user_id=user_id,
+                query=query,
+                vector=vector,
+                alpha=alpha,
+                limit=limit,
+                fusion=fusion,
+                max_vector_distance=self.config.retrieval.max_vector_distance,
+                filter=filt,
+            )
+        )
+
+    def time_windows(self, query: str, when: datetime, base: MemoryFilter) -> list[TimeWindow]:
+        """Periods the query names (none when disabled or when the caller already set a time range)."""
+        cfg = self.config.retrieval
+        if not cfg.time_windows or cfg.max_time_windows == 0 or base.since is not None or base.until is not None:
+            return []
+        return find_time_windows(query, when)[: cfg.max_time_windows]
+
+    def search_windows(
+        self,
+        hits: list[StoreHit],
+        windows: Sequence[TimeWindow],
+        query: str,
+        user_id: str,
+        *,
+        limit: int,
+        alpha: float,
+        base: MemoryFilter,
+        fusion: FusionType,
+        vector: Vector | None,
+    ) -> list[StoreHit]:
+        """Add the best hits created inside each named period (a memory found twice keeps its higher score)."""
+        best = {h.record.id: h for h in hits}
+        order = [h.record.id for h in hits]
+        for w in windows:
+            narrowed = dataclasses.replace(base, since=w.start, until=w.end)
+            for h in self.search(query, user_id, limit=limit, alpha=alpha, filt=narrowed, fusion=fusion, vector=vector):
+                seen = best.get(h.record.id)
+                if seen is None:
+                    order.append(h.record.id)
+                if seen is None or h.score > seen.score:
+                    best[h.record.id] = h
+        return [best[i] for i in order]
+
+    def hit_relevant(self, h: StoreHit) -> bool:
+        """Whether a store hit clears the context builder's relevance floor."""
+        return passes_floor(
+            h.vector_similarity, h.keyword_score, self.fuser.min_similarity, self.fuser.config.min_keyword_score
+        )
+
+    def window_dedup(
+        self,
+        hits: Sequence[RecallHit],
+        *,
+        user_id: str,
+        turns: Sequence[Turn],
+        asked: str,
+        turn_vectors: Callable[[Sequence[Turn]], Vector],
+    ) -> WindowDedup:
+        """What :meth:`ContextFuser.fuse` needs to skip ``hits`` already in the window ``turns``.
+
+        Args:
+            hits: The recalled memories.
+            user_id: Whose memories.
+            turns: The session's short-term window.
+            asked: The (redacted) question being asked: it may already be a turn of the window
+                and must not hide the memories that answer it, so similarity dedup skips it
+                (its own memory goes by id).
+            turn_vectors: Embeds turns (one row each, cached by the session state).
+        """
+        ids = frozenset(t.id for t in turns)
+        others = [t for t in turns if t.content != asked]
+        if not hits or not others:
+            return WindowDedup(turn_ids=ids)
+        stm_vectors = turn_vectors(others)
+        # TODO(merge): use hit.vector (StoreHit carries the vector the store returned) instead of get_vectors.
+        hit_vectors = self.store.get_vectors(user_id, [h.id for h in hits])
+        return WindowDedup(turn_ids=ids, stm_vectors=stm_vectors, hit_vectors=hit_vectors)

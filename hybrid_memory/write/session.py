@@ -1,0 +1,432 @@
+"""The session state per (user, session), backed by the store.
+
+The store's turn log is the single source of truth of a session's short-term window (every
+process appends to it and reads it); :class:`Sessions` keeps this process's cache of each window
+(the replayed :class:`~hybrid_memory.buffer.KeyFrameBuffer`, the turns' vectors), writes turns to
+long-term memory, and hands finished batches of turns to the background fact extractor and
+summarizer.
+
+Locking: one lock per session window orders this process's writers of that session (other
+processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
+is never held across a store, embedder or LLM call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from hybrid_memory.buffer import KeyFrameBuffer
+from hybrid_memory.config import HybridMemoryConfig
+from hybrid_memory.embeddings import Embedder
+from hybrid_memory.errors import StoreUnavailableError, UserForgottenError
+from hybrid_memory.extraction import BackgroundWorker, FactExtractor
+from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
+from hybrid_memory.scoring import infer_category
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
+from hybrid_memory.summary import SessionSummarizer
+from hybrid_memory.writer import MemoryWriter
+
+__all__ = ["Sessions"]
+
+#: Namespace of session-summary memory ids (user, session, version).
+_SUMMARY_NAMESPACE = uuid.UUID("5f2b9c1e-7a3d-5e8f-b4c6-1d9e2a7f3b60")
+
+_Key = tuple[str, str]
+
+
+@dataclasses.dataclass
+class _Window:
+    """This process's cache of one session's short-term window; the store's turn log is the truth."""
+
+    buffer: KeyFrameBuffer
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    #: ``seq`` of the last turn replayed into ``buffer``.
+    seq: int = 0
+    #: Turns replayed (compared with the log's count to notice deletions by other processes).
+    count: int = 0
+    #: The user's forget epoch when last synced (``None``: never synced).
+    epoch: int | None = None
+    #: Text of the session's latest turn (the search context of the next one).
+    last_content: str | None = None
+
+
+class Sessions:
+    """Every session of one memory: its window (cached from the store), turn writes and background jobs.
+
+    Args:
+        store: Holds the turn logs and the long-term memories.
+        embedder: Embeds turns (once per turn; the vector is reused by the context dedup).
+        config: The memory's settings (``buffer`` and ``writer`` sections are used).
+        writer: Writes turns, extracted facts and summaries to long-term memory.
+        extractor: Background fact extractor (``None`` = none).
+        summarizer: Background incremental session summarizer (``None`` = none).
+        redact: Replaces PII in a text an LLM component is about to see.
+        bind: Binds the embedder to the store before the first embedding (idempotent).
+        record: Logs write outcomes (the facade's write log and observer) and returns them.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        config: HybridMemoryConfig,
+        *,
+        writer: MemoryWriter,
+        extractor: FactExtractor | None,
+        summarizer: SessionSummarizer | None,
+        redact: Callable[[str], str],
+        bind: Callable[[], None],
+        record: Callable[[list[WriteOutcome]], list[WriteOutcome]],
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.config = config
+        self.writer = writer
+        self.extractor = extractor
+        self.summarizer = summarizer
+        self._redact = redact
+        self._bind = bind
+        self._record = record
+        #: Runs extraction and summaries (one daemon thread).
+        self.worker = BackgroundWorker()
+        #: Set by :meth:`close`: background jobs still running afterwards write nothing.
+        self.closed = False
+        # Guards the in-process maps only; never held across store, embedder or LLM calls.
+        self._lock = threading.Lock()
+        self._windows: dict[_Key, _Window] = {}
+        self._turn_vectors: dict[str, Vector] = {}
+        self._pending_extract: dict[_Key, list[Turn]] = {}
+        self._since_summary: dict[_Key, list[Turn]] = {}
+        self._last_turn_at: dict[_Key, datetime] = {}
+
+    # ------------------------------------------------------------------ the window cache
+    def cached(self) -> list[_Key]:
+        """The (user, session) pairs whose window this process holds a cache of."""
+        with self._lock:
+            return list(self._windows)
+
+    def _window(self, user_id: str, session_id: str) -> _Window:
+        key = (user_id, session_id)
+        with self._lock:
+            w = self._windows.get(key)
+            if w is None:
+                w = self._windows[key] = _Window(
+                    KeyFrameBuffer(
+                        max_tokens=self.config.buffer.max_tokens,
+                        max_key_frame_ratio=self.config.buffer.max_key_frame_ratio,
+                    )
+                )
+            return w
+
+    def _drop_vectors(self, turns: Iterable[Turn]) -> None:
+        with self._lock:
+            for t in turns:
+                self._turn_vectors.pop(t.id, None)
+
+    def _sync(self, w: _Window, user_id: str, session_id: str) -> int:
+        """Replay the store's new turns into the cached window (``w.lock`` held); return the epoch.
+
+        The window is rebuilt from the whole log when the user was forgotten or turns were
+        deleted (an ended or cleared session) by any process since the last sync.
+        """
+        log = self.store.load_session(user_id, session_id, after_seq=w.seq)
+        if w.epoch is not None and (log.epoch != w.epoch or log.count != w.count + len(log.turns)):
+            self._drop_vectors(w.buffer.clear())
+            w.seq, w.count, w.last_content = 0, 0, None
+            log = self.store.load_session(user_id, session_id)
+        for t in log.turns:
+            self._drop_vectors(w.buffer.add(t))
+        if log.turns:
+            w.seq, w.last_content = log.turns[-1].seq, log.turns[-1].content
+        w.count, w.epoch = log.count, log.epoch
+        return log.epoch
+
+    def short_term(self, user_id: str, session_id: str) -> list[Turn]:
+        """The turns in the session's window, oldest first, as the store has them now.
+
+        When the store cannot be reached, the window as this process last saw it is returned.
+
+        Raises:
+            StoreUnavailableError: the store is down and this process never saw the window.
+        """
+        w = self._window(user_id, session_id)
+        with w.lock:
+            try:
+                self._sync(w, user_id, session_id)
+            except StoreUnavailableError:
+                if w.epoch is None:  # nothing cached: there is no window to fall back on
+                    raise
+            return w.buffer.turns
+
+    def turn_matrix(self, turns: Sequence[Turn]) -> Vector:
+        """One embedding row per turn (cached per turn id; turn text is already redacted)."""
+        with self._lock:
+            known = {t.id: self._turn_vectors[t.id] for t in turns if t.id in self._turn_vectors}
+        missing = [t for t in turns if t.id not in known]
+        if missing:  # turns below the gate, or added by another process (turn text is redacted)
+            vecs = self.embedder.embed_documents([t.content for t in missing])
+            with self._lock:
+                for t, v in zip(missing, vecs, strict=True):
+                    known[t.id] = self._turn_vectors[t.id] = v
+        return np.stack([known[t.id] for t in turns])
+
+    # ------------------------------------------------------------------ turns
+    def append(self, turn: Turn, *, pii_note: str | None = None) -> Turn:
+        """Write ``turn`` (scored and redacted) to long-term memory and the session's log; return it stored.
+
+        Raises:
+            UserForgottenError: the user was forgotten (by any process) while the turn was written.
+        """
+        user_id, session_id = turn.user_id, turn.session_id
+        w = self._window(user_id, session_id)
+        with w.lock:  # one writer per session in this process; other processes are ordered by the log
+            epoch = self._sync(w, user_id, session_id)
+            # Long-term first, then the log: a turn in the window is always recallable too.
+            self._write_turns([turn], contexts=[w.last_content or ""], epoch=epoch, pii_note=pii_note)
+            (stored,) = self.store.append_turns([turn], epoch=epoch)
+            # Into the cache without a re-read: a turn another process appended meanwhile makes the
+            # next sync's count disagree, and that sync rebuilds the window from the log.
+            self._drop_vectors(w.buffer.add(stored))
+            w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
+        with self._lock:
+            self._last_turn_at[(user_id, session_id)] = turn.timestamp
+        self._after_turn(stored)
+        return stored
+
+    def _write_turns(
+        self, turns: Sequence[Turn], *, contexts: Sequence[str], epoch: int, pii_note: str | None = None
+    ) -> list[WriteOutcome]:
+        if not self.config.writer.store_turns:
+            return []
+        drafts: list[MemoryRecord] = []
+        notes: list[str | None] = []
+        for t, context in zip(turns, contexts, strict=True):
+            if t.importance < self.config.writer.turn_min_importance and not t.key_frame:
+                continue
+            category = infer_category(t.content) if t.key_frame else "turn"
+            notes.append(t.scoring_note)
+            drafts.append(
+                MemoryRecord.create(
+                    user_id=t.user_id,
+                    content=t.content,
+                    session_id=t.session_id,
+                    category=category,
+                    importance=t.importance,
+                    source="assistant"
+                    if t.role == "assistant"
+                    else ("system" if t.role in ("system", "tool") else "user"),
+                    timestamp=t.timestamp,
+                    metadata={"role": t.role, "turn_id": t.id},
+                    provenance=(t.id,),
+                    context=context,
+                )
+            )
+        if not drafts:
+            return []
+        self._bind()
+        # One embedding per turn: the writer stores it and the short-term dedup of build_context
+        # reuses it (the text is already redacted, so the writer has no reason to re-embed).
+        vectors = self.embedder.embed_documents([d.content for d in drafts])
+        with self._lock:
+            for d, v in zip(drafts, vectors, strict=True):
+                self._turn_vectors[d.provenance[0]] = v
+        written = [
+            o.model_copy(update={"notes": (*o.notes, note)}) if note else o
+            for o, note in zip(
+                self.writer.write(drafts, vectors=vectors, epochs={turns[0].user_id: epoch}), notes, strict=True
+            )
+        ]
+        if pii_note is not None:  # redacted at the door: say so where the writer would have
+            written = [o if o.reason else o.model_copy(update={"reason": pii_note}) for o in written]
+        return self._record(written)
+
+    def write(self, drafts: Sequence[MemoryRecord], *, epochs: Mapping[str, int]) -> list[WriteOutcome]:
+        """Write memory drafts through the writer; return one outcome per draft (not logged yet).
+
+        The drafts are embedded here, before the writer takes its lock (the writer is shared
+        by every user: a slow embedder must not hold up the others' writes). The text embedded
+        is redacted; the writer re-embeds only a draft its own redaction changes.
+
+        Raises:
+            UserForgottenError: a user in ``epochs`` was forgotten since (nothing is written).
+        """
+        self._bind()
+        vectors = self.embedder.embed_documents([self._redact(d.content) for d in drafts])
+        return self.writer.write(drafts, vectors=vectors, epochs=epochs)
+
+    def idle(self, user_id: str, session_id: str, now: datetime) -> list[_Key]:
+        """The user's *other* sessions idle for ``buffer.idle_flush_minutes`` at ``now`` (to be ended)."""
+        minutes = self.config.buffer.idle_flush_minutes
+        if minutes <= 0:
+            return []
+        try:
+            cutoff = now - timedelta(minutes=minutes)
+        except OverflowError:  # ``now`` within minutes of datetime.min: nothing can be idle before it
+            return []
+        with self._lock:
+            return [
+                k for k, at in self._last_turn_at.items() if k[0] == user_id and k[1] != session_id and at <= cutoff
+            ]
+
+    def end(self, user_id: str, session_id: str) -> None:
+        """Drop the session's log and hand its last turns to the extractor and the summarizer."""
+        self.drop(user_id, session_id)
+        self._submit_session_jobs((user_id, session_id), summary=True)
+
+    def drop(self, user_id: str, session_id: str) -> None:
+        """Delete the session's turn log in the store and this process's cache of it."""
+        w = self._window(user_id, session_id)
+        with w.lock:
+            self.store.delete_session(user_id, session_id)
+            self._drop_vectors(w.buffer.clear())
+            with self._lock:
+                self._windows.pop((user_id, session_id), None)
+                self._last_turn_at.pop((user_id, session_id), None)
+
+    def forget_user(self, user_id: str) -> None:
+        """Drop everything this process holds about ``user_id`` (the store was wiped by the caller)."""
+        with self._lock:
+            for table in (self._pending_extract, self._since_summary, self._last_turn_at):
+                for key in [k for k in table if k[0] == user_id]:
+                    table.pop(key, None)
+            windows = [self._windows.pop(k) for k in [k for k in self._windows if k[0] == user_id]]
+        for w in windows:
+            self._drop_vectors(w.buffer.clear())
+
+    # ------------------------------------------------------------------ background jobs
+    def _after_turn(self, turn: Turn) -> None:
+        key = (turn.user_id, turn.session_id)
+        batch: list[Turn] = []
+        summarize = False
+        with self._lock:
+            if self.extractor is not None:
+                pending = self._pending_extract.setdefault(key, [])
+                pending.append(turn)
+                if len(pending) >= self.extractor.batch_turns:
+                    batch = pending[:]
+                    pending.clear()
+            every = self.config.buffer.summary_every
+            if self.summarizer is not None and every > 0:
+                since = self._since_summary.setdefault(key, [])
+                since.append(turn)
+                summarize = len(since) >= every
+        if batch:
+            self._submit_extract(batch)
+        if summarize:
+            self._submit_summary(key)
+
+    def _submit_session_jobs(self, key: _Key, *, summary: bool) -> None:
+        with self._lock:
+            batch = self._pending_extract.pop(key, [])
+            has_summary = bool(self._since_summary.get(key))
+        if batch:
+            self._submit_extract(batch)
+        if summary and has_summary:
+            self._submit_summary(key)
+
+    def _redacted_turn(self, turn: Turn) -> Turn:
+        """``turn`` as an LLM component may see it (PII replaced when ``writer.redact_pii``)."""
+        text = self._redact(turn.content)
+        return turn if text == turn.content else turn.model_copy(update={"content": text})
+
+    def _submit_extract(self, turns: list[Turn]) -> None:
+        extractor = self.extractor
+        if extractor is None:
+            return
+        user = turns[0].user_id
+        epoch = self.store.user_epoch(user)
+
+        def job() -> None:
+            result = extractor.extract([self._redacted_turn(t) for t in turns])
+            if result.error is not None:
+                self.worker.errors.append(result.error)
+            drafts = [m.to_record() for m in result.memories]
+            if self.closed or not drafts:
+                return
+            try:
+                self._record(self.write(drafts, epochs={user: epoch}))
+            except UserForgottenError:
+                return  # forgotten meanwhile (any process): nothing from before the forget is kept
+
+        self.worker.submit(job)
+
+    def _submit_summary(self, key: _Key) -> None:
+        summarizer = self.summarizer
+        if summarizer is None:
+            return
+        with self._lock:
+            turns = self._since_summary.pop(key, [])
+        if not turns:
+            return
+        epoch = self.store.user_epoch(key[0])
+
+        def job() -> None:
+            prev = self.latest_summary(*key)
+            result = summarizer.summarize(
+                prev.content if prev else None,
+                [self._redact(t.content) for t in turns],
+                roles=[t.role for t in turns],
+            )
+            if not result.text.strip() or self.closed:
+                return
+            covered = tuple(dict.fromkeys((*(prev.provenance if prev else ()), *(t.id for t in turns))))
+            meta: dict[str, Any] = {"summary_of": key[1], "kept_originals": result.kept_originals}
+            if result.fallback_reason:
+                meta["fallback_reason"] = result.fallback_reason
+            old = [prev] if prev else []
+            version = old[0].version + 1 if old else 1
+            try:
+                draft = MemoryRecord.create(
+                    user_id=key[0],
+                    content=result.text,
+                    id=str(uuid.uuid5(_SUMMARY_NAMESPACE, f"{key[0]}\x1f{key[1]}\x1f{version}")),
+                    session_id=key[1],
+                    category="summary",
+                    importance=0.5,
+                    source="inferred",
+                    timestamp=max(t.timestamp for t in turns),
+                    provenance=covered,
+                    metadata=meta,
+                    supersedes=old[0].id if old else None,
+                    version=version,
+                )
+                out = self._record(self.write([draft], epochs={key[0]: epoch}))[0]
+                stored = out.record if out.record is not None else draft
+                if old and out.action == "added" and stored.id != old[0].id:
+                    self.writer.mark_superseded(key[0], old[0].id, stored, epoch=epoch)
+            except UserForgottenError:
+                return  # forgotten meanwhile (any process): nothing from before the forget is kept
+
+        self.worker.submit(job)
+
+    def latest_summary(self, user_id: str, session_id: str) -> MemoryRecord | None:
+        """The session's newest active summary memory, read from the store (any process made it)."""
+        found = self.store.list(user_id, filter=MemoryFilter(categories=("summary",), session_id=session_id))
+        mine = [r for r in found if r.metadata.get("summary_of") == session_id]
+        return max(mine, key=lambda r: (r.version, r.updated_at)) if mine else None
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Extract partial batches now and wait up to ``timeout`` s for every background job."""
+        with self._lock:
+            keys = list(self._pending_extract)
+        for key in keys:
+            self._submit_session_jobs(key, summary=False)
+        return self.worker.join(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the background worker (waiting up to ``timeout`` s) and drop the caches.
+
+        Loses nothing: every turn is already durable in the store.
+        """
+        self.worker.close(timeout=timeout)
+        self.closed = True
+        with self._lock:
+            self._windows.clear()
+            self._turn_vectors.clear()
