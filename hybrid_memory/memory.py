@@ -868,9 +868,9 @@ class HybridMemory:
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidInputError("memory_id must be a non-empty str")
         found = self.store.get(user_id, [memory_id]) if self._obs.tracer is not None else []
-        # Under the writer's lock: a concurrent remember reads a related memory, then updates it
+        # Under the user's write lock: a concurrent remember reads a related memory, then updates it
         # (dedup bump, supersede); a delete in between made that update raise NotFoundError.
-        with self.writer._lock:
+        with self.writer.locked([user_id]):
             deleted = self.store.delete(user_id, [memory_id]) > 0
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])
         return deleted

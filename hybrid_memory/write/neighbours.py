@@ -86,7 +86,10 @@ class UserIndex:
 
 
 class NeighbourCache:
-    """One :class:`UserIndex` per user, loaded from ``store`` on demand (not thread-safe: the writer locks).
+    """One :class:`UserIndex` per user, loaded from ``store`` on demand.
+
+    One user's index is only used under that user's write lock (:meth:`MemoryWriter.locked`); the
+    table itself is a dict whose single operations are atomic, so different users never race.
 
     Args:
         store: Where the active memories and their vectors are read from.

@@ -45,8 +45,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+import zlib
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -55,18 +57,22 @@ import numpy as np
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, ScoringError
-from hybrid_memory.privacy import PiiRedactor
 from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
 from hybrid_memory.stores.base import MemoryStore, Vector
+from hybrid_memory.text.privacy import PiiRedactor
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview, HeuristicConflictJudge
 from hybrid_memory.write.neighbours import NeighbourCache
 
-__all__ = ["MemoryWriter", "conflict_similarity_for"]
+__all__ = ["LOCK_STRIPES", "MemoryWriter", "conflict_similarity_for"]
 
 #: Categories of new memories that are checked for conflicts (raw turns and summaries are not).
 _CONFLICT_CATEGORIES = frozenset({"fact", "preference", "project", "temporary"})
 #: Categories of stored memories a new memory can supersede (stale raw turns too).
 _CONFLICT_OLD_CATEGORIES = _CONFLICT_CATEGORIES | {"turn"}
+#: How many striped locks serialise writes per user: users hashing to the same stripe wait for
+#: each other, everyone else writes in parallel; the table never grows with the number of users.
+LOCK_STRIPES = 64
+
 _VERSION_NAMESPACE = uuid.UUID("3b0f6c52-8d7e-5a41-9c2b-6e1d4f7a8b35")
 
 
@@ -97,8 +103,10 @@ class _Pending:
 class MemoryWriter:
     """Applies the write policy and stores memories with their embeddings.
 
-    Thread-safe: concurrent :meth:`write` calls (e.g. the background extractor and
-    ``add_turn``) are serialised.
+    Thread-safe: concurrent :meth:`write` calls for the same user (e.g. the background
+    extractor and ``add_turn``) are serialised by a per-user lock (one of
+    :data:`LOCK_STRIPES` striped locks, so the table stays bounded however many users a
+    process serves); writes of different users run in parallel.
 
     Args:
         store: Where memories go.
@@ -126,7 +134,7 @@ class MemoryWriter:
         self.judge: ConflictJudge = judge if judge is not None else HeuristicConflictJudge()
         self._hard = HeuristicConflictJudge()
         self.redactor = redactor if redactor is not None else PiiRedactor()
-        self._lock = threading.RLock()
+        self._stripes = tuple(threading.RLock() for _ in range(LOCK_STRIPES))
         self._neighbours = NeighbourCache(store)
         self._reviews: dict[str, deque[ConflictReview]] = {}
 
@@ -143,26 +151,50 @@ class MemoryWriter:
         t = self.config.conflict_similarity
         return conflict_similarity_for(self.dedup_threshold) if t is None else float(t)
 
+    # ---------------------------------------------------------------- locking
+    @contextmanager
+    def locked(self, user_ids: Iterable[str]) -> Iterator[None]:
+        """Hold the write locks of ``user_ids`` (re-entrant; taken in one global order, so no deadlock).
+
+        Callers that change a user's memories outside :meth:`write` (e.g. deleting one) hold it
+        so that a concurrent write never reads a memory, then updates one that vanished in between.
+
+        Example:
+            >>> from hybrid_memory.stores.local import LocalStore
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> w = MemoryWriter(LocalStore(":memory:"), HashingEmbedder(dim=32))
+            >>> with w.locked(["alice", "bob"]):
+            ...     pass
+        """
+        stripes = sorted({zlib.crc32(u.encode("utf-8")) % LOCK_STRIPES for u in user_ids})
+        with ExitStack() as stack:
+            for i in stripes:
+                stack.enter_context(self._stripes[i])
+            yield
+
     # ---------------------------------------------------------------- review queue & caches
     def review_queue(self, user_id: str) -> list[ConflictReview]:
         """Detected and suspected conflicts of ``user_id``, oldest first."""
-        with self._lock:
+        with self.locked([user_id]):
             return list(self._reviews.get(user_id, ()))
 
     def clear_review(self, user_id: str) -> int:
         """Empty ``user_id``'s review queue; return how many entries it held."""
-        with self._lock:
+        with self.locked([user_id]):
             q = self._reviews.pop(user_id, None)
             return len(q) if q is not None else 0
 
     def invalidate(self, user_id: str | None = None) -> None:
         """Drop the cached vectors of ``user_id`` (all users when ``None``); rebuilt on demand."""
-        with self._lock:
+        if user_id is None:
+            self._neighbours.drop(None)
+            return
+        with self.locked([user_id]):
             self._neighbours.drop(user_id)
 
     def forget_user(self, user_id: str) -> None:
         """Drop every trace of ``user_id`` held by the writer (vector cache, review queue)."""
-        with self._lock:
+        with self.locked([user_id]):
             self._neighbours.drop(user_id)
             self._reviews.pop(user_id, None)
 
@@ -175,7 +207,7 @@ class MemoryWriter:
         incremental session summary. Returns the updated old record, or ``None`` when it is
         missing or not active. ``epoch``: the user's forget epoch the caller read (see :meth:`write`).
         """
-        with self._lock:
+        with self.locked([user_id]):
             found = self.store.get(user_id, [old_id])
             if not found or found[0].status != "active":
                 return None
@@ -222,7 +254,7 @@ class MemoryWriter:
             vectors = np.asarray(vectors, dtype=np.float32)
             if vectors.ndim != 2 or vectors.shape[0] != len(drafts):
                 raise InvalidInputError(f"vectors must have one row per draft; got shape {vectors.shape}")
-        with self._lock:
+        with self.locked({d.user_id for d in drafts}):
             return self._write(list(drafts), vectors, epochs)
 
     async def awrite(
