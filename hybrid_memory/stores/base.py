@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -214,6 +215,29 @@ def as_matrix(vectors: Sequence[Sequence[float]] | Vector, n: int, dim: int | No
     if m.shape[1] == 0 or not np.all(np.isfinite(m)):
         raise InvalidInputError("vectors must be non-empty and finite (no NaN/inf)")
     return m
+
+
+def check_ids(ids: object) -> builtins.list[str]:
+    """Memory ids as a de-duplicated list in the order given (shared input check of the backends).
+
+    Raises:
+        InvalidInputError: ``ids`` is a single str or not a sequence of valid (encodable) str.
+    """
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidInputError("ids must be a sequence of str (not a single str)")
+    for i in ids:
+        if not isinstance(i, str):
+            raise InvalidInputError(f"memory ids must be str, got {type(i).__name__}")
+        try:
+            i.encode("utf-8")
+        except UnicodeEncodeError as exc:  # neither SQLite nor gRPC can carry it
+            raise InvalidInputError("memory ids must be valid Unicode (lone surrogate?)") from exc
+    return builtins.list(dict.fromkeys(ids))
+
+
+def user_hash(user_id: str) -> str:
+    """SHA-256 hex digest of a user id: how backends key per-user state without the id in clear."""
+    return hashlib.sha256(user_id.encode("utf-8")).hexdigest()
 
 
 @runtime_checkable
