@@ -85,17 +85,8 @@ from hybrid_memory.ranking import (
     query_term_counts,
 )
 from hybrid_memory.records import Category, MemoryRecord, Status, Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import (
-    AsyncFromSyncStore,
-    MemoryFilter,
-    SearchRequest,
-    SessionLog,
-    StoreHit,
-    Vector,
-    as_matrix,
-    check_ids,
-    user_hash,
-)
+from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, user_hash
+from hybrid_memory.values import MemoryFilter, SearchRequest, SessionLog, StoreHit, Vector, as_matrix
 
 __all__ = ["LocalStore"]
 

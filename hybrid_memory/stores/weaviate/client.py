@@ -33,12 +33,12 @@ from hybrid_memory.errors import (
     StoreUnavailableError,
 )
 from hybrid_memory.records import MemoryRecord, check_id
-from hybrid_memory.stores.base import MemoryFilter, Vector
 from hybrid_memory.stores.weaviate.dead_letters import _DeadLetterQueue, _default_dead_letter_path
 from hybrid_memory.stores.weaviate.errors import UnreachableError, is_tenant_missing, is_transient, translate
 from hybrid_memory.stores.weaviate.mapping import _record, _vector_of, object_uuid, tenant_name
 from hybrid_memory.stores.weaviate.runtime import _WORKERS, _live_url_of
 from hybrid_memory.stores.weaviate.server import WeaviateServer
+from hybrid_memory.values import MemoryFilter, Vector
 
 logger = logging.getLogger("hybrid_memory.stores.weaviate")
 

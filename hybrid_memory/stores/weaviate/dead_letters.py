@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from hybrid_memory.records import MemoryRecord
-from hybrid_memory.stores.base import Vector
+from hybrid_memory.values import Vector
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import numpy as np
 
 from hybrid_memory.errors import InvalidInputError, SchemaError
 from hybrid_memory.records import MemoryRecord, Turn, check_id, ensure_utc
-from hybrid_memory.stores.base import Vector, user_hash
+from hybrid_memory.stores.base import user_hash
+from hybrid_memory.values import Vector
 
 #: Version of the collection layout written by this module (stored in the meta collection).
 SCHEMA_VERSION = 1

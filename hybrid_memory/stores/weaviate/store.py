@@ -35,16 +35,7 @@ from hybrid_memory.errors import (
     UserForgottenError,
 )
 from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
-from hybrid_memory.stores.base import (
-    QUERY_MAXIMUM_RESULTS,
-    AsyncFromSyncStore,
-    MemoryFilter,
-    SearchRequest,
-    StoreHit,
-    Vector,
-    as_matrix,
-    check_ids,
-)
+from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids
 from hybrid_memory.stores.weaviate.client import (
     _ID_CHUNK,
     _NOTHING,
@@ -69,6 +60,7 @@ from hybrid_memory.stores.weaviate.mapping import (
 from hybrid_memory.stores.weaviate.runtime import _GRPC_CHANNEL_OPTIONS
 from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
 from hybrid_memory.stores.weaviate.turns import _TurnLog
+from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
 
 _KEYWORD_EXPLAIN = re.compile(
     r"Result Set keyword,bm25\) Document ([0-9a-fA-F-]{36})(?:: original score ([^,\s]+),| contributed)"

@@ -12,12 +12,12 @@ from typing import Any
 
 from hybrid_memory.errors import InvalidInputError, StoreError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import QUERY_MAXIMUM_RESULTS, SessionLog
 from hybrid_memory.stores.weaviate.client import _chunks
 from hybrid_memory.stores.weaviate.errors import is_tenant_missing, object_error
 from hybrid_memory.stores.weaviate.mapping import _turn, _turn_properties, _turn_uuid, tenant_name
 from hybrid_memory.stores.weaviate.runtime import _SEQ_CLOCK
 from hybrid_memory.stores.weaviate.writes import _Writes
+from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, SessionLog
 
 #: Turns per page when a session log is read (keyset pagination on ``seq``).
 _TURN_PAGE = 1000

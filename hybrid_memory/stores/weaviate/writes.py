@@ -15,7 +15,6 @@ from typing import Any
 
 from hybrid_memory.errors import InvalidInputError, SchemaError, StoreError, StoreUnavailableError, UserForgottenError
 from hybrid_memory.records import MemoryRecord, check_id
-from hybrid_memory.stores.base import Vector
 from hybrid_memory.stores.weaviate.client import _ID_CHUNK, _chunks, logger
 from hybrid_memory.stores.weaviate.dead_letters import _Failure, _Pending
 from hybrid_memory.stores.weaviate.errors import is_tenant_missing, is_transient, message_is_transient, object_error
@@ -29,6 +28,7 @@ from hybrid_memory.stores.weaviate.mapping import (
 )
 from hybrid_memory.stores.weaviate.runtime import _submit
 from hybrid_memory.stores.weaviate.schema import _Schema
+from hybrid_memory.values import Vector
 
 
 class _Writes(_Schema):
