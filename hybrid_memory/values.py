@@ -161,17 +161,21 @@ class SearchRequest:
 
 @dataclass(frozen=True)
 class StoreHit:
-    """One search result: the record, its fused score and the raw leg scores.
+    """One search result: the record, its fused score, the raw leg scores and its stored vector.
 
     ``keyword_score`` is the BM25 score when the keyword leg returned the memory, else ``None``;
     ``vector_similarity`` is the cosine similarity (1 - cosine distance) of the memory's vector
-    to the query vector when a query vector was given.
+    to the query vector when a query vector was given. ``vector`` is the memory's stored
+    (unit-normalised) vector as the store returned it with the hit -- the same as
+    ``store.get_vectors(user, [id])[id]``, without a second request; ``None`` from a backend that
+    does not return vectors with hits. It takes no part in ``==`` and ``repr``.
     """
 
     record: MemoryRecord
     score: float
     keyword_score: float | None = None
     vector_similarity: float | None = None
+    vector: Vector | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -1385,7 +1385,13 @@ class LocalStore(AsyncFromSyncStore):
             records = self._fetch(request.user_id, [h.id for h in fused])
             similarity = _similarities(part, fused, unit_q, sims)
             return [
-                StoreHit(record=records[h.id], score=h.score, keyword_score=h.keyword_score, vector_similarity=sim)
+                StoreHit(
+                    record=records[h.id],
+                    score=h.score,
+                    keyword_score=h.keyword_score,
+                    vector_similarity=sim,
+                    vector=part.matrix[part.row_of[h.id]].copy(),  # a copy: the partition's rows move
+                )
                 for h, sim in zip(fused, similarity, strict=True)
             ]
 

@@ -522,3 +522,19 @@ def test_context_is_searched_by_keyword_but_never_returned_as_content(store: Mem
     assert search(store, "alice", "Bob", None, 0.0) == []
     assert ids(search(store, "alice", "Carol", None, 0.0)) == [answer.id]
     assert store.get("alice", [other.id])[0].context == ""
+
+
+@pytest.mark.parametrize(("alpha", "with_vector"), [(0.5, True), (1.0, True), (0.0, True), (0.0, False)])
+def test_hits_carry_the_stored_vector(store: MemoryStore, alpha: float, with_vector: bool) -> None:
+    a = rec("alice", "green tea in the morning")
+    b = rec("alice", "green jacket for the rain", minutes=1)
+    seed(store, [a, b], [vec(3, 4), vec(0, 0, 2)])
+    hits = search(store, "alice", "green", vec(1, 1) if with_vector else None, alpha)
+    assert sorted(ids(hits)) == sorted([a.id, b.id])
+    stored = store.get_vectors("alice", [a.id, b.id])
+    for h in hits:
+        assert h.vector is not None
+        np.testing.assert_allclose(h.vector, stored[h.record.id], atol=1e-6)
+    by_id = {h.record.id: h.vector for h in hits}
+    np.testing.assert_allclose(by_id[a.id], vec(0.6, 0.8), atol=1e-6)  # unit-normalised as stored
+    np.testing.assert_allclose(by_id[b.id], vec(0, 0, 1), atol=1e-6)

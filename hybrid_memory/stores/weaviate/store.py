@@ -739,7 +739,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
                 offset=request.offset or None,
                 auto_limit=request.auto_limit or None,
                 filters=where,
-                include_vector=qvec is not None,
+                include_vector=True,  # StoreHit.vector (and vector_similarity when a vector was given)
                 return_metadata=MetadataQuery(score=True, explain_score=True),
             )
 
@@ -765,6 +765,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
                     score=float(o.metadata.score),
                     keyword_score=keyword.get(str(o.uuid)),
                     vector_similarity=sim,
+                    vector=vec,
                 )
             )
         return hits
