@@ -1,8 +1,9 @@
 """The store protocol every backend implements (its request/result types live in :mod:`hybrid_memory.values`).
 
 A store is deliberately small: upsert records with their vectors, hybrid search, get, touch,
-update, delete, per-user delete, count and list (with ``a``-prefixed async twins). Everything
-else (re-ranking, fusion into a prompt, the write policy) lives above it in pure code.
+update, delete, per-user delete, count and list, all blocking; the ``a``-prefixed async twins
+come from :class:`AsyncFromSyncStore`. Everything else (re-ranking, fusion into a prompt, the
+write policy) lives above it in pure code.
 
 A store is also the single source of truth for conversation state (architecture §10): the turns
 ``add_turn`` accepted (a durable, ordered log per user and session, read back with
@@ -76,10 +77,15 @@ def user_hash(user_id: str) -> str:
 
 @runtime_checkable
 class MemoryStore(Protocol):
-    """What every backend implements (sync methods plus ``a``-prefixed async twins).
+    """What a backend must implement: these blocking members and nothing else.
 
     All methods are scoped by ``user_id``. An operation a backend cannot do raises a typed
     :class:`~hybrid_memory.errors.StoreError`; none returns ``None`` to mean failure.
+
+    The ``a``-prefixed async twins (``aupsert``, ``asearch``, ... ``aclose``) are not part of
+    the protocol: a backend inherits them from :class:`AsyncFromSyncStore` (each runs its sync
+    member in a worker thread) and overrides one only when it has a native async path. A new
+    backend proves itself with :mod:`hybrid_memory.testing.store_contract`.
     """
 
     analyzer: Analyzer
@@ -175,31 +181,19 @@ class MemoryStore(Protocol):
         """Release resources. Idempotent."""
         ...
 
-    async def aupsert(  # noqa: D102
-        self, records: Sequence[MemoryRecord], vectors: Vector, *, epochs: Mapping[str, int] | None = None
-    ) -> None: ...
-    async def aupdate(  # noqa: D102
-        self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None
-    ) -> None: ...
-    async def asearch(self, request: SearchRequest) -> builtins.list[StoreHit]: ...  # noqa: D102
-    async def aget(self, user_id: str, ids: Sequence[str]) -> builtins.list[MemoryRecord]: ...  # noqa: D102
-    async def aget_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vector]: ...  # noqa: D102
-    async def atouch(self, user_id: str, ids: Sequence[str], when: datetime) -> None: ...  # noqa: D102
-    async def alist(  # noqa: D102
-        self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
-    ) -> builtins.list[MemoryRecord]: ...
-    async def adelete(self, user_id: str, ids: Sequence[str]) -> int: ...  # noqa: D102
-    async def adelete_user(self, user_id: str) -> int: ...  # noqa: D102
-    async def acount(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int: ...  # noqa: D102
-    async def aclose(self) -> None: ...  # noqa: D102
-    async def auser_epoch(self, user_id: str) -> int: ...  # noqa: D102
-    async def aappend_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]: ...  # noqa: D102
-    async def aload_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog: ...  # noqa: D102
-    async def adelete_session(self, user_id: str, session_id: str) -> int: ...  # noqa: D102
-
 
 class AsyncFromSyncStore:
-    """Mixin giving a blocking store its async twins through :func:`asyncio.to_thread`."""
+    """Base giving a :class:`MemoryStore` its ``a``-prefixed async twins through :func:`asyncio.to_thread`.
+
+    A backend subclasses it and writes only the sync members::
+
+        class MyStore(AsyncFromSyncStore):
+            def search(self, request: SearchRequest) -> list[StoreHit]: ...
+
+            # ... the other MemoryStore members
+
+    and gets ``asearch``, ``aupsert``, ... ``aclose`` with the same signatures.
+    """
 
     @property
     def _sync(self) -> MemoryStore:
