@@ -37,11 +37,9 @@ from hybrid_memory.errors import (
 from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
 from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids
 from hybrid_memory.stores.weaviate.client import (
-    _ID_CHUNK,
     _NOTHING,
     _check_epoch_map,
     _check_records,
-    _chunks,
     _import_weaviate,
     _is_active,
     logger,
@@ -638,32 +636,14 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         """Delete these memories of ``user_id``; return how many existed."""
         self._check_open()
-        from weaviate.classes.query import Filter
-
         check_id(user_id)
         ids = check_ids(ids)
         if not ids:
             return 0
         self._dlq.remove(user_id, ids)
         h = self._tenant(tenant_name(user_id))
-        uuids = list(dict.fromkeys(object_uuid(i) for i in ids))
-        deleted = 0
         with self._write_lock:
-            for chunk in _chunks(uuids, _ID_CHUNK):
-
-                def run(chunk: Sequence[str] = chunk) -> int:
-                    res = h.data.delete_many(where=Filter.by_id().contains_any(list(chunk)))
-                    if res.failed:
-                        raise StoreError(f"{res.failed} of {res.matches} deletions failed")
-                    return int(res.matches)
-
-                try:
-                    deleted += self._call("delete", run)
-                except StoreError as exc:
-                    if is_tenant_missing(exc):
-                        return 0
-                    raise
-        return deleted
+            return self._delete_objects(h, [object_uuid(i) for i in ids], "delete")
 
     def delete_user(self, user_id: str) -> int:
         """Delete everything of ``user_id`` and change its forget epoch.
