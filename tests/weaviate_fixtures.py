@@ -1,6 +1,7 @@
 """Pytest fixtures for a real Weaviate server (weaviate.md §7), shared by two test folders.
 
-``tests/integration/conftest.py`` and ``tests/contract/conftest.py`` both import these fixtures.
+``tests/integration/conftest.py`` and ``tests/contract/conftest.py`` both import these fixtures
+(the contract classes take ``weaviate_contract_store`` and ``weaviate_contract_twin``).
 Pytest registers an imported fixture once per conftest, so the server itself is a refcounted
 process-wide singleton: one ``weaviate-server`` per test session, however many folders run.
 

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import hashlib
 import json
 import os
 import sqlite3
@@ -86,15 +85,8 @@ from hybrid_memory.ranking import (
     query_term_counts,
 )
 from hybrid_memory.records import Category, MemoryRecord, Status, Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import (
-    AsyncFromSyncStore,
-    MemoryFilter,
-    SearchRequest,
-    SessionLog,
-    StoreHit,
-    Vector,
-    as_matrix,
-)
+from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, user_hash
+from hybrid_memory.values import MemoryFilter, SearchRequest, SessionLog, StoreHit, Vector, as_matrix
 
 __all__ = ["LocalStore"]
 
@@ -1087,7 +1079,7 @@ class LocalStore(AsyncFromSyncStore):
             InvalidInputError: bad user id or a naive ``when``.
         """
         check_id(user_id)
-        ids = self._check_ids(ids)
+        ids = check_ids(ids)
         stamp = _iso(ensure_utc(when, name="when"))
         with self._guard(), self._tx() as c:
             for chunk in _chunks(ids):
@@ -1103,7 +1095,7 @@ class LocalStore(AsyncFromSyncStore):
         The deleted text is overwritten in the file (``secure_delete``) and the WAL truncated.
         """
         check_id(user_id)
-        ids = self._check_ids(ids)
+        ids = check_ids(ids)
         if not ids:
             return 0
         with self._guard():
@@ -1139,7 +1131,7 @@ class LocalStore(AsyncFromSyncStore):
                 c.execute(
                     "INSERT INTO forget_epochs (user_hash, epoch) VALUES (?, 1) "
                     "ON CONFLICT (user_hash) DO UPDATE SET epoch = epoch + 1",
-                    (_user_hash(user_id),),
+                    (user_hash(user_id),),
                 )
             self._partitions.pop(user_id, None)
             self._forget_traces()
@@ -1148,7 +1140,7 @@ class LocalStore(AsyncFromSyncStore):
     # -- conversation state ------------------------------------------------------------------
     def _epoch(self, user_id: str) -> int:
         row = self._conn.execute(
-            "SELECT epoch FROM forget_epochs WHERE user_hash = ?", (_user_hash(user_id),)
+            "SELECT epoch FROM forget_epochs WHERE user_hash = ?", (user_hash(user_id),)
         ).fetchone()
         return 0 if row is None else int(row[0])
 
@@ -1266,24 +1258,6 @@ class LocalStore(AsyncFromSyncStore):
             return n
 
     # -- reads -------------------------------------------------------------------------------
-    @staticmethod
-    def _check_ids(ids: Sequence[str]) -> builtins.list[str]:
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-            raise InvalidInputError("ids must be a sequence of str (not a single str)")
-        out: builtins.list[str] = []
-        seen: set[str] = set()
-        for i in ids:
-            if not isinstance(i, str):
-                raise InvalidInputError(f"memory ids must be str, got {type(i).__name__}")
-            try:
-                i.encode("utf-8")
-            except UnicodeEncodeError as exc:  # SQLite cannot bind it (lone surrogate)
-                raise InvalidInputError("memory ids must be valid Unicode (lone surrogate?)") from exc
-            if i not in seen:
-                seen.add(i)
-                out.append(i)
-        return out
-
     def _fetch(self, user_id: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
         out: dict[str, MemoryRecord] = {}
         for chunk in _chunks(ids):
@@ -1298,7 +1272,7 @@ class LocalStore(AsyncFromSyncStore):
     def get(self, user_id: str, ids: Sequence[str]) -> builtins.list[MemoryRecord]:
         """The records with these ids that exist for ``user_id``, in the order asked (missing skipped)."""
         check_id(user_id)
-        ids = self._check_ids(ids)
+        ids = check_ids(ids)
         with self._guard():
             found = self._fetch(user_id, ids)
         return [found[i] for i in ids if i in found]
@@ -1306,7 +1280,7 @@ class LocalStore(AsyncFromSyncStore):
     def get_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
         """Stored unit-normalised float32 vectors by id (missing ids skipped)."""
         check_id(user_id)
-        ids = self._check_ids(ids)
+        ids = check_ids(ids)
         out: dict[str, Vector] = {}
         with self._guard():
             for chunk in _chunks(ids):
@@ -1411,7 +1385,13 @@ class LocalStore(AsyncFromSyncStore):
             records = self._fetch(request.user_id, [h.id for h in fused])
             similarity = _similarities(part, fused, unit_q, sims)
             return [
-                StoreHit(record=records[h.id], score=h.score, keyword_score=h.keyword_score, vector_similarity=sim)
+                StoreHit(
+                    record=records[h.id],
+                    score=h.score,
+                    keyword_score=h.keyword_score,
+                    vector_similarity=sim,
+                    vector=part.matrix[part.row_of[h.id]].copy(),  # a copy: the partition's rows move
+                )
                 for h, sim in zip(fused, similarity, strict=True)
             ]
 
@@ -1438,10 +1418,6 @@ def _similarities(
             dist[j] = cosine_distance(dot)
     out: builtins.list[float | None] = (np.float32(1) - dist).tolist()
     return out
-
-
-def _user_hash(user_id: str) -> str:
-    return hashlib.sha256(user_id.encode("utf-8")).hexdigest()
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:

@@ -35,11 +35,12 @@ from hybrid_memory.stores.weaviate import (
     SEQ_TIE_BREAK_BITS,
     WeaviateServer,
     WeaviateStore,
-    _turn_properties,
     find_weaviate_binary,
     object_uuid,
     tenant_name,
 )
+from hybrid_memory.stores.weaviate import schema as weaviate_schema
+from hybrid_memory.stores.weaviate.mapping import _turn_properties
 from hybrid_memory.text.analyzer import Analyzer
 from tests.weaviate_fixtures import WeaviateEndpoint, unavailable
 
@@ -141,8 +142,8 @@ def test_another_analyzer_is_refused(weaviate_store_factory: Callable[..., Weavi
 def test_a_collection_from_before_the_context_property_gets_it(
     weaviate_store_factory: Callable[..., WeaviateStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = WeaviateStore._property_defs
-    monkeypatch.setattr(WeaviateStore, "_property_defs", lambda self: [p for p in real(self) if p.name != "context"])
+    real = weaviate_schema.memory_property_defs
+    monkeypatch.setattr(weaviate_schema, "memory_property_defs", lambda: [p for p in real() if p.name != "context"])
     old = weaviate_store_factory()
     old.upsert([rec("alice", "running shoes")], vecs(1))
     assert "context" not in {p.name for p in old.client.collections.use(old.collection).config.get().properties}

@@ -21,14 +21,9 @@ pytest.importorskip("weaviate", reason="the 'weaviate' extra is not installed")
 from hybrid_memory.errors import ConfigurationError, StoreError
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
-from hybrid_memory.stores.weaviate import (
-    WeaviateStore,
-    _Cosine,
-    _submit,
-    _Workers,
-    object_uuid,
-    tenant_name,
-)
+from hybrid_memory.stores.weaviate import WeaviateStore, object_uuid, tenant_name
+from hybrid_memory.stores.weaviate.mapping import _Cosine
+from hybrid_memory.stores.weaviate.runtime import _submit, _Workers
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 
@@ -245,7 +240,7 @@ def test_filters_are_built_once_per_filter(tmp_path: Any) -> None:
 
 
 def test_seq_clock_orders_one_session_strictly_and_after_what_it_loaded() -> None:
-    from hybrid_memory.stores.weaviate import SEQ_TIE_BREAK_BITS, _SeqClock
+    from hybrid_memory.stores.weaviate.runtime import SEQ_TIE_BREAK_BITS, _SeqClock
 
     clock = _SeqClock()
     key = ("C", "alice", "s1")

@@ -5,6 +5,9 @@
 share words (or Chinese characters) get high cosine similarity. It needs no model, so docs and
 unit tests can run in milliseconds.
 
+:mod:`hybrid_memory.testing.store_contract` is the store contract as a pytest suite (import it
+from a test module; it needs pytest): a storage backend subclasses its ``StoreContract``.
+
 Example:
     >>> e = HashingEmbedder(dim=64)
     >>> v = e.embed_documents(["green tea", "green tea please", "stock market"])

@@ -1,0 +1,415 @@
+"""The connection half of :class:`~hybrid_memory.stores.weaviate.WeaviateStore`.
+
+:class:`_Client` owns the client, the dead-letter file and the per-tenant collection handles,
+and runs every request: :meth:`_Client._call` retries transient failures with backoff and jitter
+and translates what finally fails (:mod:`hybrid_memory.stores.weaviate.errors`), within the
+client's query timeout, while a liveness probe turns an outage into a fast
+:class:`~hybrid_memory.errors.StoreUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import re
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal, TypeVar
+
+from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    MissingDependencyError,
+    StoreError,
+    StoreUnavailableError,
+)
+from hybrid_memory.records import MemoryRecord, check_id
+from hybrid_memory.stores.weaviate.dead_letters import _DeadLetterQueue, _default_dead_letter_path
+from hybrid_memory.stores.weaviate.errors import UnreachableError, is_tenant_missing, is_transient, translate
+from hybrid_memory.stores.weaviate.mapping import _record, _vector_of, object_uuid, tenant_name
+from hybrid_memory.stores.weaviate.runtime import _WORKERS, _live_url_of
+from hybrid_memory.stores.weaviate.server import WeaviateServer
+from hybrid_memory.values import MemoryFilter, Vector
+
+logger = logging.getLogger("hybrid_memory.stores.weaviate")
+
+T = TypeVar("T")
+
+#: Largest gRPC batch sent at once (objects).
+_MAX_BATCH = 500
+#: Ids per ``contains_any`` filter.
+_ID_CHUNK = 1000
+#: Weaviate filters kept per store (built from the same MemoryFilter they are reused).
+_FILTER_CACHE_SIZE = 256
+#: Largest ``write_concurrency`` (batch requests of one write in flight at once).
+_MAX_WRITE_CONCURRENCY = 8
+
+
+def _import_weaviate() -> ModuleType:
+    try:
+        import weaviate
+    except ImportError as exc:
+        raise MissingDependencyError("weaviate-client", "weaviate") from exc
+    return weaviate
+
+
+def _check_records(records: object) -> list[MemoryRecord]:
+    if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
+        raise InvalidInputError("records must be a sequence of MemoryRecord")
+    out = list(records)
+    for r in out:
+        if not isinstance(r, MemoryRecord):
+            raise InvalidInputError(f"expected MemoryRecord, got {type(r).__name__}")
+    return out
+
+
+def _check_epoch_map(epochs: object) -> dict[str, int]:
+    """``epochs`` (``user -> epoch`` or ``None``) as a new dict; anything else is InvalidInputError."""
+    if epochs is None:
+        return {}
+    if not isinstance(epochs, Mapping):
+        raise InvalidInputError("epochs must be a mapping user_id -> int")
+    out: dict[str, int] = {}
+    for user, epoch in epochs.items():
+        check_id(user)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidInputError(f"a forget epoch must be a non-negative int, got {epoch!r}")
+        out[user] = epoch
+    return out
+
+
+class _Nothing:
+    """A filter that matches nothing (an empty ``categories``/``tags``/``statuses`` tuple)."""
+
+
+_NOTHING = _Nothing()
+
+
+_NOTHING = _Nothing()
+
+
+def _chunks(items: Sequence[T], n: int) -> Iterable[Sequence[T]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _is_active(tenant: Any) -> bool:
+    status = getattr(getattr(tenant, "activity_status", None), "value", "ACTIVE")
+    return str(status) in ("ACTIVE", "HOT")
+
+
+class _Client:
+    """Client, retries, lifecycle and per-tenant handles of a store (arguments: see ``WeaviateStore``)."""
+
+    analyzer: Analyzer
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        collection: str = "HybridMemory",
+        analyzer: Analyzer | None = None,
+        vector_index: Literal["flat", "dynamic", "hnsw"] = "flat",
+        dynamic_threshold: int = 10_000,
+        replication_factor: int | None = None,
+        dead_letter_path: str | os.PathLike[str] | None = None,
+        batch_size: int = 200,
+        write_concurrency: int = 2,
+        max_retries: int = 3,
+        retry_base_delay: float = 0.2,
+        retry_max_delay: float = 5.0,
+        health_check_interval: float | None = 2.0,
+    ) -> None:
+        _import_weaviate()
+        if not re.fullmatch(r"[A-Z][A-Za-z0-9_]{0,200}", collection or ""):
+            raise ConfigurationError(
+                f"collection must start with an upper-case letter and contain only [A-Za-z0-9_], got {collection!r}"
+            )
+        if vector_index not in ("flat", "dynamic", "hnsw"):
+            raise ConfigurationError(f"vector_index must be 'flat', 'dynamic' or 'hnsw', got {vector_index!r}")
+        if not 1 <= batch_size <= _MAX_BATCH:
+            raise ConfigurationError(f"batch_size must be in 1..{_MAX_BATCH}")
+        if not 1 <= write_concurrency <= _MAX_WRITE_CONCURRENCY:
+            raise ConfigurationError(f"write_concurrency must be in 1..{_MAX_WRITE_CONCURRENCY}")
+        if max_retries < 0 or retry_base_delay < 0 or retry_max_delay < 0:
+            raise ConfigurationError("retry settings must be non-negative")
+        if replication_factor is not None and replication_factor < 1:
+            raise ConfigurationError("replication_factor must be >= 1")
+        self._client = client
+        self.collection = collection
+        self.meta_collection = f"{collection}Meta"
+        self.turns_collection = f"{collection}Turns"
+        self.epochs_collection = f"{collection}ForgetEpochs"
+        self.analyzer = analyzer if analyzer is not None else Analyzer()
+        self.vector_index = vector_index
+        self.dynamic_threshold = dynamic_threshold
+        self.replication_factor = replication_factor
+        self.batch_size = batch_size
+        self.write_concurrency = write_concurrency
+        self.max_retries = max_retries
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        dl_path = Path(dead_letter_path) if dead_letter_path is not None else _default_dead_letter_path(collection)
+        self._dlq = _DeadLetterQueue(dl_path)
+        self._owns_client = False
+        self._server: WeaviateServer | None = None
+        self._closed = False
+        self._meta: dict[str, Any] | None = None
+        self._meta_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._handles: dict[str, Any] = {}
+        self._turn_handles: dict[str, Any] = {}
+        self._filter_cache: dict[MemoryFilter, Any] = {}
+        self.health_check_interval = health_check_interval
+        self._live_url = _live_url_of(client)
+        self._probe_timeout = 2.0
+        self._watch_interval = 0.5
+        self._last_ok = 0.0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    _tmp_dir: str | None = None
+
+    @property
+    def client(self) -> Any:
+        """The underlying ``weaviate.WeaviateClient``."""
+        return self._client
+
+    @property
+    def server(self) -> WeaviateServer | None:
+        """The local server started by :meth:`embedded`, if any."""
+        return self._server
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close what the store created (client, local server, dead-letter file). Idempotent.
+
+        A client passed to the constructor is left open.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._handles.clear()
+        self._turn_handles.clear()
+        self._dlq.close()
+        if self._owns_client:
+            with contextlib.suppress(Exception):
+                self._client.close()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._tmp_dir is not None:
+            shutil.rmtree(self._tmp_dir, ignore_errors=True)
+            self._tmp_dir = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"WeaviateStore(collection={self.collection!r}, {state})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailableError("the WeaviateStore is closed")
+
+    # -- retries -------------------------------------------------------------------------------
+    def _sleep_before_retry(self, attempt: int) -> None:
+        cap = min(self.retry_max_delay, self.retry_base_delay * (2**attempt))
+        time.sleep(cap / 2 + random.uniform(0, cap / 2))
+
+    def _probe(self, timeout: float) -> bool:
+        """One liveness probe (REST ``/v1/.well-known/live``); ``True`` when it answered 200."""
+        if self._live_url is None:
+            return True
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(self._live_url, timeout=max(0.05, timeout)) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def _reachable(self, deadline: float | None = None) -> bool:
+        """Cheap liveness probe (REST ``/v1/.well-known/live``), at most every few seconds.
+
+        weaviate-client retries gRPC calls to an unreachable server internally with exponential
+        backoff (about 63 s for a query, 7 s for a batch) before raising; probing first turns
+        an outage into a :class:`StoreUnavailableError` within milliseconds.
+        """
+        if self._live_url is None or self.health_check_interval is None:
+            return True
+        now = time.monotonic()
+        if now - self._last_ok < self.health_check_interval:
+            return True
+        timeout = self._probe_timeout if deadline is None else min(self._probe_timeout, deadline - now)
+        ok = self._probe(timeout)
+        if ok:
+            self._last_ok = now
+        return ok
+
+    def _request_timeout(self) -> float:
+        """Seconds one request may take in total: the client's query timeout (default 30)."""
+        cfg = getattr(getattr(self._client, "_connection", None), "timeout_config", None)
+        value = getattr(cfg, "query", None)
+        return float(value) if isinstance(value, (int, float)) and value > 0 else 30.0
+
+    def _watched(self, fn: Callable[[], T], deadline: float) -> T:
+        """Run ``fn`` in a worker thread; give up at ``deadline`` or when the server stops answering.
+
+        A server that dies or hangs (``SIGSTOP``) right after a successful call is not caught by
+        :meth:`_reachable` (it skips the probe for ``health_check_interval``), and the client then
+        retries internally for about a minute. While ``fn`` runs, the server is probed every
+        ``_watch_interval`` seconds; a failed probe or the deadline abandons the call with a
+        transient error. Only used for reads, deletes and schema calls: an abandoned call may
+        still complete later, which is harmless for those (idempotent), unlike for batch writes.
+        """
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["out"] = fn()
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["err"] = exc
+            finally:
+                done.set()
+
+        _WORKERS.run(run)
+        next_probe = time.monotonic() + self._watch_interval
+        while not done.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
+            now = time.monotonic()
+            if now >= deadline:
+                raise TimeoutError(f"Weaviate did not answer within {self._request_timeout():g}s")
+            if self._live_url is not None and now >= next_probe:
+                if not self._probe(min(self._probe_timeout, deadline - now)) and not done.is_set():
+                    raise UnreachableError(f"server not reachable at {self._live_url}")
+                next_probe = time.monotonic() + self._watch_interval
+        if "err" in box:
+            raise box["err"]
+        return box["out"]  # type: ignore[no-any-return]
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` with retries on transient errors; translate what finally fails.
+
+        The whole call, retries included, ends within the client's query timeout.
+        """
+        self._check_open()
+        deadline = time.monotonic() + self._request_timeout()
+        attempt = 0
+        while True:
+            try:
+                if not self._reachable(deadline):
+                    raise UnreachableError(f"server not reachable at {self._live_url}")
+                out = self._watched(fn, deadline)
+                self._last_ok = time.monotonic()
+                return out
+            except Exception as exc:
+                if isinstance(exc, (StoreError, InvalidInputError)):
+                    raise
+                if (
+                    attempt < self.max_retries
+                    and is_transient(exc)
+                    and not self._closed
+                    and time.monotonic() + self.retry_base_delay * (2**attempt) < deadline
+                ):
+                    logger.debug("retrying Weaviate %s after %r", what, exc)
+                    self._sleep_before_retry(attempt)
+                    attempt += 1
+                    continue
+                raise translate(exc, what) from exc
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _tenant(self, tenant: str) -> Any:
+        h = self._handles.get(tenant)
+        if h is None:
+            if len(self._handles) > 4096:
+                self._handles.clear()
+            h = self._client.collections.use(self.collection).with_tenant(tenant)
+            self._handles[tenant] = h
+        return h
+
+    def _turns(self, tenant: str) -> Any:
+        h = self._turn_handles.get(tenant)
+        if h is None:
+            if len(self._turn_handles) > 4096:
+                self._turn_handles.clear()
+            h = self._client.collections.use(self.turns_collection).with_tenant(tenant)
+            self._turn_handles[tenant] = h
+        return h
+
+    def _filters(self, f: MemoryFilter | None) -> Any:
+        """Weaviate ``Filter`` for ``f``: ``None`` (match all) or :data:`_NOTHING` (cached per filter)."""
+        if f is None:
+            return None
+        try:
+            return self._filter_cache[f]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable filter (a list smuggled into a field): build it each time
+            return self._build_filters(f)
+        built = self._build_filters(f)
+        if len(self._filter_cache) >= _FILTER_CACHE_SIZE:
+            self._filter_cache.clear()
+        self._filter_cache[f] = built
+        return built
+
+    def _build_filters(self, f: MemoryFilter) -> Any:
+        from weaviate.classes.query import Filter
+
+        if not f.statuses or f.categories == () or f.tags == ():
+            return _NOTHING
+        parts = [Filter.by_property("status").contains_any(list(f.statuses))]
+        if f.categories is not None:
+            parts.append(Filter.by_property("category").contains_any(list(f.categories)))
+        if f.tags is not None:
+            parts.append(Filter.by_property("tags").contains_any(list(f.tags)))
+        if f.since is not None:
+            parts.append(Filter.by_property("created_at").greater_or_equal(f.since))
+        if f.until is not None:
+            parts.append(Filter.by_property("created_at").less_than(f.until))
+        if f.session_id is not None:
+            parts.append(Filter.by_property("session_id").equal(f.session_id))
+        return parts[0] if len(parts) == 1 else Filter.all_of(parts)
+
+    def _fetch(
+        self, user_id: str, ids: Sequence[str], *, vectors: bool
+    ) -> dict[str, tuple[MemoryRecord, Vector | None]]:
+        """Stored records (and vectors) by record id; missing ids are absent."""
+        from weaviate.classes.query import Filter
+
+        check_id(user_id)
+        uuids = list(dict.fromkeys(object_uuid(i) for i in ids))
+        if not uuids:
+            return {}
+        h = self._tenant(tenant_name(user_id))
+        out: dict[str, tuple[MemoryRecord, Vector | None]] = {}
+        for chunk in _chunks(uuids, _ID_CHUNK):
+
+            def run(chunk: Sequence[str] = chunk) -> Any:
+                return h.query.fetch_objects(
+                    filters=Filter.by_id().contains_any(list(chunk)),
+                    limit=len(chunk),
+                    include_vector=vectors,
+                )
+
+            try:
+                res = self._call("fetch", run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    return {}
+                raise
+            for o in res.objects:
+                rec = _record(o.properties)
+                if rec.user_id != user_id:  # defence in depth: tenants already isolate users
+                    continue
+                out[rec.id] = (rec, _vector_of(o) if vectors else None)
+        return out

@@ -1,0 +1,184 @@
+"""The dead-letter queue: writes that failed after every retry, kept in a local SQLite file.
+
+Nothing acknowledged is lost: :meth:`WeaviateStore.replay_dead_letters` writes them again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from hybrid_memory.records import MemoryRecord
+from hybrid_memory.values import Vector
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """One record waiting to be written (in a batch or in the dead-letter queue)."""
+
+    record: MemoryRecord
+    vector: Vector
+    uuid: str
+    tenant: str
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """One object a write could not store: the server's or the client's reason, and whether it is transient.
+
+    ``transient`` is decided by exception type where there was an exception, by the message only
+    for the per-object errors of a batch (:mod:`hybrid_memory.stores.weaviate.errors`);
+    ``unreachable`` marks objects not sent because the liveness probe failed.
+    """
+
+    pending: _Pending
+    message: str
+    transient: bool
+    unreachable: bool = False
+
+
+class _DeadLetterQueue:
+    """Records whose write failed after all retries, in a SQLite file (created on first use).
+
+    ``epoch`` is the user's forget epoch the write carried (``NULL``: none); a replay drops the
+    record when the user was forgotten since.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def _open(self, create: bool) -> sqlite3.Connection | None:
+        if self._conn is not None:
+            return self._conn
+        if self.path is None:
+            if not create:
+                return None
+            target = ":memory:"
+        else:
+            if not create and not self.path.exists():
+                return None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            target = str(self.path)
+        conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA secure_delete=ON")  # deleted memories are overwritten, not left in free pages
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS dead_letters ("
+            " user_id TEXT NOT NULL, record_id TEXT NOT NULL, record_json TEXT NOT NULL,"
+            " vector BLOB NOT NULL, error TEXT NOT NULL, attempts INTEGER NOT NULL,"
+            " first_failed_at TEXT NOT NULL, last_failed_at TEXT NOT NULL, epoch INTEGER,"
+            " PRIMARY KEY (user_id, record_id))"
+        )
+        if "epoch" not in {str(r[1]) for r in conn.execute("PRAGMA table_info(dead_letters)")}:
+            conn.execute("ALTER TABLE dead_letters ADD COLUMN epoch INTEGER")  # a queue from before epochs
+        self._conn = conn
+        return conn
+
+    def add(self, items: Sequence[_Failure], epochs: Mapping[str, int] | None = None) -> None:
+        if not items:
+            return
+        now = datetime.now(timezone.utc).isoformat()
+        with self._lock:
+            conn = self._open(create=True)
+            assert conn is not None
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for p, err in ((f.pending, f.message) for f in items):
+                    conn.execute(
+                        "INSERT INTO dead_letters (user_id, record_id, record_json, vector, error, attempts,"
+                        " first_failed_at, last_failed_at, epoch) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)"
+                        " ON CONFLICT(user_id, record_id) DO UPDATE SET record_json=excluded.record_json,"
+                        " vector=excluded.vector, error=excluded.error, attempts=attempts+1,"
+                        " last_failed_at=excluded.last_failed_at, epoch=excluded.epoch",
+                        (
+                            p.record.user_id,
+                            p.record.id,
+                            json.dumps(p.record.to_json_dict(), ensure_ascii=False),
+                            np.asarray(p.vector, dtype="<f4").tobytes(),
+                            err[:2000],
+                            now,
+                            now,
+                            None if epochs is None else epochs.get(p.record.user_id),
+                        ),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def pending(self, user_id: str | None = None) -> list[tuple[MemoryRecord, Vector, str, int, int | None]]:
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return []
+            sql = "SELECT record_json, vector, error, attempts, epoch FROM dead_letters"
+            args: tuple[str, ...] = ()
+            if user_id is not None:
+                sql += " WHERE user_id = ?"
+                args = (user_id,)
+            rows = conn.execute(sql + " ORDER BY last_failed_at, rowid", args).fetchall()
+        out = []
+        for rec_json, blob, err, attempts, epoch in rows:
+            rec = MemoryRecord.from_json_dict(json.loads(rec_json))
+            vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+            out.append((rec, vec, str(err), int(attempts), None if epoch is None else int(epoch)))
+        return out
+
+    def remove(self, user_id: str, record_ids: Iterable[str]) -> None:
+        ids = list(record_ids)
+        if not ids:
+            return
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return
+            # One transaction: in autocommit mode every row would be its own fsync (synchronous=FULL).
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    "DELETE FROM dead_letters WHERE user_id = ? AND record_id = ?", [(user_id, i) for i in ids]
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def remove_user(self, user_id: str) -> int:
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return 0
+            n = int(conn.execute("DELETE FROM dead_letters WHERE user_id = ?", (user_id,)).rowcount)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # no copy of the rows left in the WAL
+            return n
+
+    def count(self) -> int:
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return 0
+            return int(conn.execute("SELECT COUNT(*) FROM dead_letters").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _default_dead_letter_path(label: str) -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
+    return Path(base) / "hybrid-memory" / "dead-letters" / f"{safe}.sqlite"

@@ -1,0 +1,324 @@
+"""The schema half of :class:`~hybrid_memory.stores.weaviate.WeaviateStore`: collections and meta data.
+
+:class:`_Schema` creates and checks the four collections (memories, meta, turn logs, forget
+epochs; their properties are in :mod:`hybrid_memory.stores.weaviate.mapping`) and keeps the meta
+object (schema version, analyzer, embedder and vector dimension).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, SchemaError
+from hybrid_memory.stores.weaviate.client import _Client, logger
+from hybrid_memory.stores.weaviate.mapping import (
+    _CONFIG_UUID,
+    SCHEMA_VERSION,
+    SEARCH_PROPERTY,
+    memory_property_defs,
+    turn_property_defs,
+    vector_config,
+)
+
+
+class _Schema(_Client):
+    """Collections, schema checks and the meta object of a store."""
+
+    # -- schema --------------------------------------------------------------------------------
+    def create(self) -> None:
+        """Create the memory, meta, turn and forget-epoch collections.
+
+        Raises:
+            SchemaError: a collection of that name already exists.
+            StoreUnavailableError: the server cannot be reached.
+        """
+        if self._call("schema check", lambda: self._client.collections.exists(self.collection)):
+            raise SchemaError(f"collection {self.collection!r} already exists; use ensure_schema()")
+        self.ensure_schema()
+
+    def ensure_schema(self) -> None:
+        """Create the collections if missing and check an existing schema; load the meta data.
+
+        Idempotent and safe to call concurrently from several processes.
+
+        Raises:
+            SchemaError: the existing collection was not made by this module (no multi-tenancy,
+                no whitespace ``search_text`` property) or was indexed with another analyzer.
+            StoreUnavailableError: the server cannot be reached.
+        """
+        from weaviate.classes.config import Configure, DataType, Property, Tokenization
+
+        cols = self._client.collections
+
+        def create_main() -> None:
+            if cols.exists(self.collection):
+                return
+            try:
+                cols.create(
+                    self.collection,
+                    description="hybrid-memory long-term memories (one tenant per user)",
+                    vector_config=vector_config(self.vector_index, self.dynamic_threshold),
+                    properties=memory_property_defs(),
+                    inverted_index_config=Configure.inverted_index(bm25_b=0.75, bm25_k1=1.2),
+                    multi_tenancy_config=Configure.multi_tenancy(
+                        enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
+                    ),
+                    replication_config=Configure.replication(factor=self.replication_factor)
+                    if self.replication_factor is not None
+                    else None,
+                )
+            except Exception:
+                if not cols.exists(self.collection):  # lost a creation race: fine
+                    raise
+
+        def create_meta() -> None:
+            if cols.exists(self.meta_collection):
+                return
+            try:
+                cols.create(
+                    self.meta_collection,
+                    description=f"hybrid-memory settings of {self.collection}",
+                    properties=[
+                        Property(
+                            name="key",
+                            data_type=DataType.TEXT,
+                            tokenization=Tokenization.FIELD,
+                            index_searchable=False,
+                        ),
+                        Property(
+                            name="value",
+                            data_type=DataType.TEXT,
+                            index_searchable=False,
+                            index_filterable=False,
+                        ),
+                    ],
+                    replication_config=Configure.replication(factor=self.replication_factor)
+                    if self.replication_factor is not None
+                    else None,
+                )
+            except Exception:
+                if not cols.exists(self.meta_collection):
+                    raise
+
+        def no_vectors() -> Any:
+            return Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.none())
+
+        def create_turns() -> None:
+            if cols.exists(self.turns_collection):
+                return
+            try:
+                cols.create(
+                    self.turns_collection,
+                    description=f"hybrid-memory turn logs of {self.collection} (one tenant per user)",
+                    properties=turn_property_defs(),
+                    vector_config=no_vectors(),
+                    multi_tenancy_config=Configure.multi_tenancy(
+                        enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
+                    ),
+                    replication_config=replication,
+                )
+            except Exception:
+                if not cols.exists(self.turns_collection):
+                    raise
+
+        def create_epochs() -> None:
+            if cols.exists(self.epochs_collection):
+                return
+            try:
+                cols.create(
+                    self.epochs_collection,
+                    description=f"hybrid-memory forget epochs of {self.collection} (by SHA-256 of the user id)",
+                    properties=[
+                        Property(name="epoch", data_type=DataType.INT, index_filterable=False),
+                    ],
+                    vector_config=no_vectors(),
+                    replication_config=replication,
+                )
+            except Exception:
+                if not cols.exists(self.epochs_collection):
+                    raise
+
+        replication = (
+            Configure.replication(factor=self.replication_factor) if self.replication_factor is not None else None
+        )
+        self._call("create collection", create_main)
+        self._call("create meta collection", create_meta)
+        self._call("create turns collection", create_turns)
+        self._call("create forget-epochs collection", create_epochs)
+        self._check_schema()
+        with self._meta_lock:
+            self._meta = None
+        meta = self._load_meta()
+        if meta.get("analyzer") not in (None, self.analyzer.name):
+            raise SchemaError(
+                f"collection {self.collection!r} was indexed with analyzer {meta['analyzer']!r}, "
+                f"this store uses {self.analyzer.name!r}; BM25 would not match. Re-index into a new "
+                "collection or pass the original analyzer."
+            )
+
+    def _check_schema(self) -> None:
+        cfg = self._call("read schema", lambda: self._client.collections.use(self.collection).config.get())
+        if not cfg.multi_tenancy_config.enabled:
+            raise SchemaError(f"collection {self.collection!r} exists without multi-tenancy")
+        props = {p.name: p for p in cfg.properties}
+        p = props.get(SEARCH_PROPERTY)
+        tok = getattr(getattr(p, "tokenization", None), "value", None)
+        if p is None or tok != "whitespace":
+            raise SchemaError(
+                f"collection {self.collection!r} has no whitespace-tokenised {SEARCH_PROPERTY!r} "
+                "property; it was not created by hybrid-memory"
+            )
+        ctx = next((q for q in memory_property_defs() if q.name == "context"), None)
+        if ctx is not None and "context" not in props:  # created before memories had a search context
+            self._call("add property", lambda: self._client.collections.use(self.collection).config.add_property(ctx))
+        searchable = sorted(n for n, q in props.items() if getattr(q, "index_searchable", False))
+        if searchable != [SEARCH_PROPERTY]:
+            logger.warning(
+                "collection %s has other searchable properties %s; BM25 only searches %s",
+                self.collection,
+                searchable,
+                SEARCH_PROPERTY,
+            )
+
+    def drop(self) -> None:
+        """Delete the four collections: every memory, turn and forget epoch (all users!). Idempotent."""
+
+        def run() -> None:
+            for name in (self.collection, self.meta_collection, self.turns_collection, self.epochs_collection):
+                if self._client.collections.exists(name):
+                    self._client.collections.delete(name)
+
+        self._call("drop collections", run)
+        with self._meta_lock:
+            self._meta = None
+        self._handles.clear()
+        self._turn_handles.clear()
+
+    async def acreate(self) -> None:
+        """Async twin of :meth:`create`."""
+        await asyncio.to_thread(self.create)
+
+    async def aensure_schema(self) -> None:
+        """Async twin of :meth:`ensure_schema`."""
+        await asyncio.to_thread(self.ensure_schema)
+
+    async def adrop(self) -> None:
+        """Async twin of :meth:`drop`."""
+        await asyncio.to_thread(self.drop)
+
+    # -- meta ----------------------------------------------------------------------------------
+    def _load_meta(self) -> dict[str, Any]:
+        with self._meta_lock:
+            if self._meta is not None:
+                return self._meta
+            meta_coll = self._client.collections.use(self.meta_collection)
+            obj = self._call("read meta", lambda: meta_coll.query.fetch_object_by_id(_CONFIG_UUID))
+            if obj is None:
+                meta: dict[str, Any] = {
+                    "schema_version": SCHEMA_VERSION,
+                    "analyzer": self.analyzer.name,
+                    "embedder": None,
+                    "dimension": None,
+                }
+                if not self._create_meta(meta):  # another process created it first: use theirs
+                    obj = self._call("read meta", lambda: meta_coll.query.fetch_object_by_id(_CONFIG_UUID))
+                    if obj is None:
+                        raise SchemaError(f"the meta object of {self.collection!r} vanished while it was created")
+                    meta = json.loads(obj.properties["value"])
+            else:
+                meta = json.loads(obj.properties["value"])
+            self._meta = meta
+            return meta
+
+    def _create_meta(self, meta: Mapping[str, Any]) -> bool:
+        """Insert the first meta object; ``False`` when another process inserted it meanwhile."""
+        meta_coll = self._client.collections.use(self.meta_collection)
+        props = {"key": "config", "value": json.dumps(dict(meta), sort_keys=True)}
+
+        def run() -> bool:
+            try:
+                meta_coll.data.insert(properties=props, uuid=_CONFIG_UUID)
+            except Exception as exc:
+                if getattr(exc, "status_code", None) == 422 and meta_coll.data.exists(_CONFIG_UUID):
+                    return False  # 422 "id already exists": a concurrent first connection won
+                raise
+            return True
+
+        return bool(self._call("create meta", run))
+
+    def _write_meta(self, meta: Mapping[str, Any]) -> None:
+        meta_coll = self._client.collections.use(self.meta_collection)
+        props = {"key": "config", "value": json.dumps(dict(meta), sort_keys=True)}
+
+        def run() -> None:
+            if meta_coll.data.exists(_CONFIG_UUID):
+                meta_coll.data.replace(uuid=_CONFIG_UUID, properties=props)
+            else:
+                meta_coll.data.insert(properties=props, uuid=_CONFIG_UUID)
+
+        self._call("write meta", run)
+
+    @property
+    def dimension(self) -> int | None:
+        """Vector dimension of the stored memories (``None`` while no embedder was bound).
+
+        Reads the meta collection once (network IO on first access).
+        """
+        self._check_open()
+        dim = self._load_meta().get("dimension")
+        return int(dim) if dim is not None else None
+
+    @property
+    def embedder_name(self) -> str | None:
+        """Name of the embedder bound with :meth:`bind_embedder` (``None`` if unknown)."""
+        self._check_open()
+        name = self._load_meta().get("embedder")
+        return str(name) if name is not None else None
+
+    def bind_embedder(self, name: str, dimension: int) -> None:
+        """Record the embedder on first use, or check it against the stored one.
+
+        Raises:
+            EmbeddingDimensionError: the store holds vectors of another dimension.
+        """
+        self._check_open()
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise InvalidInputError(f"dimension must be a positive int, got {dimension!r}")
+        meta = dict(self._load_meta())
+        stored = meta.get("dimension")
+        if stored is not None and int(stored) != dimension:
+            raise EmbeddingDimensionError(
+                int(stored),
+                dimension,
+                hint=(
+                    f"collection {self.collection!r} was built with embedder {meta.get('embedder')!r}; "
+                    f"re-embed into a new collection (`hybrid-memory reembed`) or use the original embedder"
+                ),
+            )
+        if stored is None or meta.get("embedder") != name:
+            if stored is not None and meta.get("embedder") not in (None, name):
+                logger.warning(
+                    "embedder changed from %s to %s (same dimension %d); stored vectors may not be comparable",
+                    meta.get("embedder"),
+                    name,
+                    dimension,
+                )
+            meta["dimension"] = dimension
+            meta["embedder"] = name
+            with self._meta_lock:
+                self._write_meta(meta)
+                self._meta = meta
+
+    def _ensure_dimension(self, dim: int) -> None:
+        stored = self.dimension
+        if stored is None:
+            meta = dict(self._load_meta())
+            meta["dimension"] = dim
+            with self._meta_lock:
+                self._write_meta(meta)
+                self._meta = meta
+        elif stored != dim:
+            raise EmbeddingDimensionError(stored, dim)

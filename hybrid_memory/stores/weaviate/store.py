@@ -1,0 +1,843 @@
+"""The Weaviate store: :class:`WeaviateStore`, its constructors and the memory operations.
+
+The store is assembled from one base per concern (each in its own module): the client, retries
+and handles (:mod:`.client`), the schema (:mod:`.schema`), batch writes and forget epochs
+(:mod:`.writes`) and turn logs (:mod:`.turns`). What is left here: the constructors, the memory
+writes and reads, deletes and the hybrid search. The package docstring
+(:mod:`hybrid_memory.stores.weaviate`) describes the schema and the guarantees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import numpy as np
+
+from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.errors import (
+    ConfigurationError,
+    EmbeddingDimensionError,
+    InvalidInputError,
+    NotFoundError,
+    SchemaError,
+    StoreError,
+    StoreUnavailableError,
+    UserForgottenError,
+)
+from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
+from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids
+from hybrid_memory.stores.weaviate.client import (
+    _NOTHING,
+    _check_epoch_map,
+    _check_records,
+    _import_weaviate,
+    _is_active,
+    logger,
+)
+from hybrid_memory.stores.weaviate.dead_letters import _default_dead_letter_path, _Pending
+from hybrid_memory.stores.weaviate.errors import is_tenant_missing, translate
+from hybrid_memory.stores.weaviate.mapping import (
+    SEARCH_PROPERTY,
+    _Cosine,
+    _record,
+    _unit_rows,
+    _vector_of,
+    object_uuid,
+    tenant_name,
+)
+from hybrid_memory.stores.weaviate.runtime import _GRPC_CHANNEL_OPTIONS
+from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
+from hybrid_memory.stores.weaviate.turns import _TurnLog
+from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
+
+_KEYWORD_EXPLAIN = re.compile(
+    r"Result Set keyword,bm25\) Document ([0-9a-fA-F-]{36})(?:: original score ([^,\s]+),| contributed)"
+)
+
+
+class WeaviateStore(_TurnLog, AsyncFromSyncStore):
+    """:class:`~hybrid_memory.stores.base.MemoryStore` on Weaviate (one tenant per user).
+
+    ``alpha``: 1.0 = pure vector, 0.0 = pure keyword (BM25); always sent explicitly.
+
+    Args:
+        client: A connected ``weaviate.WeaviateClient`` you own; the store never closes it.
+        collection: Collection name (the others are ``<collection>Meta``, ``<collection>Turns``
+            and ``<collection>ForgetEpochs``).
+        analyzer: Tokeniser for the searchable text (must match the one the data was indexed
+            with; the analyzer name is stored and checked by :meth:`ensure_schema`).
+        vector_index: ``"flat"`` (exact, default; parity with LocalStore), ``"dynamic"`` (flat,
+            then HNSW past ``dynamic_threshold`` vectors per tenant; needs ``ASYNC_INDEXING=true``
+            on the server) or ``"hnsw"``. Used only when the collection is created.
+        dynamic_threshold: Vectors per tenant at which a ``dynamic`` index switches to HNSW.
+        replication_factor: Copies of every tenant (e.g. 3 on a 3-node cluster); creation only.
+        dead_letter_path: SQLite file of the dead-letter queue (created on the first failed
+            write). Default: ``$XDG_STATE_HOME/hybrid-memory/dead-letters/<collection>.sqlite``.
+        batch_size: Objects per gRPC batch request (at most 500).
+        write_concurrency: Batch requests of one write kept in flight at once (1 = one after
+            the other); the next batch is prepared while the server stores the previous one.
+        max_retries: Retries of a failed request or batch object before dead-lettering it.
+        retry_base_delay: First backoff delay in seconds (doubled per retry, with jitter).
+        retry_max_delay: Upper bound of one backoff delay.
+        health_check_interval: Before a request, if nothing succeeded for this many seconds,
+            probe ``/v1/.well-known/live`` first so an outage fails fast (``None`` = never).
+
+    Raises:
+        MissingDependencyError: weaviate-client is not installed.
+        ConfigurationError: invalid arguments.
+
+    Example:
+        >>> store = WeaviateStore.connect("http://localhost:8080")  # doctest: +SKIP
+        >>> store.count("alice")  # doctest: +SKIP
+        0
+        >>> store.close()  # doctest: +SKIP
+    """
+
+    analyzer: Analyzer
+
+    # -- constructors --------------------------------------------------------------------------
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        *,
+        grpc_port: int | None = None,
+        grpc_host: str | None = None,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+        insert_timeout: float = 90.0,
+        init_timeout: float = 10.0,
+        create_schema: bool = True,
+        collection: str = "HybridMemory",
+        analyzer: Analyzer | None = None,
+        vector_index: Literal["flat", "dynamic", "hnsw"] = "flat",
+        replication_factor: int | None = None,
+        dead_letter_path: str | os.PathLike[str] | None = None,
+        max_retries: int = 3,
+        trust_env: bool = False,
+    ) -> WeaviateStore:
+        """Connect to a server by URL (``http://`` or ``https://``); the store owns the client.
+
+        Args:
+            url: REST endpoint, e.g. ``http://localhost:8080`` or ``https://xyz.weaviate.cloud``.
+            grpc_port: gRPC port (default 50051 for http, 443 for https).
+            grpc_host: gRPC host (default: the URL's host; ``grpc-<host>`` for Weaviate Cloud).
+            api_key: API key (Weaviate Cloud or ``AUTHENTICATION_APIKEY_*`` servers).
+            headers: Extra HTTP/gRPC headers.
+            timeout: Query timeout in seconds.
+            insert_timeout: Batch insert timeout in seconds.
+            init_timeout: Connection set-up timeout in seconds.
+            create_schema: Call :meth:`ensure_schema` now (the factory does network IO anyway).
+            collection: See :class:`WeaviateStore`.
+            analyzer: See :class:`WeaviateStore`.
+            vector_index: See :class:`WeaviateStore`.
+            replication_factor: See :class:`WeaviateStore`.
+            dead_letter_path: Default ``.../dead-letters/<host>_<port>_<collection>.sqlite``.
+            max_retries: See :class:`WeaviateStore`.
+            trust_env: Let the client read ``SSL_CERT_FILE`` (REST) and proxy variables from the
+                environment, e.g. to trust a private CA for an ``https://`` server; gRPC reads
+                ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``. Default ``False``: certifi's CA bundle only.
+
+        Raises:
+            ConfigurationError: a malformed URL.
+            StoreUnavailableError: the server cannot be reached.
+        """
+        weaviate = _import_weaviate()
+        from urllib.parse import urlsplit
+
+        from weaviate.classes.init import AdditionalConfig, Auth, GrpcConfig, Timeout
+
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(f"url must look like http(s)://host[:port], got {url!r}")
+        secure = parts.scheme == "https"
+        host = parts.hostname
+        port = parts.port or (443 if secure else 80)
+        if grpc_host is None:
+            cloud = host.endswith((".weaviate.cloud", ".weaviate.network", ".wcs.api.weaviate.io"))
+            grpc_host = f"grpc-{host}" if cloud and not host.startswith("grpc-") else host
+        if grpc_port is None:
+            grpc_port = 443 if secure else 50051
+        try:
+            client = weaviate.connect_to_custom(
+                http_host=host,
+                http_port=port,
+                http_secure=secure,
+                grpc_host=grpc_host,
+                grpc_port=grpc_port,
+                grpc_secure=secure,
+                headers=dict(headers) if headers else None,
+                additional_config=AdditionalConfig(
+                    timeout=Timeout(query=timeout, insert=insert_timeout, init=init_timeout),
+                    grpc_config=GrpcConfig(channel_options=list(_GRPC_CHANNEL_OPTIONS)),
+                    trust_env=trust_env,
+                ),
+                auth_credentials=Auth.api_key(api_key) if api_key else None,
+                skip_init_checks=True,
+            )
+        except Exception as exc:
+            raise translate(exc, f"connect to {url}") from exc
+        label = f"{host}_{port}_{collection}"
+        store = cls(
+            client,
+            collection=collection,
+            analyzer=analyzer,
+            vector_index=vector_index,
+            replication_factor=replication_factor,
+            dead_letter_path=dead_letter_path if dead_letter_path is not None else _default_dead_letter_path(label),
+            max_retries=max_retries,
+        )
+        store._owns_client = True
+        if create_schema:
+            try:
+                store.ensure_schema()
+            except BaseException:
+                store.close()
+                raise
+        return store
+
+    @classmethod
+    def embedded(
+        cls,
+        data_path: str | os.PathLike[str] | None = None,
+        *,
+        binary: str | os.PathLike[str] | None = None,
+        memory_limit: str | None = None,
+        environment: Mapping[str, str] | None = None,
+        startup_timeout: float = 90.0,
+        collection: str = "HybridMemory",
+        analyzer: Analyzer | None = None,
+        create_schema: bool = True,
+    ) -> WeaviateStore:
+        """Start a private local Weaviate and connect to it; :meth:`close` stops it.
+
+        Uses ``binary``, else ``WEAVIATE_BINARY``, ``weaviate-server`` on ``PATH`` or in
+        ``$GOPATH/bin``. Without a binary it falls back to weaviate-client's embedded mode,
+        which downloads a release (needs network; Linux/macOS only).
+
+        Args:
+            data_path: Persistent data directory; ``None`` = temporary (deleted on close).
+            binary: Explicit ``weaviate-server`` path.
+            memory_limit: ``GOMEMLIMIT`` of the server, e.g. ``"1GiB"``.
+            environment: Extra server environment variables (e.g. ``{"ASYNC_INDEXING": "true"}``).
+            startup_timeout: Seconds to wait for readiness.
+            collection: See :class:`WeaviateStore`.
+            analyzer: See :class:`WeaviateStore`.
+            create_schema: Call :meth:`ensure_schema` once the server is up.
+
+        Raises:
+            StoreUnavailableError: the server did not start.
+        """
+        weaviate = _import_weaviate()
+        try:
+            binary_path = str(binary) if binary is not None else find_weaviate_binary()
+        except ConfigurationError:
+            raise
+        if binary_path is None:
+            return cls._client_embedded(
+                data_path,
+                memory_limit=memory_limit,
+                environment=environment,
+                collection=collection,
+                analyzer=analyzer,
+                create_schema=create_schema,
+            )
+        server = WeaviateServer(
+            binary_path,
+            data_path=data_path,
+            memory_limit=memory_limit,
+            environment=environment,
+            startup_timeout=startup_timeout,
+        )
+        server.start()
+        try:
+            from weaviate.classes.init import AdditionalConfig, GrpcConfig
+
+            client = weaviate.connect_to_custom(
+                http_host=server.host,
+                http_port=server.http_port,
+                http_secure=False,
+                grpc_host=server.host,
+                grpc_port=server.grpc_port,
+                grpc_secure=False,
+                skip_init_checks=True,
+                additional_config=AdditionalConfig(grpc_config=GrpcConfig(channel_options=list(_GRPC_CHANNEL_OPTIONS))),
+            )
+        except Exception as exc:
+            server.stop()
+            raise translate(exc, "connect to the embedded server") from exc
+        dl_path = server.data_path / "hybrid-memory-dead-letters.sqlite"
+        store = cls(client, collection=collection, analyzer=analyzer, dead_letter_path=dl_path)
+        store._owns_client = True
+        store._server = server
+        if create_schema:
+            try:
+                store.ensure_schema()
+            except BaseException:
+                store.close()
+                raise
+        return store
+
+    @classmethod
+    def _client_embedded(
+        cls,
+        data_path: str | os.PathLike[str] | None,
+        *,
+        memory_limit: str | None,
+        environment: Mapping[str, str] | None,
+        collection: str,
+        analyzer: Analyzer | None,
+        create_schema: bool,
+    ) -> WeaviateStore:
+        weaviate = _import_weaviate()
+        from weaviate.embedded import EmbeddedOptions
+
+        tmp = None
+        if data_path is None:
+            tmp = tempfile.mkdtemp(prefix="hybrid-memory-weaviate-")
+            data_path = tmp
+        http, grpc = _free_ports(2)
+        env = {"DISABLE_TELEMETRY": "true", "GO_PROFILING_DISABLE": "true", "ENABLE_MODULES": ""}
+        if memory_limit is not None:
+            env["GOMEMLIMIT"] = memory_limit
+        env.update(environment or {})
+        try:
+            client = weaviate.WeaviateClient(
+                embedded_options=EmbeddedOptions(
+                    persistence_data_path=str(data_path),
+                    version="1.39.0",
+                    port=http,
+                    hostname="127.0.0.1",
+                    grpc_port=grpc,
+                    additional_env_vars=env,
+                ),
+                skip_init_checks=True,
+            )
+            client.connect()
+        except Exception as exc:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise translate(exc, "start weaviate-client's embedded server") from exc
+        store = cls(
+            client,
+            collection=collection,
+            analyzer=analyzer,
+            dead_letter_path=Path(data_path) / "hybrid-memory-dead-letters.sqlite",
+        )
+        store._owns_client = True
+        store._tmp_dir = tmp
+        if create_schema:
+            try:
+                store.ensure_schema()
+            except BaseException:
+                store.close()
+                raise
+        return store
+
+    @classmethod
+    async def aconnect(cls, url: str, **kwargs: Any) -> WeaviateStore:
+        """Async twin of :meth:`connect` (runs it in a worker thread)."""
+        return await asyncio.to_thread(lambda: cls.connect(url, **kwargs))
+
+    @classmethod
+    async def aembedded(cls, data_path: str | os.PathLike[str] | None = None, **kwargs: Any) -> WeaviateStore:
+        """Async twin of :meth:`embedded` (runs it in a worker thread)."""
+        return await asyncio.to_thread(lambda: cls.embedded(data_path, **kwargs))
+
+    def __enter__(self) -> WeaviateStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> WeaviateStore:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # -- memory writes -------------------------------------------------------------------------
+    def upsert(
+        self,
+        records: Sequence[MemoryRecord],
+        vectors: Vector | Sequence[Sequence[float]],
+        *,
+        epochs: Mapping[str, int] | None = None,
+    ) -> None:
+        """Insert or replace ``records`` with their vectors (stored unit-normalised).
+
+        Args:
+            records: The records (of one or several users).
+            vectors: One vector per record.
+            epochs: Forget epochs the caller read (``user -> epoch``). Checked before the write
+                (refused, nothing written) and after it (what was written for a user forgotten
+                meanwhile is deleted again); see the module docstring.
+
+        Raises:
+            UserForgottenError: a user in ``epochs`` was forgotten since.
+            InvalidInputError: wrong vector count/shape or non-JSON metadata (nothing written).
+            EmbeddingDimensionError: vectors of another dimension than the store's.
+            StoreUnavailableError: some records could not be written after retries (network);
+                they are in the dead-letter queue.
+            StoreError: some records were rejected by the server; also dead-lettered.
+        """
+        self._check_open()
+        records = _check_records(records)
+        guard = _check_epoch_map(epochs)
+        if not records:
+            return
+        m = as_matrix(vectors, len(records), None)
+        if not np.all(np.any(m != 0, axis=1)):
+            raise InvalidInputError("a zero vector has no direction; cosine similarity is undefined")
+        self._ensure_dimension(int(m.shape[1]))
+        items = self._pending(records, _unit_rows(m))
+        if guard:
+            self._check_epochs(guard, outage_ok=True)
+        failures = self._write(items, epochs=guard or None)
+        gone = self._undo_if_forgotten(items, failures, guard)
+        if gone:
+            raise UserForgottenError(gone[0])
+        self._raise_failures(failures, len(items))
+
+    def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
+        """Replace stored records' fields, keeping their vectors.
+
+        A read-modify-write: without ``epochs`` the users' current epochs are read first, so an
+        update racing a forget (from any process) never re-inserts a forgotten memory.
+
+        Args:
+            records: The new versions of stored records.
+            epochs: As in :meth:`upsert`.
+
+        Raises:
+            UserForgottenError: a user in ``epochs`` was forgotten since (checked first), or a
+                user was forgotten while the update ran.
+            NotFoundError: an id does not exist for its user (nothing is written).
+        """
+        self._check_open()
+        records = _check_records(records)
+        guard = _check_epoch_map(epochs)
+        if not records:
+            return
+        by_user: dict[str, list[MemoryRecord]] = {}
+        for r in records:
+            if not isinstance(r, MemoryRecord):
+                raise InvalidInputError(f"expected MemoryRecord, got {type(r).__name__}")
+            by_user.setdefault(r.user_id, []).append(r)
+        if guard:
+            self._check_epochs(guard)
+        for user_id in by_user:
+            if user_id not in guard:
+                guard[user_id] = self._read_epoch(user_id)
+        recs: list[MemoryRecord] = []
+        vecs: list[Vector] = []
+        # Read-modify-write under the write lock: a delete/delete_user of this process cannot
+        # slip in between; other processes are covered by the epochs.
+        with self._write_lock:
+            for user_id, group in by_user.items():
+                stored = self._fetch(user_id, [r.id for r in group], vectors=True)
+                missing = [r.id for r in group if r.id not in stored]
+                if missing:
+                    gone = self._forgotten_since(guard)
+                    if gone:
+                        raise UserForgottenError(gone[0])
+                    raise NotFoundError(f"memory {missing[0]!r} does not exist for user {user_id!r}")
+                for r in group:
+                    vec = stored[r.id][1]
+                    if vec is None:
+                        raise SchemaError(f"memory {r.id!r} has no stored vector")
+                    recs.append(r)
+                    vecs.append(vec)
+            items = self._pending(recs, np.stack(vecs).astype(np.float32))
+            failures = self._write(items, epochs=guard)
+        gone = self._undo_if_forgotten(items, failures, guard)
+        if gone:
+            raise UserForgottenError(gone[0])
+        self._raise_failures(failures, len(items))
+
+    def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
+        """``access_count += 1`` and ``last_accessed_at = when`` (missing ids are skipped).
+
+        The increment is read-modify-write: concurrent touches of one memory may count once. A
+        failed touch raises but is not dead-lettered (it would overwrite a pending newer version).
+        A touch racing a forget (from any process) deletes what it re-wrote and returns.
+        """
+        self._check_open()
+        when = ensure_utc(when, name="when")
+        ids = check_ids(ids)
+        check_id(user_id)
+        if not ids:
+            return
+        epoch = self._read_epoch(user_id)
+        with self._write_lock:  # see update(): never re-insert a memory forgotten meanwhile
+            written = self._touch(user_id, ids, when)
+        if written and self._read_epoch(user_id) != epoch:
+            self._undo(written, [user_id])
+
+    def _touch(self, user_id: str, ids: list[str], when: datetime) -> list[_Pending]:
+        stored = self._fetch(user_id, ids, vectors=True)
+        if not stored:
+            return []
+        recs: list[MemoryRecord] = []
+        vecs: list[Vector] = []
+        for rec, vec in stored.values():
+            if vec is None:
+                continue
+            recs.append(rec.evolve(access_count=rec.access_count + 1, last_accessed_at=when))
+            vecs.append(vec)
+        if not recs:
+            return []
+        items = self._pending(recs, np.stack(vecs).astype(np.float32))
+        failures = self._write(items, dead_letter=False)
+        if failures:
+            msg = f"{len(failures)} of {len(items)} access updates failed: {failures[0].message}"
+            if all(f.transient for f in failures):
+                raise StoreUnavailableError(msg)
+            raise StoreError(msg)
+        return items
+
+    def replay_dead_letters(self, user_id: str | None = None) -> int:
+        """Write the dead-lettered records again; return how many succeeded.
+
+        Records that fail again stay queued (their error and attempt count are updated). A record
+        written successfully later through :meth:`upsert` is removed from the queue, so a replay
+        never overwrites newer data with an older version. A record whose write carried a forget
+        epoch is dropped (not written) when its user was forgotten since, from any process.
+        """
+        self._check_open()
+        pending = self._dlq.pending(user_id)
+        if not pending:
+            return 0
+        current: dict[str, int] = {}
+        stale: dict[str, list[str]] = {}
+        items: list[_Pending] = []
+        for r, v, _, _, epoch in pending:
+            if epoch is not None:
+                if r.user_id not in current:
+                    current[r.user_id] = self._read_epoch(r.user_id)
+                if current[r.user_id] != epoch:
+                    stale.setdefault(r.user_id, []).append(r.id)
+                    continue
+            items.append(_Pending(r, v, object_uuid(r.id), tenant_name(r.user_id)))
+        for user, ids in stale.items():
+            logger.info("dropping %d dead letters of a user forgotten since they were queued", len(ids))
+            self._dlq.remove(user, ids)
+        if not items:
+            return 0
+        guard = {u: e for u, e in current.items() if any(p.record.user_id == u for p in items)}
+        failures = self._write(items, epochs=guard or None)
+        gone = set(self._undo_if_forgotten(items, failures, guard))
+        failed = {f.pending.uuid for f in failures}
+        return sum(1 for p in items if p.uuid not in failed and p.record.user_id not in gone)
+
+    async def areplay_dead_letters(self, user_id: str | None = None) -> int:
+        """Async twin of :meth:`replay_dead_letters`."""
+        return await asyncio.to_thread(self.replay_dead_letters, user_id)
+
+    def dead_letters(self, user_id: str | None = None) -> list[tuple[MemoryRecord, str, int]]:
+        """Queued records with their last error and attempt count (local file, no network)."""
+        return [(r, err, n) for r, _, err, n, _ in self._dlq.pending(user_id)]
+
+    def dead_letter_count(self) -> int:
+        """Number of records in the dead-letter queue."""
+        return self._dlq.count()
+
+    # -- reads ---------------------------------------------------------------------------------
+    def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryRecord]:
+        """The records with these ids that exist for ``user_id`` (missing skipped), in order."""
+        self._check_open()
+        ids = check_ids(ids)
+        stored = self._fetch(user_id, ids, vectors=False)
+        out: list[MemoryRecord] = []
+        seen: set[str] = set()
+        for i in ids:
+            if i in stored and i not in seen:
+                seen.add(i)
+                out.append(stored[i][0])
+        return out
+
+    def get_vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, Vector]:
+        """Stored (unit-normalised) vectors by id for ``user_id``."""
+        self._check_open()
+        stored = self._fetch(user_id, check_ids(ids), vectors=True)
+        return {i: v for i, (_, v) in stored.items() if v is not None}
+
+    def count(self, user_id: str | None = None, *, filter: MemoryFilter | None = None) -> int:
+        """Number of memories of one user (or all users) passing ``filter`` (``None`` = all).
+
+        With ``user_id=None`` only active tenants are counted (offloaded users are not woken up).
+        """
+        self._check_open()
+        where = self._filters(filter)
+        if where is _NOTHING:
+            return 0
+        tenants = [tenant_name(user_id)] if user_id is not None else self._tenant_names()
+        total = 0
+        for t in tenants:
+            h = self._tenant(t)
+
+            def run(h: Any = h) -> int:
+                return int(h.aggregate.over_all(total_count=True, filters=where).total_count or 0)
+
+            try:
+                total += self._call("count", run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    continue
+                raise
+        return total
+
+    def _tenant_names(self) -> list[str]:
+        """Names of the active tenants (inactive/offloaded ones are not woken up)."""
+        coll = self._client.collections.use(self.collection)
+        tenants = self._call("list tenants", lambda: coll.tenants.get())
+        return sorted(name for name, t in tenants.items() if _is_active(t))
+
+    def users(self) -> list[str]:
+        """Ids of the users that have memories (sorted).
+
+        Reads one object per tenant. Only active tenants are inspected: a user id is stored
+        only inside its tenant, so inactive or offloaded tenants are not listed.
+        """
+        self._check_open()
+        out: set[str] = set()
+        for name in self._tenant_names():
+            h = self._tenant(name)
+
+            def run(h: Any = h) -> Any:
+                return h.query.fetch_objects(limit=1, return_properties=["user_id"])
+
+            try:
+                res = self._call("users", run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    continue
+                raise
+            for o in res.objects:
+                out.add(str(o.properties["user_id"]))
+        return sorted(out)
+
+    # -- deletes -------------------------------------------------------------------------------
+    def delete(self, user_id: str, ids: Sequence[str]) -> int:
+        """Delete these memories of ``user_id``; return how many existed."""
+        self._check_open()
+        check_id(user_id)
+        ids = check_ids(ids)
+        if not ids:
+            return 0
+        self._dlq.remove(user_id, ids)
+        h = self._tenant(tenant_name(user_id))
+        with self._write_lock:
+            return self._delete_objects(h, [object_uuid(i) for i in ids], "delete")
+
+    def delete_user(self, user_id: str) -> int:
+        """Delete everything of ``user_id`` and change its forget epoch.
+
+        In this order: bump the epoch, remove the memory and turn tenants and the user's dead
+        letters (in this store's file), bump the epoch again, remove the tenants again. A write
+        racing the forget (from any process) either lands before one of the removals or sees a
+        moved epoch after it wrote and deletes what it wrote (module docstring).
+
+        Returns:
+            The number of memories the user had.
+        """
+        self._check_open()
+        check_id(user_id)
+        tenant = tenant_name(user_id)
+        n = self.count(user_id)
+        memories = self._client.collections.use(self.collection)
+        turns = self._client.collections.use(self.turns_collection)
+
+        def remove() -> None:
+            memories.tenants.remove([tenant])  # a missing tenant is not an error
+            turns.tenants.remove([tenant])
+
+        with self._write_lock:
+            for sweep in range(2):
+                self._bump_epoch(user_id)
+                self._call("delete tenant", remove)
+                self._handles.pop(tenant, None)
+                self._turn_handles.pop(tenant, None)
+                if sweep == 0:
+                    self._dlq.remove_user(user_id)
+        return n
+
+    # -- search --------------------------------------------------------------------------------
+    def search(self, request: SearchRequest) -> list[StoreHit]:
+        """Weaviate hybrid search within ``request.user_id``'s tenant.
+
+        ``alpha``: 1.0 = pure vector, 0.0 = pure keyword (BM25); ``query=None`` forces 1.0.
+
+        Raises:
+            InvalidInputError: ``alpha > 0`` without a query vector.
+            EmbeddingDimensionError: a query vector of the wrong dimension.
+        """
+        self._check_open()
+        from weaviate.classes.query import HybridFusion, MetadataQuery
+
+        alpha = request.effective_alpha
+        qvec = request.vector
+        if alpha > 0 and qvec is None:
+            raise InvalidInputError(
+                "a query vector is required when alpha > 0 (1.0 = pure vector, 0.0 = pure keyword/BM25)"
+            )
+        if qvec is not None:
+            dim = self.dimension
+            if dim is not None and qvec.shape[0] != dim:
+                raise EmbeddingDimensionError(dim, int(qvec.shape[0]))
+        where = self._filters(request.filter)
+        if where is _NOTHING:
+            return []
+        query_text = None if request.query is None else self.analyzer.analyze_query(request.query)
+        fusion = HybridFusion.RANKED if request.fusion == "ranked" else HybridFusion.RELATIVE_SCORE
+        h = self._tenant(tenant_name(request.user_id))
+
+        def run() -> Any:
+            return h.query.hybrid(
+                query=query_text,
+                vector=qvec.tolist() if qvec is not None else None,
+                alpha=alpha,
+                fusion_type=fusion,
+                query_properties=[SEARCH_PROPERTY],
+                max_vector_distance=request.max_vector_distance,
+                limit=request.limit,
+                offset=request.offset or None,
+                auto_limit=request.auto_limit or None,
+                filters=where,
+                include_vector=True,  # StoreHit.vector (and vector_similarity when a vector was given)
+                return_metadata=MetadataQuery(score=True, explain_score=True),
+            )
+
+        try:
+            res = self._call("hybrid search", run)
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return []
+            raise
+        objects = list(res.objects)
+        keyword = self._keyword_scores(objects, request, query_text, h, where)
+        cosine = _Cosine(qvec) if qvec is not None else None
+        hits: list[StoreHit] = []
+        for o in objects:
+            rec = _record(o.properties)
+            if rec.user_id != request.user_id:  # defence in depth
+                continue
+            vec = _vector_of(o)
+            sim = cosine(vec) if (cosine is not None and vec is not None) else None
+            hits.append(
+                StoreHit(
+                    record=rec,
+                    score=float(o.metadata.score),
+                    keyword_score=keyword.get(str(o.uuid)),
+                    vector_similarity=sim,
+                    vector=vec,
+                )
+            )
+        return hits
+
+    def _keyword_scores(
+        self, objects: Sequence[Any], request: SearchRequest, query_text: str | None, h: Any, where: Any
+    ) -> dict[str, float]:
+        """BM25 scores of the hits that the keyword leg returned, by object UUID."""
+        if not objects or not query_text or request.effective_alpha >= 1.0:
+            return {}
+        scores: dict[str, float] = {}
+        in_leg: set[str] = set()
+        for o in objects:
+            for m in _KEYWORD_EXPLAIN.finditer(o.metadata.explain_score or ""):
+                uid = m.group(1).lower()
+                in_leg.add(uid)
+                if m.group(2) is not None:
+                    with contextlib.suppress(ValueError):
+                        scores[uid] = float(np.float32(float(m.group(2))))
+        missing = sorted(in_leg - scores.keys())
+        if not missing:
+            return scores
+        # rankedFusion does not print the BM25 score: ask for it (filters do not change BM25
+        # statistics, so these are the keyword leg's scores).
+        from weaviate.classes.query import Filter, MetadataQuery
+
+        ids = Filter.by_id().contains_any(missing)
+        flt = ids if where is None else Filter.all_of([where, ids])
+
+        def run() -> Any:
+            return h.query.bm25(
+                query=query_text,
+                query_properties=[SEARCH_PROPERTY],
+                filters=flt,
+                limit=len(missing),
+                return_metadata=MetadataQuery(score=True),
+                return_properties=[],
+            )
+
+        res = self._call("bm25 scores", run)
+        for o in res.objects:
+            scores[str(o.uuid)] = float(o.metadata.score)
+        return scores
+
+    # -- listing (last: the method name shadows the builtin in the class body) ------------
+    def list(
+        self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[MemoryRecord]:
+        """Records of ``user_id`` passing ``filter`` (``None`` = all), oldest first.
+
+        Order: ``created_at`` ascending, then id.
+        """
+        self._check_open()
+        check_id(user_id)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInputError(f"limit must be a non-negative int or None, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError(f"offset must be a non-negative int, got {offset!r}")
+        if limit == 0:
+            return []
+        where = self._filters(filter)
+        if where is _NOTHING:
+            return []
+        from weaviate.classes.query import Sort
+
+        h = self._tenant(tenant_name(user_id))
+        window = None if limit is None else offset + limit
+        if window is not None and window <= QUERY_MAXIMUM_RESULTS:
+
+            def run() -> Any:
+                return h.query.fetch_objects(
+                    filters=where,
+                    limit=limit,
+                    offset=offset or None,
+                    sort=Sort.by_property("created_at", ascending=True).by_property("record_id", ascending=True),
+                )
+
+            try:
+                res = self._call("list", run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    return []
+                raise
+            return [_record(o.properties) for o in res.objects]
+        # Large windows: the cursor API has no filters or sorting, so scan and sort here.
+        try:
+            recs = self._call("list", lambda: [_record(o.properties) for o in h.iterator(cache_size=1000)])
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return []
+            raise
+        if filter is not None:
+            recs = [r for r in recs if filter.matches(r)]
+        recs.sort(key=lambda r: (r.created_at, r.id))
+        return recs[offset:] if limit is None else recs[offset : offset + limit]

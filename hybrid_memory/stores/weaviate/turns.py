@@ -1,0 +1,172 @@
+"""The conversation-state half of :class:`~hybrid_memory.stores.weaviate.WeaviateStore`: turn logs.
+
+:class:`_TurnLog` appends turns to ``<collection>Turns`` (one tenant per user, one object per
+turn, ordered by ``seq``), reads a session back by keyset pagination and deletes a session's
+log (package docstring, *Conversation state without transactions*).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hybrid_memory.errors import InvalidInputError, StoreError, UserForgottenError
+from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
+from hybrid_memory.stores.weaviate.client import _chunks
+from hybrid_memory.stores.weaviate.errors import is_tenant_missing, object_error
+from hybrid_memory.stores.weaviate.mapping import _turn, _turn_properties, _turn_uuid, tenant_name
+from hybrid_memory.stores.weaviate.runtime import _SEQ_CLOCK
+from hybrid_memory.stores.weaviate.writes import _Writes
+from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, SessionLog
+
+#: Turns per page when a session log is read (keyset pagination on ``seq``).
+_TURN_PAGE = 1000
+
+
+class _TurnLog(_Writes):
+    """Durable, ordered turn logs per user and session."""
+
+    def append_turns(self, turns: Sequence[Turn], *, epoch: int) -> list[Turn]:
+        """Durably append turns of one user to their sessions' logs.
+
+        The user's epoch is checked before the write (refused, nothing written) and after it
+        (what was written is deleted again). A retried append of the same turn id replaces the
+        stored turn instead of adding one.
+
+        Returns:
+            The turns with ``seq`` set, in the given order (strictly increasing per session).
+
+        Raises:
+            UserForgottenError: the user's epoch is no longer ``epoch``.
+            InvalidInputError: turns of several users, or invalid turns.
+        """
+        self._check_open()
+        from weaviate.classes.data import DataObject
+
+        if isinstance(turns, (str, bytes)) or not isinstance(turns, Sequence):
+            raise InvalidInputError("turns must be a sequence of Turn")
+        items = list(turns)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidInputError(f"epoch must be a non-negative int, got {epoch!r}")
+        if not items:
+            return []
+        if not all(isinstance(t, Turn) for t in items) or len({t.user_id for t in items}) != 1:
+            raise InvalidInputError("append_turns takes Turn objects of exactly one user")
+        user = items[0].user_id
+        check_id(user)
+        for t in items:
+            check_id(t.session_id, name="session_id")
+            check_id(t.id, name="turn id")
+            check_text(t.content)
+            ensure_utc(t.timestamp, name="timestamp")
+        self._check_epochs({user: epoch})
+        out = [t.model_copy(update={"seq": _SEQ_CLOCK.next((self.collection, user, t.session_id))}) for t in items]
+        objects = [DataObject(properties=_turn_properties(t, epoch), uuid=_turn_uuid(user, t.id)) for t in out]
+        h = self._turns(tenant_name(user))
+        for chunk in _chunks(objects, self.batch_size):
+
+            def run(chunk: Sequence[Any] = chunk) -> None:
+                res = h.data.insert_many(list(chunk))
+                for err in res.errors.values():
+                    raise object_error(f"a turn was not stored: {getattr(err, 'message', err)}")
+
+            self._call("append turns", run)  # idempotent: a resent object replaces itself
+        if self._read_epoch(user) != epoch:
+            self._delete_objects(h, [str(o.uuid) for o in objects], "undo a forgotten append")
+            raise UserForgottenError(user)
+        return out
+
+    def load_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:
+        """The session's turns with ``seq > after_seq`` (in log order), its turn count and the epoch.
+
+        The epoch is read first and only turns written under it are returned (a turn of a
+        forgotten epoch is never read back, even before its tenant is removed). The turns are
+        read before the count, so ``count`` is at least what the log held when they were read;
+        with ``after_seq=0`` it is exactly ``len(turns)``. A cache that finds
+        ``count != cached + len(turns)`` must reload the whole log (module docstring).
+        """
+        self._check_open()
+        from weaviate.classes.query import Filter, Sort
+
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+            raise InvalidInputError("after_seq must be a non-negative int")
+        epoch = self._read_epoch(user_id)
+        h = self._turns(tenant_name(user_id))
+        scope = Filter.all_of(
+            [Filter.by_property("session_id").equal(session_id), Filter.by_property("epoch").equal(epoch)]
+        )
+        order = Sort.by_property("seq", ascending=True).by_id(ascending=True)
+        turns: list[Turn] = []
+        seen: set[str] = set()
+        floor, inclusive = after_seq, False
+        while True:
+            bound = Filter.by_property("seq")
+            page_filter = Filter.all_of(
+                [scope, bound.greater_or_equal(floor) if inclusive else bound.greater_than(floor)]
+            )
+
+            def run(page_filter: Any = page_filter) -> Any:
+                return h.query.fetch_objects(filters=page_filter, sort=order, limit=_TURN_PAGE)
+
+            try:
+                res = self._call("load session", run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    return SessionLog(turns=(), count=0, epoch=epoch)
+                raise
+            for o in res.objects:
+                if str(o.uuid) in seen:
+                    continue
+                seen.add(str(o.uuid))
+                t = _turn(o.properties)
+                if t.user_id == user_id and t.session_id == session_id:  # defence in depth
+                    turns.append(t)
+            if len(res.objects) < _TURN_PAGE:
+                break
+            floor, inclusive = int(res.objects[-1].properties["seq"]), True  # equal seqs may span pages
+        if turns:
+            _SEQ_CLOCK.observe((self.collection, user_id, session_id), turns[-1].seq)
+        if after_seq == 0:
+            count = len(turns)
+        else:
+
+            def count_run() -> int:
+                return int(h.aggregate.over_all(total_count=True, filters=scope).total_count or 0)
+
+            try:
+                count = self._call("count session turns", count_run)
+            except StoreError as exc:
+                if not is_tenant_missing(exc):
+                    raise
+                count = 0  # removed by a forget just now: the epoch tells the reader on its next load
+        return SessionLog(turns=tuple(turns), count=count, epoch=epoch)
+
+    def delete_session(self, user_id: str, session_id: str) -> int:
+        """Delete the session's turn log (long-term memories stay); return how many turns it held."""
+        self._check_open()
+        from weaviate.classes.query import Filter
+
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        h = self._turns(tenant_name(user_id))
+        where = Filter.by_property("session_id").equal(session_id)
+        deleted = 0
+        while True:
+
+            def run() -> tuple[int, int]:
+                res = h.data.delete_many(where=where)
+                return int(res.matches), int(res.failed)
+
+            try:
+                matches, failed = self._call("delete session", run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    return deleted
+                raise
+            if failed:
+                raise StoreError(f"{failed} of {matches} turns of the session could not be deleted")
+            deleted += matches
+            if matches < QUERY_MAXIMUM_RESULTS:  # one call deletes at most that many
+                return deleted

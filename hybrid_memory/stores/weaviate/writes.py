@@ -1,0 +1,263 @@
+"""The write half of :class:`~hybrid_memory.stores.weaviate.WeaviateStore`: batches and forget epochs.
+
+:class:`_Writes` sends gRPC batches (``data.insert_many``, ``write_concurrency`` requests in
+flight), retries the objects that failed and dead-letters what still fails; it reads and bumps
+the users' forget epochs and undoes a write that raced a forget (package docstring, *Forget*).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from hybrid_memory.errors import InvalidInputError, SchemaError, StoreError, StoreUnavailableError, UserForgottenError
+from hybrid_memory.records import MemoryRecord, check_id
+from hybrid_memory.stores.weaviate.client import _ID_CHUNK, _chunks, logger
+from hybrid_memory.stores.weaviate.dead_letters import _Failure, _Pending
+from hybrid_memory.stores.weaviate.errors import is_tenant_missing, is_transient, message_is_transient, object_error
+from hybrid_memory.stores.weaviate.mapping import (
+    VECTOR_NAME,
+    _epoch_uuid,
+    _metadata_json,
+    _properties,
+    object_uuid,
+    tenant_name,
+)
+from hybrid_memory.stores.weaviate.runtime import _submit
+from hybrid_memory.stores.weaviate.schema import _Schema
+from hybrid_memory.values import Vector
+
+
+class _Writes(_Schema):
+    """Batch writes with retries and dead letters; forget epochs."""
+
+    # -- writes --------------------------------------------------------------------------------
+    def _send(self, tenant: str, items: Sequence[_Pending]) -> list[_Failure]:
+        """One attempt: batch-write ``items`` into ``tenant``; return the failures with reasons.
+
+        Each chunk is one gRPC ``BatchObjects`` request (``data.insert_many``); its per-object
+        errors are the ``ErrorObject`` s that the client's batch context collects in
+        ``failed_objects``. The batch *context* is not used: in weaviate-client 4.24.1 against
+        servers >= 1.36 it is the streaming batcher, which waits up to 1 s for a partial batch
+        and, when the server is unreachable, retries internally for about ten minutes
+        (``WEAVIATE_BATCH_MAX_RETRIES``) before reporting anything -- that would bypass the
+        bounded retry and dead-letter policy of this store.
+        """
+        from weaviate.classes.data import DataObject
+
+        h = self._tenant(tenant)
+        failed: list[_Failure] = []
+        chunks = list(_chunks(items, self.batch_size))
+        window = max(1, min(self.write_concurrency, len(chunks)))
+        in_flight: collections.deque[tuple[Sequence[_Pending], concurrent.futures.Future[Any]]] = collections.deque()
+
+        def collect() -> None:
+            chunk, fut = in_flight.popleft()
+            try:
+                res = fut.result()
+            except Exception as exc:  # the whole request failed (network, all objects rejected)
+                failed.extend(_Failure(p, f"{type(exc).__name__}: {exc}", is_transient(exc)) for p in chunk)
+                return
+            self._last_ok = time.monotonic()
+            for idx, err in res.errors.items():
+                msg = str(getattr(err, "message", err))  # a plain string: no type to decide by
+                failed.append(_Failure(chunk[int(idx)], msg, message_is_transient(msg)))
+
+        try:
+            for chunk in chunks:
+                objs = [
+                    DataObject(
+                        properties=_properties(p.record, self.analyzer.analyze(p.record.search_text)),
+                        uuid=p.uuid,
+                        vector={VECTOR_NAME: p.vector.tolist()},
+                    )
+                    for p in chunk
+                ]
+                while len(in_flight) >= window:
+                    collect()
+                if not self._reachable():
+                    failed.extend(_Failure(p, f"server not reachable at {self._live_url}", True, True) for p in chunk)
+                    continue
+                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=window == 1)))
+            while in_flight:
+                collect()
+        finally:  # only when an exception escaped: let the requests already sent finish
+            concurrent.futures.wait([fut for _, fut in in_flight])
+        return failed
+
+    def _write(
+        self,
+        items: Sequence[_Pending],
+        *,
+        dead_letter: bool = True,
+        epochs: Mapping[str, int] | None = None,
+    ) -> list[_Failure]:
+        """Write with retries; return the final failures.
+
+        With ``dead_letter`` (full writes of the caller's records) what still fails is queued
+        (with its user's epoch from ``epochs``) and what succeeds clears any older queued version
+        of the same memory. Without it (touch) the queue is left alone, so a pending newer
+        version is neither cleared nor overwritten.
+        """
+        self._check_open()
+        by_tenant: dict[str, list[_Pending]] = {}
+        for p in items:
+            by_tenant.setdefault(p.tenant, []).append(p)
+        final: list[_Failure] = []
+        # Once the server proved unreachable after all retries, later tenants of this call are
+        # tried once (the liveness probe still runs) instead of sleeping through the backoff again.
+        down = False
+        with self._write_lock:
+            for tenant, group in by_tenant.items():
+                todo = list(group)
+                attempt = 0
+                while True:
+                    failures = self._send(tenant, todo)
+                    if not failures:
+                        break
+                    if attempt >= self.max_retries or self._closed or down:
+                        final.extend(failures)
+                        down = down or all(f.unreachable for f in failures)
+                        break
+                    logger.debug("retrying %d failed objects for tenant %s", len(failures), tenant)
+                    self._sleep_before_retry(attempt)
+                    attempt += 1
+                    todo = [f.pending for f in failures]
+                failed_ids = {f.pending.uuid for f in final}
+                ok = [p.record.id for p in group if p.uuid not in failed_ids]
+                if ok and dead_letter:
+                    self._dlq.remove(group[0].record.user_id, ok)
+        if final and dead_letter:
+            self._dlq.add(final, epochs)
+        return final
+
+    def _raise_failures(self, failures: Sequence[_Failure], total: int) -> None:
+        if not failures:
+            return
+        first = failures[0].message
+        msg = (
+            f"{len(failures)} of {total} memories could not be written to Weaviate after "
+            f"{self.max_retries} retries; they are kept in the dead-letter queue "
+            f"({self._dlq.path or 'in memory'}) - call replay_dead_letters(). First error: {first}"
+        )
+        if all(f.transient for f in failures):
+            raise StoreUnavailableError(msg)
+        raise StoreError(msg)
+
+    def _pending(self, records: Sequence[MemoryRecord], vectors: Vector) -> list[_Pending]:
+        latest: dict[tuple[str, str], _Pending] = {}
+        for rec, vec in zip(records, vectors, strict=True):
+            if not isinstance(rec, MemoryRecord):
+                raise InvalidInputError(f"expected MemoryRecord, got {type(rec).__name__}")
+            _metadata_json(rec)  # validates metadata before anything is sent
+            latest[(rec.user_id, rec.id)] = _Pending(rec, vec, object_uuid(rec.id), tenant_name(rec.user_id))
+        return list(latest.values())
+
+    # -- forget epochs -------------------------------------------------------------------------
+    def _read_epoch(self, user_id: str) -> int:
+        """The user's forget epoch: one object fetch by UUID (0 when the user was never forgotten)."""
+        coll = self._client.collections.use(self.epochs_collection)
+        uid = _epoch_uuid(user_id)
+        obj = self._call("read forget epoch", lambda: coll.query.fetch_object_by_id(uid, return_properties=["epoch"]))
+        if obj is None:
+            return 0
+        try:
+            return int(obj.properties["epoch"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError(f"a forget-epoch object has no integer epoch: {exc}") from exc
+
+    def _bump_epoch(self, user_id: str) -> int:
+        """Read-modify-write ``epoch + 1`` (two concurrent bumps may land as one: it still moved)."""
+        from weaviate.classes.data import DataObject
+
+        coll = self._client.collections.use(self.epochs_collection)
+        uid = _epoch_uuid(user_id)
+        new = self._read_epoch(user_id) + 1
+
+        def run() -> None:
+            res = coll.data.insert_many([DataObject(properties={"epoch": new}, uuid=uid)])
+            for err in res.errors.values():
+                raise object_error(str(getattr(err, "message", err)))
+
+        self._call("write forget epoch", run)
+        return new
+
+    def user_epoch(self, user_id: str) -> int:
+        """The user's forget epoch (0 until the first :meth:`delete_user`; each one changes it).
+
+        One object fetch by UUID; nothing is cached, so a forget from any process is seen at once.
+        """
+        self._check_open()
+        check_id(user_id)
+        return self._read_epoch(user_id)
+
+    def _check_epochs(self, epochs: Mapping[str, int], *, outage_ok: bool = False) -> None:
+        """Before a write: refuse it if a user's epoch is no longer the caller's.
+
+        With ``outage_ok`` an unreachable server skips the check: the write then fails too and
+        is dead-lettered with the epochs, which the replay checks.
+        """
+        for user, epoch in epochs.items():
+            try:
+                current = self._read_epoch(user)
+            except StoreUnavailableError:
+                if outage_ok:
+                    return
+                raise
+            if current != epoch:
+                raise UserForgottenError(user)
+
+    def _forgotten_since(self, epochs: Mapping[str, int]) -> list[str]:
+        """After a write: the users of ``epochs`` whose epoch moved meanwhile."""
+        return [user for user, epoch in epochs.items() if self._read_epoch(user) != epoch]
+
+    def _delete_objects(self, handle: Any, uuids: Sequence[str], what: str) -> int:
+        """Delete objects by UUID from one tenant (a missing tenant holds none)."""
+        from weaviate.classes.query import Filter
+
+        deleted = 0
+        for chunk in _chunks(list(dict.fromkeys(uuids)), _ID_CHUNK):
+
+            def run(chunk: Sequence[str] = chunk) -> int:
+                res = handle.data.delete_many(where=Filter.by_id().contains_any(list(chunk)))
+                if res.failed:
+                    raise StoreError(f"{res.failed} of {res.matches} deletions failed")
+                return int(res.matches)
+
+            try:
+                deleted += self._call(what, run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    return deleted
+                raise
+        return deleted
+
+    def _undo(self, written: Sequence[_Pending], users: Iterable[str]) -> None:
+        """Delete what a write refused after the fact (``users`` were forgotten) had stored."""
+        gone = set(users)
+        by_tenant: dict[str, list[_Pending]] = {}
+        for p in written:
+            if p.record.user_id in gone:
+                by_tenant.setdefault(p.tenant, []).append(p)
+        with self._write_lock:
+            for tenant, group in by_tenant.items():
+                self._dlq.remove(group[0].record.user_id, [p.record.id for p in group])
+                self._delete_objects(self._tenant(tenant), [p.uuid for p in group], "undo a forgotten write")
+
+    def _undo_if_forgotten(
+        self, items: Sequence[_Pending], failures: Sequence[_Failure], epochs: Mapping[str, int]
+    ) -> list[str]:
+        """After a write: undo it for the users of ``epochs`` forgotten meanwhile; return them."""
+        failed = {f.pending.uuid for f in failures}
+        written = [p for p in items if p.uuid not in failed]
+        if not epochs or not written:
+            return []
+        gone = self._forgotten_since(epochs)
+        if gone:
+            self._undo(written, gone)
+            for user in gone:  # its queued part would be dropped by a replay anyway
+                self._dlq.remove(user, [p.record.id for p in items if p.record.user_id == user])
+        return gone
