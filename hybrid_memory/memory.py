@@ -67,7 +67,7 @@ from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.metrics import MetricsSnapshot
 from hybrid_memory.read.context import ContextFuser, relevance_floor
-from hybrid_memory.read.planner import RecallPlanner, WindowDedup, check_alpha, check_k
+from hybrid_memory.read.planner import Recalled, RecallPlanner, WindowDedup, check_alpha, check_k
 from hybrid_memory.records import (
     ForgetCount,
     FusedContext,
@@ -619,7 +619,7 @@ class HybridMemory:
         now: datetime | None,
         filter: MemoryFilter | None,
         fusion: str | None,
-    ) -> list[RecallHit]:
+    ) -> Recalled:
         self._ensure_open()
         check_text(query, name="query")
         check_id(user_id)
@@ -641,7 +641,7 @@ class HybridMemory:
             now=self._now(now),
         )
         self._obs.candidates(ranked, k)
-        return ranked[:k]
+        return ranked.top(k)
 
     @observed("recall")
     def recall(
@@ -763,6 +763,7 @@ class HybridMemory:
                 turns=self.short_term(user_id, session_id),
                 asked=self._redact(query),
                 turn_vectors=self._sessions.turn_matrix,
+                vectors=hits.vectors,
             )
         ctx = self.fuser.fuse(
             hits,

@@ -19,7 +19,7 @@ facade's, once, at the door.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from hybrid_memory.config import HybridMemoryConfig
@@ -28,10 +28,11 @@ from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.read.context import ContextFuser, passes_floor
 from hybrid_memory.read.rerank import rerank
 from hybrid_memory.records import RecallHit, Turn
-from hybrid_memory.stores.base import FusionType, MemoryFilter, MemoryStore, SearchRequest, StoreHit, Vector
-from hybrid_memory.temporal import TimeWindow, find_time_windows
+from hybrid_memory.stores.base import MemoryStore
+from hybrid_memory.text.temporal import TimeWindow, find_time_windows
+from hybrid_memory.values import FusionType, MemoryFilter, SearchRequest, StoreHit, Vector
 
-__all__ = ["RecallPlanner", "WindowDedup", "check_alpha", "check_k"]
+__all__ = ["RecallPlanner", "Recalled", "WindowDedup", "check_alpha", "check_k"]
 
 _MAX_K = 1000
 
@@ -51,6 +52,23 @@ def check_alpha(alpha: object) -> float:
     if not 0.0 <= a <= 1.0:  # also rejects NaN
         raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
     return a
+
+
+class Recalled(list[RecallHit]):
+    """Recalled memories, best first, with the stored vector of each (``vectors``: memory id -> unit vector).
+
+    A plain ``list`` of :class:`~hybrid_memory.records.RecallHit` to every caller; ``vectors`` is
+    what the store returned with the hits, kept for the context builder's dedup.
+    """
+
+    def __init__(self, hits: Iterable[RecallHit] = (), vectors: Mapping[str, Vector] | None = None) -> None:
+        super().__init__(hits)
+        self.vectors: dict[str, Vector] = dict(vectors or {})
+
+    def top(self, k: int) -> Recalled:
+        """The best ``k`` hits with their vectors."""
+        head = self[:k]
+        return Recalled(head, {h.id: self.vectors[h.id] for h in head if h.id in self.vectors})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +123,11 @@ class RecallPlanner:
         filter: MemoryFilter | None,
         include_archived: bool,
         now: datetime,
-    ) -> list[RecallHit]:
+    ) -> Recalled:
         """Every candidate of ``user_id`` for ``query``, re-ranked, best first (the caller keeps ``k``).
+
+        The result also carries the stored vector of every hit (:attr:`Recalled.vectors`), as the
+        store returned it with the hit, so the context builder's dedup needs no second read.
 
         Args:
             query: The (redacted) query.
@@ -129,7 +150,7 @@ class RecallPlanner:
                 statuses=(*base.statuses, "archived"),
             )
         if self.store.dimension is None:
-            return []  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
+            return Recalled()  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
         self._bind()
         vector = self.embedder.embed_query(query) if alpha > 0 or self.config.retrieval.archive_fallback else None
         limit = max(k, self.config.retrieval.candidates)
@@ -161,7 +182,8 @@ class RecallPlanner:
             hits = self.search_windows(
                 hits, windows, query, user_id, limit=limit, alpha=alpha, base=base, fusion=fusion, vector=vector
             )
-        return rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows)
+        ranked = rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows)
+        return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
 
     def search(
         self,
@@ -235,6 +257,7 @@ class RecallPlanner:
         turns: Sequence[Turn],
         asked: str,
         turn_vectors: Callable[[Sequence[Turn]], Vector],
+        vectors: Mapping[str, Vector] | None = None,
     ) -> WindowDedup:
         """What :meth:`ContextFuser.fuse` needs to skip ``hits`` already in the window ``turns``.
 
@@ -246,12 +269,17 @@ class RecallPlanner:
                 and must not hide the memories that answer it, so similarity dedup skips it
                 (its own memory goes by id).
             turn_vectors: Embeds turns (one row each, cached by the session state).
+            vectors: The hits' stored vectors already at hand (:attr:`Recalled.vectors`); only the
+                missing ones are read from the store.
         """
         ids = frozenset(t.id for t in turns)
         others = [t for t in turns if t.content != asked]
         if not hits or not others:
             return WindowDedup(turn_ids=ids)
         stm_vectors = turn_vectors(others)
-        # TODO(merge): use hit.vector (StoreHit carries the vector the store returned) instead of get_vectors.
-        hit_vectors = self.store.get_vectors(user_id, [h.id for h in hits])
+        known = vectors or {}
+        hit_vectors = {h.id: known[h.id] for h in hits if h.id in known}
+        missing = [h.id for h in hits if h.id not in known]
+        if missing:
+            hit_vectors.update(self.store.get_vectors(user_id, missing))
         return WindowDedup(turn_ids=ids, stm_vectors=stm_vectors, hit_vectors=hit_vectors)
