@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.stores.base import Vector
 

@@ -111,9 +111,10 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
     Raises:
         ConfigurationError: unknown name.
     """
-    from benchmarks.harness.cache import CachedEmbedder
     from hybrid_memory.embeddings import E5SmallEmbedder, default_embedder
     from hybrid_memory.errors import ConfigurationError
+
+    from benchmarks.harness.cache import CachedEmbedder
 
     if name == "default":
         inner: Any = default_embedder()

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from hybrid_memory.embeddings import Embedder
 
 from benchmarks.harness.datasets import Doc, Question
-from hybrid_memory.embeddings import Embedder
 
 __all__ = [
     "LANGCHAIN",

@@ -62,7 +62,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import _BaseEmbedder
 
@@ -732,9 +731,8 @@ def _bare_calls(
     store: Any, user: str
 ) -> tuple[Callable[[str, F32, float, int], Any], Callable[[str, F32, float, int], Any]]:
     """The floor: bare client ``query.hybrid`` calls on the tenant (minimal and store-shaped)."""
-    from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
-
     from hybrid_memory.stores.weaviate import SEARCH_PROPERTY, tenant_name
+    from weaviate.classes.query import Filter, HybridFusion, MetadataQuery
 
     h = store.client.collections.use(store.collection).with_tenant(tenant_name(user))
     active = Filter.by_property("status").contains_any(["active"])
@@ -868,10 +866,9 @@ def _weaviate_remember(opts: PerfOptions, w: _Weaviate) -> dict[str, Any]:
 
 def _tenant_activation(w: _Weaviate, user: str, corpus_query: tuple[str, F32], alpha: float) -> dict[str, Any]:
     """Seconds to deactivate a tenant (COLD) and the first query after re-activating it."""
-    from weaviate.classes.tenants import Tenant, TenantActivityStatus
-
     from hybrid_memory.stores.base import SearchRequest
     from hybrid_memory.stores.weaviate import tenant_name
+    from weaviate.classes.tenants import Tenant, TenantActivityStatus
 
     col = w.store.client.collections.use(w.store.collection)
     name = tenant_name(user)

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
 from hybrid_memory.ranking import (
     KeywordCandidate,
     VectorCandidate,

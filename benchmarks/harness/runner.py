@@ -40,6 +40,9 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from hybrid_memory.embeddings import Embedder
+from hybrid_memory.records import FusedContext, MemoryRecord
+from hybrid_memory.text.tokens import TokenCounter
 
 from benchmarks.harness.datasets import LOCOMO_CATEGORIES, Dataset, Group, Question
 from benchmarks.harness.metrics import (
@@ -64,9 +67,6 @@ from benchmarks.harness.peers import (
     run_langchain,
     run_llamaindex,
 )
-from hybrid_memory.embeddings import Embedder
-from hybrid_memory.records import FusedContext, MemoryRecord
-from hybrid_memory.text.tokens import TokenCounter
 
 __all__ = [
     "DEFAULT_ALPHAS",
@@ -370,11 +370,12 @@ def run_benchmark(
         ``peers_skipped`` (peer name -> why it could not run), ``tokens`` (``full_context``,
         ``injected`` by ``build_context`` and the peers' top-k text) and run information.
     """
-    from benchmarks.harness.cache import CachedEmbedder
     from hybrid_memory.config import HybridMemoryConfig, WriterConfig
     from hybrid_memory.embeddings import default_embedder
     from hybrid_memory.memory import HybridMemory
     from hybrid_memory.stores.base import MemoryFilter, SearchRequest
+
+    from benchmarks.harness.cache import CachedEmbedder
 
     opts = options if options is not None else BenchOptions()
     emb: Embedder = embedder if embedder is not None else CachedEmbedder(default_embedder())

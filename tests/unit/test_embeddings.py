@@ -29,9 +29,7 @@ def test_callable_embedder_normalises_and_batches() -> None:
     assert emb.dimension == 2
 
 
-@pytest.mark.parametrize(
-    "bad", [[[float("nan"), 1.0]], [[0.0, 0.0]], [["x", "y"]], [[1.0, 2.0], [3.0, 4.0]]]
-)
+@pytest.mark.parametrize("bad", [[[float("nan"), 1.0]], [[0.0, 0.0]], [["x", "y"]], [[1.0, 2.0], [3.0, 4.0]]])
 def test_unusable_vectors_raise_embedding_error(bad: object) -> None:
     emb = CallableEmbedder(lambda texts: bad)
     with pytest.raises(EmbeddingError):

@@ -9,8 +9,8 @@ import pytest
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.config import LifecycleConfig
 from hybrid_memory.errors import InvalidInputError
-from hybrid_memory.records import MemoryRecord
 from hybrid_memory.read.rerank import freshness
+from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.write.lifecycle import consolidate

@@ -34,7 +34,14 @@ def test_record_json_round_trip_keeps_metadata() -> None:
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [("", "empty"), ("   ", "empty"), ("a\x00b", "NUL"), ("\ud800", "Unicode"), (5, "must be a str"), ("x" * 100_001, "limit")],
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("a\x00b", "NUL"),
+        ("\ud800", "Unicode"),
+        (5, "must be a str"),
+        ("x" * 100_001, "limit"),
+    ],
 )
 def test_bad_text_gets_a_typed_error(value: object, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):

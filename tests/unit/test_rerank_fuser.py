@@ -7,8 +7,8 @@ import numpy as np
 
 from hybrid_memory.config import FuserConfig, RerankConfig
 from hybrid_memory.read.context import CLOSE, OPEN, ContextFuser, detect_language, time_label
-from hybrid_memory.records import MemoryRecord, RecallHit
 from hybrid_memory.read.rerank import freshness, recency, relevance_of, rerank
+from hybrid_memory.records import MemoryRecord, RecallHit
 from hybrid_memory.stores.base import StoreHit
 from hybrid_memory.text.tokens import TokenCounter
 
