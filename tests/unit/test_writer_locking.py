@@ -7,7 +7,6 @@ with generous timeouts, no wall-clock checks.
 
 from __future__ import annotations
 
-import sys
 import threading
 import zlib
 from typing import Any
@@ -76,32 +75,39 @@ def test_a_write_stuck_in_the_embedder_does_not_block_another_user() -> None:
     assert [r.content for r in writer.store.list("alice")] == ["BLOCK I live in Hangzhou"]
 
 
-def _waiting_in_writer_lock(thread: threading.Thread) -> bool:
-    frame = sys._current_frames().get(thread.ident or -1)
-    names = set()
-    while frame is not None:
-        names.add(frame.f_code.co_name)
-        frame = frame.f_back
-    return "locked" in names and "_write" not in names
+class _SpyLock:
+    """A re-entrant lock that tells when a caller had to wait for it."""
+
+    def __init__(self) -> None:
+        self.inner = threading.RLock()
+        self.contended = threading.Event()
+
+    def __enter__(self) -> _SpyLock:
+        if not self.inner.acquire(blocking=False):
+            self.contended.set()
+            self.inner.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.release()
 
 
 def test_two_writes_of_one_user_are_serialised() -> None:
     emb = _Blocking("alice-")
     writer = MemoryWriter(LocalStore(":memory:"), emb)
+    spies = tuple(_SpyLock() for _ in range(LOCK_STRIPES))
+    writer._stripes = spies  # type: ignore[assignment]
     t = threading.Thread(target=lambda: writer.write([_draft("alice", "alice- first fact")]), daemon=True)
     t.start()
     assert emb.entered.wait(WAIT)
     emb.entered.clear()
     s = threading.Thread(target=lambda: writer.write([_draft("alice", "alice- second fact")]), daemon=True)
     s.start()
-    # The second write must park on alice's lock, never reach the embedder while the first is inside.
-    for _ in range(int(WAIT / 0.01)):
-        assert not emb.entered.is_set(), "two writes of one user ran inside the writer at once"
-        if _waiting_in_writer_lock(s):
-            break
-        threading.Event().wait(0.01)
-    else:  # pragma: no cover - only when stuck
-        raise AssertionError("the second write neither waited for alice's lock nor ran")
+    # The second write parks on alice's lock (the spy sees it wait) and never reaches the embedder
+    # while the first is inside.
+    stripe = spies[zlib.crc32(b"alice") % LOCK_STRIPES]
+    assert stripe.contended.wait(WAIT), "the second write of alice did not wait for alice's lock"
+    assert not emb.entered.is_set(), "two writes of one user ran inside the writer at once"
     emb.release.set()
     t.join(WAIT)
     s.join(WAIT)
