@@ -125,7 +125,14 @@ class FuserConfig(_Section):
         description="cosine to a short-term turn that drops a hit (model calibrated when None)",
     )
     language: Literal["auto", "zh", "en"] = "auto"
-    placement: Literal["system_end", "system_start"] = "system_end"
+    placement: Literal["user_message", "before_user", "system_end", "system_start"] = Field(
+        default="user_message",
+        description="where the adapters put the block: 'user_message' (inside the newest user message, before "
+        "its text) or 'before_user' (a message right before it) keep the prompt's prefix byte-identical from one "
+        "turn to the next, earlier blocks staying where they were (prefix caching; see "
+        "hybrid_memory.read.placement); 'system_end' / 'system_start' put it in the system message (the old "
+        "placements: every turn re-processes the conversation)",
+    )
     degrade_on_store_error: bool = Field(
         default=False, description="build_context returns short-term only (degraded) when the store is down"
     )

@@ -432,7 +432,10 @@ class ContextFuser:
         return "\n".join(parts)
 
     def inject(self, system_prompt: str | None, context: FusedContext) -> str:
-        """Place the block in a system prompt (end by default, per ``placement``).
+        """Place the block in a system prompt: at its start for ``placement="system_start"``, else at its end.
+
+        Used by the system placements; the default ``"user_message"`` placement puts the block with
+        the newest user message instead (see :mod:`hybrid_memory.read.placement`).
 
         Example:
             >>> print(ContextFuser().inject("You are helpful.", FusedContext(text="<memory-context>x</memory-context>", token_count=3)))
