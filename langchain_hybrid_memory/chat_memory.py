@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMe
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from hybrid_memory.memory import HybridMemory
-from hybrid_memory.read.placement import BlockLedger, is_stable, without_memories
+from hybrid_memory.read.placement import BlockLedger, is_stable, place
 from hybrid_memory.records import FusedContext, Turn, check_id, check_text
 from langchain_hybrid_memory._identity import check_bound_user
 from langchain_hybrid_memory._utils import message_text, require_core
@@ -188,11 +188,16 @@ class HybridChatMemory(BaseChatMemory):
             return None
         anchor = messages[-1].id or "" if messages else ""
         live = {"", *(m.id for m in messages if m.id is not None)}
-        ledger = self._ledger.prune(live)
-        ctx = without_memories(
-            self.memory.fuser, ctx, ledger.present(live - {anchor}), query=query, max_tokens=self.max_tokens
+        self._ledger, ctx = place(
+            self.memory.fuser,
+            self._ledger,
+            ctx,
+            anchor=anchor,
+            live=live,
+            query=query,
+            now=self.memory.writer.clock(),
+            max_tokens=self.max_tokens,
         )
-        self._ledger = ledger.record(anchor, ctx.text, [h.id for h in ctx.hits])
         return ctx
 
     def _render_in_place(self, messages: list[BaseMessage]) -> Any:

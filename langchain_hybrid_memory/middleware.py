@@ -13,7 +13,7 @@ from typing_extensions import NotRequired
 
 from hybrid_memory.errors import ConfigurationError, InvalidInputError
 from hybrid_memory.memory import HybridMemory
-from hybrid_memory.read.placement import BlockLedger, is_stable, prepend_block, without_memories
+from hybrid_memory.read.placement import BlockLedger, is_stable, place, prepend_block
 from hybrid_memory.records import FusedContext
 from langchain_hybrid_memory._identity import ClientUserIds, authenticated_identity, run_config, settle_user
 from langchain_hybrid_memory._utils import lookup, message_text, require_core
@@ -229,11 +229,16 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
             live = {m.id for m in state["messages"] if isinstance(m, HumanMessage) and m.id is not None}
             ledger = BlockLedger.from_state(prior).prune(live)
             if human.id is not None:
-                shown = ledger.present(live - {human.id})
-                ctx = without_memories(
-                    self.memory.fuser, ctx, shown, query=message_text(human), max_tokens=self.max_tokens
+                ledger, ctx = place(
+                    self.memory.fuser,
+                    ledger,
+                    ctx,
+                    anchor=human.id,
+                    live=live,
+                    query=message_text(human),
+                    now=self.memory.writer.clock(),
+                    max_tokens=self.max_tokens,
                 )
-                ledger = ledger.record(human.id, ctx.text, [h.id for h in ctx.hits])
             placed = ledger.to_state()
         return {STATE_KEY: {**_summary(ctx, user_id, session_id), "recorded": _recorded(state), "placed": placed}}
 

@@ -14,8 +14,8 @@ every earlier block exactly where (and as) it was:
 For the first two, a :class:`BlockLedger` remembers which block went with which user message
 (its *anchor*: the message id, or the id of the message before it), so the next call renders
 the same bytes at the same place, and a memory already shown earlier in the conversation is not
-repeated: the next block holds only memories the conversation has not seen yet
-(:func:`without_memories`). Only the newest block is new text for the model.
+repeated: the next block holds only memories the conversation has not seen yet, under a shorter
+header (:func:`place`, :func:`next_block`). Only the newest block is new text for the model.
 
 Example:
     >>> ledger = BlockLedger()
@@ -44,8 +44,9 @@ __all__ = [
     "PlacedBlock",
     "Placement",
     "is_stable",
+    "next_block",
+    "place",
     "prepend_block",
-    "without_memories",
 ]
 
 #: The placements of ``FuserConfig.placement``.
@@ -134,30 +135,33 @@ class BlockLedger:
         return BlockLedger(e for a, e in self._entries.items() if a in live_anchors)
 
 
-def without_memories(
+def next_block(
     fuser: ContextFuser,
     ctx: FusedContext,
     shown: Collection[str],
     *,
+    continued: bool,
     query: str,
     now: datetime | None = None,
     max_tokens: int | None = None,
 ) -> FusedContext:
-    """``ctx`` without the memories the conversation already shows (re-rendered by ``fuser``).
+    """``ctx`` as the next block of a conversation: without the memories it already shows.
 
     The hits of ``ctx`` already passed the relevance floor and the short-term dedup; those not in
-    ``shown`` are fused again (same order, same caps). When every hit was shown, the result is
-    skipped with the reason "already in the conversation".
+    ``shown`` are fused again (same order, same caps), with the shorter header of a later block
+    when ``continued``. When every hit was shown, the result is skipped ("already in the
+    conversation").
 
     Args:
         fuser: The core's fuser (its caps, language and token counter).
         ctx: The block built for this turn.
         shown: Ids of the memories in earlier blocks of the conversation.
+        continued: The conversation shows an earlier block.
         query: The current user message (language of the block).
         now: Reference time of the time labels.
         max_tokens: Token cap of this call.
     """
-    if not ctx.hits or not shown or not any(h.id in shown for h in ctx.hits):
+    if not ctx.hits or not (continued or any(h.id in shown for h in ctx.hits)):
         return ctx
     dropped = tuple((h.id, "already in the conversation") for h in ctx.hits if h.id in shown)
     fresh = [h for h in ctx.hits if h.id not in shown]
@@ -170,5 +174,39 @@ def without_memories(
             dropped=ctx.dropped + dropped,
             token_counter=ctx.token_counter,
         )
-    out = fuser.fuse(fresh, query=query, now=now, max_tokens=max_tokens)
+    out = fuser.fuse(fresh, query=query, now=now, max_tokens=max_tokens, continued=continued)
     return out.model_copy(update={"dropped": ctx.dropped + dropped + out.dropped})
+
+
+def place(
+    fuser: ContextFuser,
+    ledger: BlockLedger,
+    ctx: FusedContext,
+    *,
+    anchor: str,
+    live: Collection[str],
+    query: str,
+    now: datetime | None = None,
+    max_tokens: int | None = None,
+) -> tuple[BlockLedger, FusedContext]:
+    """Place this turn's block at ``anchor``: the ledger to keep and the block to show.
+
+    Blocks whose anchor left the conversation are forgotten; the new block leaves out the
+    memories earlier blocks show (:func:`next_block`) and is recorded at ``anchor``.
+
+    Args:
+        fuser: The core's fuser.
+        ledger: The conversation's earlier blocks.
+        ctx: The block :meth:`~hybrid_memory.HybridMemory.build_context` made for this turn.
+        anchor: Where the block goes (the user message's id, or the message before it).
+        live: The anchors still in the conversation (message ids).
+        query: The current user message.
+        now: Reference time of the time labels.
+        max_tokens: Token cap of this call.
+    """
+    ledger = ledger.prune(live)
+    earlier = ledger.prune(set(live) - {anchor})
+    ctx = next_block(
+        fuser, ctx, earlier.present(live), continued=len(earlier) > 0, query=query, now=now, max_tokens=max_tokens
+    )
+    return ledger.record(anchor, ctx.text, [h.id for h in ctx.hits]), ctx
