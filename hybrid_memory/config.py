@@ -116,7 +116,16 @@ class FuserConfig(_Section):
     min_keyword_score: float = Field(
         default=0.5,
         ge=0.0,
-        description="raw BM25 floor: a match on a term that is rare for this user counts as relevant",
+        description="raw BM25 floor: a match on a term that is rare for this user counts as relevant "
+        "(the floor gate only)",
+    )
+    gate: Literal["calibrated", "floor"] = Field(
+        default="floor",
+        description="'floor': a block is injected when a hit clears the cosine floor (min_similarity) or the raw "
+        "BM25 floor (min_keyword_score); 'calibrated': only when a hit passes the embedder's measured injection "
+        "gate (cosine, the query's terms in the memory's own text, a cross-lingual bonus; see "
+        "hybrid_memory.read.gate and benchmarks/results/gate.md), far fewer blocks for nothing but more "
+        "skips of memories that apply by implication; an explicit min_similarity selects the floor",
     )
     stm_dedup_threshold: float | None = Field(
         default=None,

@@ -66,7 +66,7 @@ from hybrid_memory.errors import (
 from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.metrics import MetricsSnapshot
-from hybrid_memory.read.context import ContextFuser, relevance_floor
+from hybrid_memory.read.context import ContextFuser
 from hybrid_memory.read.planner import RecallPlanner, WindowDedup, check_alpha, check_k
 from hybrid_memory.records import (
     ForgetCount,
@@ -182,9 +182,7 @@ class HybridMemory:
         )
         self._clock = clock if clock is not None else utcnow
         self.counter = TokenCounter(self.config.tokenizer_model)
-        self.fuser = ContextFuser(
-            self.config.fuser, counter=self.counter, min_similarity=relevance_floor(self.config.fuser, self.embedder)
-        )
+        self.fuser = ContextFuser.for_embedder(self.config.fuser, self.embedder, counter=self.counter)
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
         self._outcomes: dict[str, deque[WriteOutcome]] = {}
         # Guards the write log only; never held across store, embedder or LLM calls.

@@ -43,11 +43,21 @@ from datetime import datetime
 import numpy as np
 
 from hybrid_memory.config import FuserConfig
+from hybrid_memory.read.gate import InjectionGate, term_overlap
 from hybrid_memory.records import FusedContext, RecallHit, utcnow
 from hybrid_memory.stores.base import Vector
+from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.tokens import TokenCounter
 
-__all__ = ["DEFAULT_MIN_SIMILARITY", "ContextFuser", "detect_language", "passes_floor", "relevance_floor", "time_label"]
+__all__ = [
+    "DEFAULT_MIN_SIMILARITY",
+    "ContextFuser",
+    "detect_language",
+    "injection_gate",
+    "passes_floor",
+    "relevance_floor",
+    "time_label",
+]
 
 #: Relevance floor on vector similarity when neither the config nor the embedder sets one
 #: (cosine); see benchmarks/results.
@@ -244,6 +254,22 @@ def relevance_floor(config: FuserConfig, embedder: object) -> float:
     return float(getattr(embedder, "min_similarity", DEFAULT_MIN_SIMILARITY))
 
 
+def injection_gate(config: FuserConfig, embedder: object) -> InjectionGate | None:
+    """The calibrated gate of the embedder, or ``None`` for the cosine floor.
+
+    ``None`` when ``config.gate == "floor"``, when ``config.min_similarity`` is set (an explicit
+    cosine floor is honoured as such) or when the embedder carries no ``injection_gate``.
+
+    Example:
+        >>> injection_gate(FuserConfig(), object()) is None
+        True
+    """
+    if config.gate == "floor" or config.min_similarity is not None:
+        return None
+    gate = getattr(embedder, "injection_gate", None)
+    return gate if isinstance(gate, InjectionGate) else None
+
+
 def _section_of(category: str) -> str:
     if category == "preference":
         return "preference"
@@ -281,6 +307,8 @@ class ContextFuser:
             reported as ``FusedContext.token_counter``.
         min_similarity: Cosine floor below which a hit is not relevant (calibrated per embedder;
             the facade passes the embedder's value unless ``config.min_similarity`` is set).
+        gate: The embedder's calibrated gate (:func:`injection_gate`); ``None`` keeps the
+            cosine floor (and the raw BM25 floor ``min_keyword_score``).
     """
 
     def __init__(
@@ -289,11 +317,26 @@ class ContextFuser:
         *,
         counter: TokenCounter | None = None,
         min_similarity: float = DEFAULT_MIN_SIMILARITY,
+        gate: InjectionGate | None = None,
     ) -> None:
         self.config = config if config is not None else FuserConfig()
         self.counter = counter if counter is not None else TokenCounter()
         self.min_similarity = (
             config.min_similarity if config is not None and config.min_similarity is not None else min_similarity
+        )
+        self.gate = gate
+        self._analyzer = Analyzer() if gate is not None else None
+
+    @classmethod
+    def for_embedder(
+        cls, config: FuserConfig, embedder: object, *, counter: TokenCounter | None = None
+    ) -> ContextFuser:
+        """The fuser for memories embedded by ``embedder``: its calibrated gate, else its cosine floor."""
+        return cls(
+            config,
+            counter=counter,
+            min_similarity=relevance_floor(config, embedder),
+            gate=injection_gate(config, embedder),
         )
 
     def token_budget(self, max_tokens: int | None = None) -> int:
@@ -306,14 +349,31 @@ class ContextFuser:
             budget = min(budget, max_tokens)
         return max(0, budget)
 
-    def is_relevant(self, hit: RecallHit) -> bool:
-        """Whether a hit clears the relevance floor.
+    def is_relevant(self, hit: RecallHit, query: str | None = None) -> bool:
+        """Whether a hit may be part of a block.
 
         Relevant means: cosine similarity at or above the floor, or a raw BM25 score at or above
-        ``min_keyword_score`` (a match on a term that is rare among this user's memories).
+        ``min_keyword_score`` (a match on a term that is rare among this user's memories), or
+        (with a calibrated :attr:`gate` and the ``query``) passing the gate.
         """
-        return passes_floor(
-            hit.vector_similarity, hit.keyword_score, self.min_similarity, self.config.min_keyword_score
+        if passes_floor(hit.vector_similarity, hit.keyword_score, self.min_similarity, self.config.min_keyword_score):
+            return True
+        return self.gate is not None and query is not None and self.clearly_relevant(hit, query)
+
+    def clearly_relevant(self, hit: RecallHit, query: str) -> bool:
+        """Whether the calibrated :attr:`gate` passes a hit (always true without a gate).
+
+        The gate decides whether a block is injected at all: at least one hit must pass it (its
+        cosine, the share of the query's terms in its own text, a bonus across languages). The
+        block then holds the best hits that clear the floor (:meth:`is_relevant`): on the dev
+        data that keeps 94-97 % of the gold memories a per-hit gate would drop 13-22 % of.
+        """
+        if self.gate is None or self._analyzer is None:
+            return True
+        return self.gate.passes(
+            hit.vector_similarity,
+            term_overlap(self._analyzer, query, hit.content),
+            cross_lingual=detect_language(query) != detect_language(hit.content),
         )
 
     def fuse(
@@ -373,21 +433,25 @@ class ContextFuser:
                 dropped=tuple(dropped),
                 token_counter=self.counter.name,
             )
-        if not any(self.is_relevant(h) for h in kept):
+        relevant = []
+        below: list[tuple[str, str]] = []
+        for h in kept:
+            if self.is_relevant(h, query):
+                relevant.append(h)
+            else:
+                below.append((h.id, "below the relevance floor"))
+        if not relevant or not any(self.clearly_relevant(h, query) for h in relevant):
             return FusedContext(
                 text="",
                 token_count=0,
                 skipped=True,
                 skipped_reason="no recalled memory is relevant enough",
-                dropped=tuple(dropped) + tuple((h.id, "below the relevance floor") for h in kept),
+                dropped=tuple(dropped)
+                + tuple(below)
+                + tuple((h.id, "no recalled memory passes the injection gate") for h in relevant),
                 token_counter=self.counter.name,
             )
-        relevant = []
-        for h in kept:
-            if self.is_relevant(h):
-                relevant.append(h)
-            else:
-                dropped.append((h.id, "below the relevance floor"))
+        dropped += below
 
         budget = self.token_budget(max_tokens)
         header = f"{OPEN}\n{(_CONTINUED if continued else _HEADERS)[lang]}\n"
