@@ -211,7 +211,7 @@ def markdown(res: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--data-dir", type=Path, default=Path("/work/shared/data"))
+    p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     from benchmarks.__main__ import load_all
