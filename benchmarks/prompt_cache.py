@@ -114,6 +114,26 @@ def _blocks(prompt: Prompt) -> set[str]:
     return found
 
 
+def shown_memories(prompt: Prompt) -> set[str]:
+    """The memory lines (``- [label] text`` → ``text``) in the prompt's blocks."""
+    out = set()
+    for block in _blocks(prompt):
+        for line in block.splitlines():
+            if line.startswith("- [") and "] " in line:
+                out.add(line.split("] ", 1)[1])
+    return out
+
+
+def kept_share(prompts: Sequence[Prompt], reference: Sequence[Prompt]) -> float | None:
+    """Share of the (call, memory) pairs the reference run shows that these prompts show too."""
+    pairs = kept = 0
+    for mine, ref in zip(prompts, reference, strict=True):
+        wanted = shown_memories(ref)
+        pairs += len(wanted)
+        kept += len(wanted & shown_memories(mine))
+    return round(kept / pairs, 3) if pairs else None
+
+
 def new_blocks(prompts: Sequence[Prompt]) -> int:
     """Calls whose prompt holds a memory block the previous call's prompt did not."""
     before: set[str] = set()
@@ -126,7 +146,7 @@ def new_blocks(prompts: Sequence[Prompt]) -> int:
 
 
 # --------------------------------------------------------------------------- the variants
-def _core(placement: str, embedder: str) -> Any:
+def _core(placement: str, embedder: str, gate: str = "floor") -> Any:
     from hybrid_memory import HybridMemory, LocalStore
 
     emb: Any = None
@@ -134,7 +154,9 @@ def _core(placement: str, embedder: str) -> Any:
         from hybrid_memory.testing import HashingEmbedder
 
         emb = HashingEmbedder()
-    mem = HybridMemory(store=LocalStore(":memory:"), embedder=emb, config={"fuser": {"placement": placement}})
+    mem = HybridMemory(
+        store=LocalStore(":memory:"), embedder=emb, config={"fuser": {"placement": placement, "gate": gate}}
+    )
     start = datetime.now(timezone.utc) - timedelta(days=30)
     for i, (text, importance) in enumerate(MEMORIES):
         mem.remember(USER, text, importance=importance, timestamp=start + timedelta(days=i), session_id="earlier")
@@ -268,9 +290,11 @@ def run(embedder: str) -> dict[str, Any]:
 
     base = reprocessed(no_memory(), encode)
     rows: list[dict[str, Any]] = []
+    variants = [(p, "floor") for p in PLACEMENTS] + [("user_message", "calibrated")]
     for adapter in ADAPTERS:
-        for placement in PLACEMENTS:
-            mem = _core(placement, embedder)
+        runs: dict[tuple[str, str], list[Prompt]] = {}
+        for placement, gate in variants:
+            mem = _core(placement, embedder, gate)
             try:
                 if adapter == "memory_block":
                     prompts = memory_block(mem, placement)
@@ -280,12 +304,14 @@ def run(embedder: str) -> dict[str, Any]:
                     ](mem)
             finally:
                 mem.close()
+            runs[(placement, gate)] = prompts
             per_call = reprocessed(prompts, encode)
             blocks = new_blocks(prompts)
             rows.append(
                 {
                     "adapter": adapter,
                     "placement": placement,
+                    "gate": gate,
                     "calls": len(prompts),
                     "calls_with_a_new_block": blocks,
                     "reprocessed_tokens": sum(per_call),
@@ -295,6 +321,10 @@ def run(embedder: str) -> dict[str, Any]:
                     "last_prompt_tokens": len(encode(render(prompts[-1]))),
                     "per_call": per_call,
                 }
+            )
+        for row in rows[-len(variants) :]:
+            row["memories_kept_vs_system_end"] = kept_share(
+                runs[(row["placement"], row["gate"])], runs[("system_end", "floor")]
             )
     return {
         "embedder": embedder,
@@ -311,6 +341,10 @@ def run(embedder: str) -> dict[str, Any]:
     }
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
 def markdown(result: dict[str, Any]) -> str:
     base = result["no_memory"]
     lines = [
@@ -325,16 +359,21 @@ def markdown(result: dict[str, Any]) -> str:
         f"No memory at all: **{base['reprocessed_tokens']}** tokens ({base['reprocessed_after_first_call']} after "
         f"the first call); the last prompt is {base['last_prompt_tokens']} tokens.",
         "",
-        "| adapter | placement | re-processed | × no memory | after call 1 | × no memory | calls with a new block | last prompt |",
-        "|---|---|---|---|---|---|---|---|",
+        "| adapter | placement | gate | re-processed | × no memory | after call 1 | × no memory | calls with a new block "
+        "| memories of the system_end prompts also shown | last prompt |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lines.append(
-            f"| {r['adapter']} | {r['placement']} | {r['reprocessed_tokens']} | {r['ratio_to_no_memory']:.2f} | "
+            f"| {r['adapter']} | {r['placement']} | {r['gate']} | {r['reprocessed_tokens']} | {r['ratio_to_no_memory']:.2f} | "
             f"{r['reprocessed_after_first_call']} | {r['ratio_after_first_call']:.2f} | "
-            f"{r['calls_with_a_new_block']} | {r['last_prompt_tokens']} |"
+            f"{r['calls_with_a_new_block']} | {_pct(r['memories_kept_vs_system_end'])} | {r['last_prompt_tokens']} |"
         )
     lines += [
+        "",
+        "*Memories of the system_end prompts also shown*: a proxy for answer use without a model: of the "
+        "(call, memory) pairs the old placement puts in front of the model, the share this variant's prompt "
+        "of the same call shows too (in its newest block or an earlier one kept in place).",
         "",
         "`memory_block` is `HybridMemoryBlock` inside LlamaIndex's `Memory`, which places the text itself: "
         "`insert_method=USER` for the user placements (earlier blocks are not kept, so memories are shown "
