@@ -236,6 +236,16 @@ class HybridChatMemory(BaseChatMemory):
             out[self.long_term_key] = block
         return out
 
+    def clear(self) -> None:
+        """Empty this session's short-term window (long-term memories stay) and forget the placed blocks."""
+        super().clear()
+        self._ledger = BlockLedger()
+
+    async def aclear(self) -> None:
+        """Async twin of :meth:`clear`."""
+        await super().aclear()
+        self._ledger = BlockLedger()
+
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Return the short-term window and the long-term context for ``inputs``' user message."""
         check_bound_user(self.user_id, type(self).__name__)

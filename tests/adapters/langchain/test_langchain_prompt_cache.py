@@ -155,3 +155,15 @@ def test_chat_memory_system_start_is_still_available() -> None:
         core.close()
     assert isinstance(prompts[0][1], SystemMessage) and "allergic to peanuts" in prompts[0][1].text
     assert [type(m) for m in prompts[1]][:3] == [SystemMessage, SystemMessage, HumanMessage]
+
+
+def test_chat_memory_clear_forgets_the_placed_blocks(core: HybridMemory) -> None:
+    memory = HybridChatMemory(core, user_id="ann", session_id="s1", return_messages=True)
+    first = memory.load_memory_variables({"input": QUESTIONS[0]})["history"]
+    assert "allergic to peanuts" in first[-1].text
+    memory.save_context({"input": QUESTIONS[0]}, {"output": ANSWERS[0]})
+    memory.clear()
+    again = memory.load_memory_variables({"input": QUESTIONS[2]})["history"]
+    # A fresh window: the allergy is shown again (nothing earlier in the prompt shows it), once.
+    assert len(again) == 1 and "allergic to peanuts" in again[0].text
+    assert again[0].text.startswith("<memory-context>\nBackground memories")
