@@ -10,6 +10,10 @@ windows. Per question both legs are computed once and fused by each variant:
 * ``adaptive_<t>_<lo>_<hi>``: per-query alpha from the keyword leg's evidence: ``lo`` when the
   best keyword hit's own text holds at least a share ``t`` of the query's terms, else ``hi``
   (a weak lexical match, e.g. a question in another language than its memory, leans on vectors).
+* ``kwscaled_<t>``: relativeScoreFusion at the default alpha with each memory's normalised keyword
+  score multiplied by ``min(1, coverage / t)``, coverage = the share of the query's terms in that
+  memory's own text (a keyword match only through the search context or on one common character
+  counts less); a re-scoring of the store's legs, not a store change.
 
 Each dataset is scored by its headline metric (LoCoMo turn Recall@10, LongMemEval session
 recall_all@5, MemoryBank-CN Recall@5). Cross-validation: the variant with the best mean on two
@@ -53,7 +57,36 @@ def variants() -> list[str]:
         for lo in (0.25, 0.4):
             for hi in (0.5, 0.6, 0.75):
                 out.append(f"adaptive_{t:g}_{lo:g}_{hi:g}")
+    out += [f"kwscaled_{t:g}" for t in (0.2, 0.34, 0.5, 0.67, 1.0)]
     return out
+
+
+def _minmax(values: dict[str, float]) -> dict[str, float]:
+    if not values:
+        return {}
+    lo, hi = min(values.values()), max(values.values())
+    span = hi - lo
+    return {k: ((v - lo) / span if span > 0 else 1.0) for k, v in values.items()}
+
+
+def kw_scaled(
+    vec_leg: Sequence[Any] | None,
+    kw_leg: Sequence[Any],
+    coverage: dict[str, float],
+    *,
+    alpha: float,
+    t: float,
+    limit: int,
+) -> list[str]:
+    """relativeScoreFusion with the keyword scores scaled by each memory's term coverage."""
+    vec = _minmax({c.id: 1.0 - c.distance for c in (vec_leg or [])[: max(100, limit)]})
+    kw = _minmax({c.id: c.score for c in kw_leg[: max(100, limit)]})
+    fused: dict[str, float] = {}
+    for i, v in vec.items():
+        fused[i] = fused.get(i, 0.0) + alpha * v
+    for i, v in kw.items():
+        fused[i] = fused.get(i, 0.0) + (1 - alpha) * v * min(1.0, coverage.get(i, 0.0) / t)
+    return sorted(fused, key=lambda i: (-fused[i], i))[:limit]
 
 
 def alpha_for(name: str, coverage: float) -> tuple[float, str]:
@@ -68,6 +101,17 @@ def alpha_for(name: str, coverage: float) -> tuple[float, str]:
 
 def _coverage(an: Analyzer, query: str, kw_leg: Sequence[Any], text_of: dict[str, str]) -> float:
     return term_overlap(an, query, text_of[kw_leg[0].id]) if kw_leg else 0.0
+
+
+def _order(
+    name: str, an: Analyzer, query: str, legs: tuple[Any, Any], text_of: dict[str, str], limit: int
+) -> list[str]:
+    vec_leg, kw_leg = legs
+    if name.startswith("kwscaled_"):
+        cov = {c.id: term_overlap(an, query, text_of[c.id]) for c in kw_leg[: max(100, limit)]}
+        return kw_scaled(vec_leg, kw_leg, cov, alpha=0.4, t=float(name.split("_")[1]), limit=limit)
+    alpha, fusion = alpha_for(name, _coverage(an, query, kw_leg, text_of))
+    return PureIndex.fuse(legs, alpha=alpha, limit=limit, fusion=fusion)
 
 
 def run_dataset(ds: Dataset, emb: CachedEmbedder, names: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -86,10 +130,8 @@ def run_dataset(ds: Dataset, emb: CachedEmbedder, names: Sequence[str]) -> dict[
         for qi, q in enumerate(g.questions):
             vec_leg, _ = vec_idx.legs(q.text, qv[qi], limit=depth)
             _, kw_leg = kw_idx.legs(q.text, None, limit=depth)
-            cov = _coverage(an, q.text, kw_leg, text_of)
             for n in names:
-                alpha, fusion = alpha_for(n, cov)
-                order = PureIndex.fuse((vec_leg, kw_leg), alpha=alpha, limit=depth, fusion=fusion)
+                order = _order(n, an, q.text, (vec_leg, kw_leg), text_of, depth)
                 ranking: Ranking = [frozenset({i}) for i in order]
                 rows[n].append((q, question_metrics(ds.name, g, q, ranking, depth)))
     return {n: aggregate(rows[n], dataset=ds.name) for n in names}
@@ -108,9 +150,8 @@ def run_probe(emb: CachedEmbedder, names: Sequence[str]) -> dict[str, dict[str, 
     for n in names:
         r1 = r5 = 0
         for qi, q in enumerate(answered):
-            vec_leg, kw_leg = idx.legs(q["text"], qv[qi], limit=len(ids))
-            alpha, fusion = alpha_for(n, _coverage(an, q["text"], kw_leg, text_of))
-            order = PureIndex.fuse((vec_leg, kw_leg), alpha=alpha, limit=5, fusion=fusion)
+            legs = idx.legs(q["text"], qv[qi], limit=len(ids))
+            order = _order(n, an, q["text"], legs, text_of, 5)
             gold = f"m{q['gold']}"
             r1 += order[:1] == [gold]
             r5 += gold in order
