@@ -119,7 +119,7 @@ def _chat_prompts(core: HybridMemory, return_messages: bool) -> list[Any]:
         [("system", "You are a helpful assistant."), MessagesPlaceholder("history"), ("human", "{input}")]
     )
     memory = HybridChatMemory(core, user_id="ann", session_id="s1", return_messages=return_messages)
-    seen = []
+    seen: list[Any] = []
     for question, answer in zip(QUESTIONS, ANSWERS, strict=True):
         variables = memory.load_memory_variables({"input": question})
         if return_messages:
