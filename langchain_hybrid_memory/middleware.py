@@ -242,12 +242,22 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
             placed = ledger.to_state()
         return {STATE_KEY: {**_summary(ctx, user_id, session_id), "recorded": _recorded(state), "placed": placed}}
 
+    def _placed_already(self, state: HybridMemoryState, human: HumanMessage) -> bool:
+        """Whether this user message already has its block (a resumed or repeated run): keep it as it was."""
+        if human.id is None or not is_stable(self.memory.config.fuser.placement):
+            return False
+        info = state.get(STATE_KEY)
+        ledger = BlockLedger.from_state(info.get("placed") if isinstance(info, dict) else None)
+        return ledger.block_for(human.id) is not None
+
     def before_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Recall and fuse long-term memories for the latest user message."""
         user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
         last = _last_human(list(state["messages"]))
         if last is None:
             return self._no_query(state, user_id, session_id)
+        if self._placed_already(state, last[1]):
+            return None
         ctx = self.memory.build_context(
             message_text(last[1]), user_id=user_id, session_id=session_id, max_tokens=self.max_tokens
         )
@@ -259,6 +269,8 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         last = _last_human(list(state["messages"]))
         if last is None:
             return self._no_query(state, user_id, session_id)
+        if self._placed_already(state, last[1]):
+            return None
         ctx = await self.memory.abuild_context(
             message_text(last[1]), user_id=user_id, session_id=session_id, max_tokens=self.max_tokens
         )

@@ -169,3 +169,19 @@ def test_chat_memory_clear_forgets_the_placed_blocks(core: HybridMemory) -> None
     # and the allergy is shown again, after them.
     assert [m.text for m in again[:2]] == ["Hello again", "Hi!"]
     assert len(again) == 3 and "allergic to peanuts" in again[2].text
+
+
+def test_middleware_a_repeated_run_for_the_same_message_keeps_its_block(core: HybridMemory, tool_model: Any) -> None:
+    model = tool_model(messages=iter([AIMessage(content="Better not."), AIMessage(content="Still no.")]))
+    agent = create_agent(
+        model,
+        system_prompt="You are a helpful assistant.",
+        middleware=[HybridMemoryMiddleware(core, user_id="ann")],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [HumanMessage(QUESTIONS[0])]}, config=config)
+    core.remember("ann", "Ann ate peanuts once and was fine with a tiny amount", importance=0.9)
+    agent.invoke({"messages": []}, config=config)  # no new user message: the same turn runs again
+    first, second = model.seen
+    assert _flat(second)[: len(first)] == _flat(first)  # the block of that message did not change
