@@ -116,7 +116,16 @@ class FuserConfig(_Section):
     min_keyword_score: float = Field(
         default=0.5,
         ge=0.0,
-        description="raw BM25 floor: a match on a term that is rare for this user counts as relevant",
+        description="raw BM25 floor: a match on a term that is rare for this user counts as relevant "
+        "(the floor gate only)",
+    )
+    gate: Literal["calibrated", "floor"] = Field(
+        default="floor",
+        description="'floor': a block is injected when a hit clears the cosine floor (min_similarity) or the raw "
+        "BM25 floor (min_keyword_score); 'calibrated': only when a hit passes the embedder's measured injection "
+        "gate (cosine, the query's terms in the memory's own text, a cross-lingual bonus; see "
+        "hybrid_memory.read.gate and benchmarks/results/gate.md), far fewer blocks for nothing but more "
+        "skips of memories that apply by implication; an explicit min_similarity selects the floor",
     )
     stm_dedup_threshold: float | None = Field(
         default=None,
@@ -125,7 +134,14 @@ class FuserConfig(_Section):
         description="cosine to a short-term turn that drops a hit (model calibrated when None)",
     )
     language: Literal["auto", "zh", "en"] = "auto"
-    placement: Literal["system_end", "system_start"] = "system_end"
+    placement: Literal["user_message", "before_user", "system_end", "system_start"] = Field(
+        default="user_message",
+        description="where the adapters put the block: 'user_message' (inside the newest user message, before "
+        "its text) or 'before_user' (a message right before it) keep the prompt's prefix byte-identical from one "
+        "turn to the next, earlier blocks staying where they were (prefix caching; see "
+        "hybrid_memory.read.placement); 'system_end' / 'system_start' put it in the system message (the old "
+        "placements: every turn re-processes the conversation)",
+    )
     degrade_on_store_error: bool = Field(
         default=False, description="build_context returns short-term only (degraded) when the store is down"
     )

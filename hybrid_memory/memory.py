@@ -66,7 +66,7 @@ from hybrid_memory.errors import (
 from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.metrics import MetricsSnapshot
-from hybrid_memory.read.context import ContextFuser, relevance_floor
+from hybrid_memory.read.context import ContextFuser
 from hybrid_memory.read.planner import Recalled, RecallPlanner, WindowDedup, check_alpha, check_k
 from hybrid_memory.records import (
     ForgetCount,
@@ -182,9 +182,7 @@ class HybridMemory:
         )
         self._clock = clock if clock is not None else utcnow
         self.counter = TokenCounter(self.config.tokenizer_model)
-        self.fuser = ContextFuser(
-            self.config.fuser, counter=self.counter, min_similarity=relevance_floor(self.config.fuser, self.embedder)
-        )
+        self.fuser = ContextFuser.for_embedder(self.config.fuser, self.embedder, counter=self.counter)
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
         self._outcomes: dict[str, deque[WriteOutcome]] = {}
         # Guards the write log only; never held across store, embedder or LLM calls.
@@ -710,7 +708,7 @@ class HybridMemory:
         k: int | None = None,
         filter: MemoryFilter | None = None,
     ) -> FusedContext:
-        """Recall and fuse long-term memories into a block for the system prompt.
+        """Recall and fuse long-term memories into a block for the prompt.
 
         Memories already present in the session's short-term window are not repeated.
         Injection is skipped (``skipped=True`` with the reason) when nothing is relevant.

@@ -10,9 +10,10 @@ from langchain_classic.memory.chat_memory import BaseChatMemory
 from langchain_classic.memory.utils import get_prompt_input_key
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage, get_buffer_string
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from hybrid_memory.memory import HybridMemory
+from hybrid_memory.read.placement import BlockLedger, is_stable, place
 from hybrid_memory.records import FusedContext, Turn, check_id, check_text
 from langchain_hybrid_memory._identity import check_bound_user
 from langchain_hybrid_memory._utils import message_text, require_core
@@ -105,9 +106,15 @@ class HybridChatMemory(BaseChatMemory):
       string. Always a fresh copy.
     * ``long_term_key`` (default ``None``): the fused long-term context for the current input
       (:meth:`~hybrid_memory.HybridMemory.build_context`; ``""`` when nothing relevant). Set it,
-      e.g. to ``"long_term"``, and put ``{long_term}`` in your prompt (ideally the system
-      message). With ``None`` the block is put in front of the history instead (a system
-      message, or the first lines of the string), so the chains' default prompts work unchanged.
+      e.g. to ``"long_term"``, and put ``{long_term}`` in your prompt where you want it. With
+      ``None`` the block goes into the history, so the chains' default prompts work unchanged:
+      with the default ``fuser.placement`` (``"user_message"`` or ``"before_user"``) at the
+      *end* of the history, right before the new input (a system message, or lines of the
+      string; the chain owns the input itself), and every earlier block of this object stays
+      where it was, byte for byte, so the prompt's prefix is identical from one call to the
+      next (prefix caching) and a memory already shown is not repeated. With
+      ``"system_start"`` / ``"system_end"`` it is put in front of the history (the old
+      placement). Earlier blocks are kept by this object, in process.
 
     ``save_context`` feeds both turns to :meth:`~hybrid_memory.HybridMemory.add_turn`, so they are
     scored, durable in the store's turn log and (above the small-talk gate) in long-term memory at
@@ -147,6 +154,7 @@ class HybridChatMemory(BaseChatMemory):
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
     max_tokens: int | None = Field(default=None, ge=0, description="Token cap for the long-term block.")
+    _ledger: BlockLedger = PrivateAttr(default_factory=BlockLedger)
 
     def __init__(self, memory: HybridMemory, *, user_id: str, session_id: str, **data: Any) -> None:
         memory = require_core(memory, type(self).__name__)
@@ -170,7 +178,49 @@ class HybridChatMemory(BaseChatMemory):
         value = inputs.get(key)
         return value if isinstance(value, str) and value.strip() else None
 
+    def _in_place(self) -> bool:
+        """Whether blocks go into the history where they were first shown (stable placements)."""
+        return self.long_term_key is None and is_stable(self.memory.config.fuser.placement)
+
+    def _place(self, messages: list[BaseMessage], ctx: FusedContext | None, query: str) -> FusedContext | None:
+        """Keep this call's block with the end of ``messages``; drop memories shown earlier."""
+        if ctx is None:
+            return None
+        anchor = messages[-1].id or "" if messages else ""
+        live = {"", *(m.id for m in messages if m.id is not None)}
+        self._ledger, ctx = place(
+            self.memory.fuser,
+            self._ledger,
+            ctx,
+            anchor=anchor,
+            live=live,
+            query=query,
+            now=self.memory.writer.clock(),
+            max_tokens=self.max_tokens,
+        )
+        return ctx
+
+    def _render_in_place(self, messages: list[BaseMessage]) -> Any:
+        """The history with every block after the message it followed (at the start for ``""``)."""
+        parts: list[BaseMessage] = []
+        first = self._ledger.block_for("")
+        if first is not None:
+            parts.append(SystemMessage(content=first))
+        for m in messages:
+            parts.append(m)
+            block = self._ledger.block_for(m.id)
+            if block is not None:
+                parts.append(SystemMessage(content=block))
+        if self.return_messages:
+            return parts
+        return "\n".join(p.text if p.id is None and isinstance(p, SystemMessage) else self._line(p) for p in parts)
+
+    def _line(self, message: BaseMessage) -> str:
+        return get_buffer_string([message], human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
+
     def _render(self, messages: list[BaseMessage], ctx: FusedContext | None) -> dict[str, Any]:
+        if self._in_place():
+            return {self.memory_key: self._render_in_place(messages)}
         block = ctx.text if ctx is not None else ""
         history: Any
         if self.return_messages:
@@ -186,6 +236,16 @@ class HybridChatMemory(BaseChatMemory):
             out[self.long_term_key] = block
         return out
 
+    def clear(self) -> None:
+        """Empty this session's short-term window (long-term memories stay) and forget the placed blocks."""
+        super().clear()
+        self._ledger = BlockLedger()
+
+    async def aclear(self) -> None:
+        """Async twin of :meth:`clear`."""
+        await super().aclear()
+        self._ledger = BlockLedger()
+
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Return the short-term window and the long-term context for ``inputs``' user message."""
         check_bound_user(self.user_id, type(self).__name__)
@@ -197,7 +257,10 @@ class HybridChatMemory(BaseChatMemory):
             if query is not None
             else None
         )
-        return self._render(self.chat_memory.messages, ctx)
+        messages = self.chat_memory.messages
+        if self._in_place() and query is not None:
+            ctx = self._place(messages, ctx, query)
+        return self._render(messages, ctx)
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`load_memory_variables`."""
@@ -210,4 +273,7 @@ class HybridChatMemory(BaseChatMemory):
             if query is not None
             else None
         )
-        return self._render(await self.chat_memory.aget_messages(), ctx)
+        messages = await self.chat_memory.aget_messages()
+        if self._in_place() and query is not None:
+            ctx = self._place(messages, ctx, query)
+        return self._render(messages, ctx)

@@ -13,6 +13,7 @@ from typing_extensions import NotRequired
 
 from hybrid_memory.errors import ConfigurationError, InvalidInputError
 from hybrid_memory.memory import HybridMemory
+from hybrid_memory.read.placement import BlockLedger, is_stable, place, prepend_block
 from hybrid_memory.records import FusedContext
 from langchain_hybrid_memory._identity import ClientUserIds, authenticated_identity, run_config, settle_user
 from langchain_hybrid_memory._utils import lookup, message_text, require_core
@@ -29,9 +30,10 @@ class HybridMemoryState(AgentState[Any]):
 
     ``memory_context`` holds ``text`` (the injected block, ``""`` when skipped), ``skipped`` and
     ``skipped_reason``, ``hits`` (memory id, content and every score component of each injected
-    memory), ``user_id``, ``session_id`` and ``recorded`` (the id of the last user message
-    written to memory). It is part of the agent's output, so callers can see what was recalled
-    and why.
+    memory), ``user_id``, ``session_id``, ``recorded`` (the id of the last user message
+    written to memory) and ``placed`` (the blocks of this thread by user message id, so each
+    model call renders them where and as they were; see :mod:`hybrid_memory.read.placement`).
+    It is part of the agent's output, so callers can see what was recalled and why.
     """
 
     memory_context: NotRequired[Annotated[dict[str, Any] | None, OmitFromInput]]
@@ -65,8 +67,16 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
       a token budget, skipping what the short-term window already holds). The result is kept in
       the ``memory_context`` state key (one recall per user message, so heat counts one access
       per turn).
-    * **Before each model call** the block is appended to the system message (created when the
-      agent has none), as background data between delimiters.
+    * **Before each model call** the block goes where ``memory.config.fuser.placement`` says,
+      as background data between delimiters. By default (``"user_message"``) it goes inside the
+      newest user message, before its text, and every earlier block of the thread stays in its
+      own user message, byte for byte, so the prompt's prefix (system message and earlier
+      turns) is identical from one call to the next and a prefix-caching model server only
+      processes what is new; a memory already shown in the thread is not repeated.
+      ``"before_user"`` makes the block a system message right before the user message;
+      ``"system_end"`` / ``"system_start"`` append / prepend it to the system message (created
+      when the agent has none), as before. Earlier blocks are kept in the thread's state, so
+      they stay in place across invocations with a checkpointer.
     * **After the agent** the user message and the final answer go through
       :meth:`~hybrid_memory.HybridMemory.add_turn` (importance scoring, key frames, long-term
       writes), once per user message.
@@ -193,7 +203,8 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         return str(thread) if thread is not None and str(thread) else "default"
 
     # ------------------------------------------------------------------ recall
-    def _no_query(self, user_id: str, session_id: str) -> dict[str, Any]:
+    def _no_query(self, state: HybridMemoryState, user_id: str, session_id: str) -> dict[str, Any]:
+        info = state.get(STATE_KEY)
         return {
             STATE_KEY: {
                 "user_id": user_id,
@@ -203,35 +214,75 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
                 "skipped": True,
                 "skipped_reason": "no user message to recall for",
                 "hits": [],
+                "placed": info.get("placed", []) if isinstance(info, dict) else [],
             }
         }
+
+    def _recalled(
+        self, state: HybridMemoryState, human: HumanMessage, ctx: FusedContext, user_id: str, session_id: str
+    ) -> dict[str, Any]:
+        """The state update for this turn's block (placed with ``human`` when the placement is stable)."""
+        info = state.get(STATE_KEY)
+        prior = info.get("placed") if isinstance(info, dict) else None
+        placed: list[dict[str, Any]] = []
+        if is_stable(self.memory.config.fuser.placement):
+            live = {m.id for m in state["messages"] if isinstance(m, HumanMessage) and m.id is not None}
+            ledger = BlockLedger.from_state(prior).prune(live)
+            if human.id is not None:
+                ledger, ctx = place(
+                    self.memory.fuser,
+                    ledger,
+                    ctx,
+                    anchor=human.id,
+                    live=live,
+                    query=message_text(human),
+                    now=self.memory.writer.clock(),
+                    max_tokens=self.max_tokens,
+                )
+            placed = ledger.to_state()
+        return {STATE_KEY: {**_summary(ctx, user_id, session_id), "recorded": _recorded(state), "placed": placed}}
+
+    def _placed_already(self, state: HybridMemoryState, human: HumanMessage) -> bool:
+        """Whether this user message already has its block (a resumed or repeated run): keep it as it was."""
+        if human.id is None or not is_stable(self.memory.config.fuser.placement):
+            return False
+        info = state.get(STATE_KEY)
+        ledger = BlockLedger.from_state(info.get("placed") if isinstance(info, dict) else None)
+        return ledger.block_for(human.id) is not None
 
     def before_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Recall and fuse long-term memories for the latest user message."""
         user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
         last = _last_human(list(state["messages"]))
         if last is None:
-            return self._no_query(user_id, session_id)
+            return self._no_query(state, user_id, session_id)
+        if self._placed_already(state, last[1]):
+            return None
         ctx = self.memory.build_context(
             message_text(last[1]), user_id=user_id, session_id=session_id, max_tokens=self.max_tokens
         )
-        return {STATE_KEY: {**_summary(ctx, user_id, session_id), "recorded": _recorded(state)}}
+        return self._recalled(state, last[1], ctx, user_id, session_id)
 
     async def abefore_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Async twin of :meth:`before_agent`."""
         user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
         last = _last_human(list(state["messages"]))
         if last is None:
-            return self._no_query(user_id, session_id)
+            return self._no_query(state, user_id, session_id)
+        if self._placed_already(state, last[1]):
+            return None
         ctx = await self.memory.abuild_context(
             message_text(last[1]), user_id=user_id, session_id=session_id, max_tokens=self.max_tokens
         )
-        return {STATE_KEY: {**_summary(ctx, user_id, session_id), "recorded": _recorded(state)}}
+        return self._recalled(state, last[1], ctx, user_id, session_id)
 
     # ------------------------------------------------------------------ injection
     def _inject(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state: Any = request.state
         info = state.get(STATE_KEY) if isinstance(state, dict) else None
+        placement = self.memory.config.fuser.placement
+        if isinstance(info, dict) and is_stable(placement):
+            return self._inject_with_users(request, BlockLedger.from_state(info.get("placed")), placement)
         if not isinstance(info, dict) or not info.get("text"):
             return request
         block = str(info["text"])
@@ -245,12 +296,30 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
             content = [*current.content, {"type": "text", "text": block}]
         return request.override(system_message=SystemMessage(content=content))
 
+    @staticmethod
+    def _inject_with_users(request: ModelRequest[Any], ledger: BlockLedger, placement: str) -> ModelRequest[Any]:
+        """Render every block of the thread with its user message (stable placements)."""
+        if not len(ledger):
+            return request
+        messages: list[Any] = []
+        for m in request.messages:
+            block = ledger.block_for(m.id) if isinstance(m, HumanMessage) else None
+            if block is None:
+                messages.append(m)
+            elif placement == "before_user":
+                messages += [SystemMessage(content=block), m]
+            elif isinstance(m.content, str):
+                messages.append(m.model_copy(update={"content": prepend_block(block, m.content)}))
+            else:
+                messages.append(m.model_copy(update={"content": [{"type": "text", "text": block}, *m.content]}))
+        return request.override(messages=messages)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
-        """Call the model with the recalled memories in the system message."""
+        """Call the model with the recalled memories placed per ``fuser.placement``."""
         return handler(self._inject(request))
 
     async def awrap_model_call(

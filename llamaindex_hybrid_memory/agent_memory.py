@@ -7,10 +7,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
 from hybrid_memory.errors import ConfigurationError
 from hybrid_memory.memory import HybridMemory, require_core
+from hybrid_memory.read.placement import BlockLedger, is_stable, place, prepend_block
 from hybrid_memory.records import FusedContext, Turn, check_id
 from llamaindex_hybrid_memory._messages import core_role, message_text, turn_to_message
 
@@ -27,17 +28,25 @@ __all__ = ["DEFAULT_TOKEN_LIMIT", "HybridAgentMemory"]
 
 #: Default ``token_limit`` when neither a limit nor an LLM is given (LlamaIndex's own default).
 DEFAULT_TOKEN_LIMIT = 3000
+#: Tokens a block placed with a user message may add beyond its own and the message's (the join).
+_JOIN_TOKENS = 2
 
 
 class HybridAgentMemory(BaseMemory):
     """LlamaIndex ``BaseMemory`` backed by a :class:`~hybrid_memory.HybridMemory`, for one user and session.
 
     ``get()``/``aget()`` return the session's short-term window (the core's key-frame buffer,
-    oldest first) preceded by **one** system message holding the long-term memories fused for the
-    current input, all within ``token_limit`` tokens (message text, counted by the core's token
-    counter). The window has priority: the oldest turns are cut when it alone exceeds the limit,
-    and the long-term block gets what is left (at most ``context_max_tokens``). No system message
-    is added when nothing relevant is remembered.
+    oldest first) with the long-term memories fused for the current input, all within
+    ``token_limit`` tokens (message text, counted by the core's token counter). The window has
+    priority: the oldest turns are cut when it alone exceeds the limit, and the long-term block
+    gets what is left (at most ``context_max_tokens``). Nothing is added when nothing relevant is
+    remembered. Where the block goes follows ``memory.config.fuser.placement``: by default
+    (``"user_message"``) inside the newest user message, before its text (``"before_user"``: a
+    system message right before it), and every earlier block of this object stays with its user
+    message, byte for byte, so the prompt's prefix is identical from one call to the next (prefix
+    caching); a memory already shown in the window is not repeated, and the calls of one agent
+    run (one user message) all get the same block. With ``"system_start"`` / ``"system_end"``
+    the block is **one** system message before the window (the old placement).
 
     ``put()``/``aput()`` (and ``put_messages``/``aput_messages``) feed ``add_turn``: every turn is
     durable in the store's turn log and, above the small-talk gate, in long-term memory at once;
@@ -72,7 +81,7 @@ class HybridAgentMemory(BaseMemory):
         >>> later = HybridAgentMemory.from_defaults(core, user_id="alice", session_id="friday")
         >>> later.put(ChatMessage(role="user", content="Can I eat peanuts satay?"))
         >>> [m.role.value for m in later.get()]
-        ['system', 'user']
+        ['user']
         >>> "allergic to peanuts" in later.get()[0].content
         True
         >>> core.close()
@@ -93,6 +102,8 @@ class HybridAgentMemory(BaseMemory):
         ge=0,
         description="Cap on the long-term block; None uses the core's fuser budget (15 % of the context window).",
     )
+
+    _ledger: BlockLedger = PrivateAttr(default_factory=BlockLedger)
 
     def __init__(self, memory: HybridMemory, **data: Any) -> None:
         super().__init__(memory=require_core(memory, type(self).__name__), **data)  # type: ignore[call-arg]
@@ -158,36 +169,80 @@ class HybridAgentMemory(BaseMemory):
         return instance
 
     # ------------------------------------------------------------------ pure helpers
-    def _window(self, turns: Sequence[Turn], budget: int) -> tuple[list[ChatMessage], int, bool]:
-        """The newest rendered turns that fit ``budget``: (messages, tokens, whether any was cut)."""
-        messages = [turn_to_message(t) for t in turns]
-        start, used = len(messages), 0
-        for i in range(len(messages) - 1, -1, -1):
-            n = self.memory.counter.count(message_text(messages[i]))
+    def _in_place(self) -> bool:
+        return is_stable(self.memory.config.fuser.placement)
+
+    def _cost(self, turn: Turn) -> int:
+        """Tokens of a turn as rendered, with the block placed with it earlier (if any)."""
+        n = self.memory.counter.count(message_text(turn_to_message(turn)))
+        block = self._ledger.block_for(turn.id) if self._in_place() else None
+        return n if block is None else n + self.memory.counter.count(block) + _JOIN_TOKENS
+
+    def _window(self, turns: Sequence[Turn], budget: int) -> tuple[list[Turn], int, bool]:
+        """The newest turns that fit ``budget``: (turns, tokens, whether any was cut)."""
+        start, used = len(turns), 0
+        for i in range(len(turns) - 1, -1, -1):
+            n = self._cost(turns[i])
             if used + n > budget:
                 break
             used += n
             start = i
-        return messages[start:], used, start > 0
+        return list(turns[start:]), used, start > 0
 
-    def _plan(self, input: str | None, initial_token_count: int) -> tuple[list[ChatMessage], str, int, str | None]:
+    def _plan(self, input: str | None, initial_token_count: int) -> tuple[list[Turn], str, int, str | None]:
         """Window, long-term query, long-term token budget and the session for short-term dedup."""
         turns = self.memory.short_term(self.user_id, self.session_id)
+        self._ledger = self._ledger.prune({t.id for t in turns})
         budget = max(0, self.token_limit - initial_token_count)
         window, used, cut = self._window(turns, budget)
         query = input if input is not None and input.strip() else ""
         if not query:
             query = next((t.content for t in reversed(turns) if t.role == "user"), "")
         remaining = budget - used
+        if self._in_place():
+            remaining -= _JOIN_TOKENS
         ctx_budget = remaining if self.context_max_tokens is None else min(remaining, self.context_max_tokens)
         # Short-term dedup is only safe when the whole window is in the prompt.
         return window, query, ctx_budget, (None if cut else self.session_id)
 
-    @staticmethod
-    def _compose(window: list[ChatMessage], context: FusedContext | None) -> list[ChatMessage]:
-        if context is None or not context.text:
-            return window
-        return [ChatMessage(role=MessageRole.SYSTEM, content=context.text), *window]
+    def _anchor(self, window: Sequence[Turn]) -> str | None:
+        """The newest user turn of the window, which this call's block goes with (stable placements)."""
+        if not self._in_place():
+            return None
+        return next((t.id for t in reversed(window) if t.role == "user"), None)
+
+    def _placed(self, window: Sequence[Turn], anchor: str, query: str, context: FusedContext | None) -> None:
+        """Record this call's block with ``anchor``, without the memories the window already shows."""
+        if context is None:
+            return
+        self._ledger, _ = place(
+            self.memory.fuser,
+            self._ledger,
+            context,
+            anchor=anchor,
+            live={t.id for t in window},
+            query=query,
+            now=self.memory.writer.clock(),
+        )
+
+    def _compose(self, window: Sequence[Turn], context: FusedContext | None) -> list[ChatMessage]:
+        if self._anchor(window) is None:  # system placements, or no user turn to go with
+            messages = [turn_to_message(t) for t in window]
+            if context is None or not context.text:
+                return messages
+            return [ChatMessage(role=MessageRole.SYSTEM, content=context.text), *messages]
+        before = self.memory.config.fuser.placement == "before_user"
+        out: list[ChatMessage] = []
+        for t in window:
+            message = turn_to_message(t)
+            block = self._ledger.block_for(t.id)
+            if block is None:
+                out.append(message)
+            elif before:
+                out += [ChatMessage(role=MessageRole.SYSTEM, content=block), message]
+            else:
+                out.append(ChatMessage(role=message.role, content=prepend_block(block, message_text(message))))
+        return out
 
     @staticmethod
     def _turn_args(message: ChatMessage) -> tuple[str, str] | None:
@@ -204,21 +259,31 @@ class HybridAgentMemory(BaseMemory):
                 ``ChatMemoryBuffer``); other keys are ignored.
         """
         window, query, ctx_budget, dedup_session = self._plan(input, int(kwargs.get("initial_token_count", 0)))
+        anchor = self._anchor(window)
+        if anchor is not None and self._ledger.block_for(anchor) is not None:
+            return self._compose(window, None)  # a later call for the same user message: same block
         context = None
         if query and ctx_budget > 0:
             context = self.memory.build_context(
                 query, user_id=self.user_id, session_id=dedup_session, max_tokens=ctx_budget
             )
+        if anchor is not None:
+            self._placed(window, anchor, query, context)
         return self._compose(window, context)
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """Async twin of :meth:`get` (what agents call)."""
         window, query, ctx_budget, dedup_session = self._plan(input, int(kwargs.get("initial_token_count", 0)))
+        anchor = self._anchor(window)
+        if anchor is not None and self._ledger.block_for(anchor) is not None:
+            return self._compose(window, None)  # a later call for the same user message: same block
         context = None
         if query and ctx_budget > 0:
             context = await self.memory.abuild_context(
                 query, user_id=self.user_id, session_id=dedup_session, max_tokens=ctx_budget
             )
+        if anchor is not None:
+            self._placed(window, anchor, query, context)
         return self._compose(window, context)
 
     def get_all(self) -> list[ChatMessage]:

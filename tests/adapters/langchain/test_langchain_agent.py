@@ -46,6 +46,11 @@ def _system_text(messages: list[Any]) -> str:
     return messages[0].text if messages and isinstance(messages[0], SystemMessage) else ""
 
 
+def _user_text(messages: list[Any]) -> str:
+    """The newest user message as the model got it (the block goes there by default)."""
+    return next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+
+
 def _agent(mem: HybridMemory, model: Any, **kwargs: Any) -> Any:
     return create_agent(
         model,
@@ -98,9 +103,12 @@ def test_second_thread_recalls_what_the_first_stored_and_other_users_see_nothing
     assert [m.text for m in out["messages"] if isinstance(m, HumanMessage)] == ["What is my favourite colour?"]
     # ... yet every model call of t2 got the fact injected by the middleware,
     for prompt in model.seen[n_before:]:
-        system = _system_text(prompt)
-        assert system.startswith("You are a helpful assistant.")
-        assert "favourite colour is teal" in system and "<memory-context>" in system
+        assert _system_text(prompt) == "You are a helpful assistant."  # the system prompt never changes
+        asked = _user_text(prompt)
+        assert asked.startswith("<memory-context>") and asked.endswith(
+            "</memory-context>\n\nWhat is my favourite colour?"
+        )
+        assert "favourite colour is teal" in asked
     # the store-backed tool found it,
     tool_msgs = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert "favourite colour is teal" in tool_msgs[0].text
@@ -114,7 +122,7 @@ def test_second_thread_recalls_what_the_first_stored_and_other_users_see_nothing
         {"messages": [HumanMessage("What is my favourite colour?")]}, config=_thread("t3"), context=Ctx("bob")
     )
     for prompt in model.seen[n_before:]:
-        assert "teal" not in _system_text(prompt)
+        assert "teal" not in _user_text(prompt) and _user_text(prompt) == "What is my favourite colour?"
         assert _system_text(prompt) == "You are a helpful assistant."
     assert [m.text for m in bob["messages"] if isinstance(m, ToolMessage)] == ["nothing found"]
     assert bob["memory_context"]["hits"] == []
@@ -142,8 +150,8 @@ def test_tool_only_turn_and_no_system_prompt(mem: HybridMemory, tool_model: Any)
     model = tool_model(messages=iter([AIMessage(content="Rex!")]))
     agent = create_agent(model, middleware=[HybridMemoryMiddleware(mem, user_id="dan")])
     out = agent.invoke({"messages": [HumanMessage("What is my dog called?")]})
-    system = model.seen[0][0]
-    assert isinstance(system, SystemMessage) and "Dan's dog is called Rex" in system.text
+    assert [type(m) for m in model.seen[0]] == [HumanMessage]  # no system message is made up
+    assert "Dan's dog is called Rex" in _user_text(model.seen[0])
     assert out["memory_context"]["session_id"] == "default"
     assert [t.content for t in mem.short_term("dan", "default")] == ["What is my dog called?", "Rex!"]
 
@@ -201,7 +209,7 @@ async def test_async_agent(mem: HybridMemory, tool_model: Any) -> None:
     out = await agent.ainvoke(
         {"messages": [HumanMessage("When does my passport expire?")]}, config=_thread("a2"), context=Ctx("ivy")
     )
-    assert "passport expires in March 2027" in _system_text(model.seen[n])
+    assert "passport expires in March 2027" in _user_text(model.seen[n])
     assert out["messages"][-1].text == "March 2027."
     assert [t.role for t in mem.short_term("ivy", "a2")] == ["user", "assistant"]
 
@@ -257,7 +265,7 @@ def test_langgraph_user_id_from_langmem_config(mem: HybridMemory, tool_model: An
     )
     # ... so a new thread recalls what the tool stored, in the prompt and in the output.
     assert second["memory_context"]["user_id"] == "jo"
-    assert "night train to Vienna" in _system_text(model.seen[n_before])
+    assert "night train to Vienna" in _user_text(model.seen[n_before])
     assert any("night train" in h["content"] for h in second["memory_context"]["hits"])
     assert mem.list_memories("default") == [] and "jo" in mem.users()
 

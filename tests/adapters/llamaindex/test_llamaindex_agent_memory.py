@@ -35,6 +35,18 @@ def _system_texts(messages: list[ChatMessage]) -> list[str]:
     return [m.content or "" for m in messages if m.role == MessageRole.SYSTEM]
 
 
+def _blocks(messages: list[ChatMessage]) -> list[str]:
+    """The memory blocks in the messages, wherever they were placed."""
+    out = []
+    for m in messages:
+        text = m.content or ""
+        if "<memory-context>" in text:
+            out.append(
+                text[text.index("<memory-context>") : text.index("</memory-context>") + len("</memory-context>")]
+            )
+    return out
+
+
 def _chit_chat(n: int) -> list[ChatMessage]:
     out = []
     for i in range(n):
@@ -92,10 +104,12 @@ def test_get_returns_window_plus_one_system_message_sync(core: HybridMemory) -> 
     second = HybridAgentMemory.from_defaults(core, user_id="alice", session_id="s2")
     second.put(ChatMessage(role="user", content=QUESTION))
     messages = second.get()
-    assert [m.role for m in messages] == [MessageRole.SYSTEM, MessageRole.USER]
-    assert "daughter Mia is allergic to peanuts" in (messages[0].content or "")
-    assert messages[1].content == QUESTION
-    assert second.get_all() == messages[1:]  # get_all: the window, without the long-term block
+    # By default the block goes inside the newest user message, before its text.
+    assert [m.role for m in messages] == [MessageRole.USER]
+    assert "daughter Mia is allergic to peanuts" in _blocks(messages)[0]
+    assert (messages[0].content or "").startswith("<memory-context>")
+    assert (messages[0].content or "").endswith("</memory-context>\n\n" + QUESTION)
+    assert [m.content for m in second.get_all()] == [QUESTION]  # get_all: the window, without the block
 
 
 def test_get_with_input_recalls_for_that_input(core: HybridMemory) -> None:
@@ -110,8 +124,8 @@ def test_other_users_memories_never_appear(core: HybridMemory) -> None:
     HybridAgentMemory.from_defaults(core, user_id="alice", session_id="s1").put(ChatMessage(role="user", content=FACT))
     bob = HybridAgentMemory.from_defaults(core, user_id="bob", session_id="s1")
     bob.put(ChatMessage(role="user", content=QUESTION))
-    assert _system_texts(bob.get()) == []
-    assert _system_texts(bob.get(input=FACT)) == []
+    assert _blocks(bob.get()) == []
+    assert _blocks(bob.get(input=FACT)) == []
 
 
 @pytest.mark.parametrize("limit", [1, 12, 40, 80, 200, 2000])
@@ -122,10 +136,10 @@ def test_get_stays_within_token_limit(core: HybridMemory, limit: int) -> None:
     memory.put_messages([*_chit_chat(6), ChatMessage(role="user", content=QUESTION)])
     messages = memory.get()
     assert _tokens(core, messages) <= limit
-    assert len(_system_texts(messages)) <= 1
+    assert len(_blocks(messages)) <= 1
     if limit >= 2000:  # room for both: the newest turn and the long-term block
-        assert messages[-1].content == QUESTION
-        assert "allergic to peanuts" in _system_texts(messages)[0]
+        assert (messages[-1].content or "").endswith(QUESTION)
+        assert "allergic to peanuts" in _blocks(messages)[0]
     # initial_token_count (as ChatMemoryBuffer) shrinks the budget
     assert _tokens(core, memory.get(initial_token_count=limit // 2)) <= limit - limit // 2
 
@@ -144,7 +158,7 @@ def test_context_max_tokens_caps_the_long_term_block(core: HybridMemory) -> None
         core.remember("alice", f"Mia is allergic to peanuts, fact number {i} from the allergist", importance=0.9)
     memory = HybridAgentMemory.from_defaults(core, user_id="alice", session_id="s1", context_max_tokens=60)
     memory.put(ChatMessage(role="user", content=QUESTION))
-    block = _system_texts(memory.get())
+    block = _blocks(memory.get())
     assert block and core.counter.count(block[0]) <= 60
 
 
@@ -210,9 +224,9 @@ async def test_async_twins(core: HybridMemory) -> None:
     second = HybridAgentMemory.from_defaults(core, user_id="alice", session_id="s2")
     await second.aset([ChatMessage(role="user", content=QUESTION)])
     messages = await second.aget()
-    assert messages == second.get()  # sync and async agree
-    assert [m.role for m in messages] == [MessageRole.SYSTEM, MessageRole.USER]
-    assert "daughter Mia" in (messages[0].content or "")
+    assert messages == second.get()  # sync and async agree (a second read renders the same block)
+    assert [m.role for m in messages] == [MessageRole.USER]
+    assert "daughter Mia" in _blocks(messages)[0]
 
     await second.areset()
     assert await second.aget_all() == []
@@ -260,10 +274,10 @@ async def test_function_agent_remembers_across_runs_and_isolates_users(
     await agent.run(QUESTION, memory=friday, ctx=Context(agent))
     prompt = list(llm.last_chat_messages or [])
     assert prompt[0].role == MessageRole.SYSTEM and prompt[0].content == "You are a careful waiter."
-    memory_blocks = [t for t in _system_texts(prompt) if "<memory-context>" in t]
+    memory_blocks = _blocks(prompt)
     assert len(memory_blocks) == 1
     assert "daughter Mia is allergic to peanuts" in memory_blocks[0]
-    assert QUESTION in [m.content for m in prompt if m.role == MessageRole.USER]
+    assert [m.content for m in prompt if m.role == MessageRole.USER] == [memory_blocks[0] + "\n\n" + QUESTION]
 
     # Another user asks the same question: nothing of Alice's reaches the prompt.
     llm.reset_memory()
@@ -286,7 +300,7 @@ async def test_function_agent_same_session_keeps_the_window(
     user_turns = [m.content for m in prompt if m.role == MessageRole.USER]
     assert user_turns == [FACT, QUESTION]
     # The fact is already in the window, so it is not repeated as a long-term memory.
-    assert not any("<memory-context>" in t for t in _system_texts(prompt))
+    assert _blocks(prompt) == []
 
 
 async def test_chinese_memories_round_trip(core: HybridMemory) -> None:
@@ -295,6 +309,6 @@ async def test_chinese_memories_round_trip(core: HybridMemory) -> None:
     later = HybridAgentMemory.from_defaults(core, user_id="小王", session_id="周五")
     await later.aput(ChatMessage(role="user", content="我能吃花生酱吗？"))
     messages = await later.aget()
-    assert [m.role for m in messages] == [MessageRole.SYSTEM, MessageRole.USER]
-    assert "我对花生过敏" in (messages[0].content or "")
-    assert "长期记忆" in (messages[0].content or "")  # the block speaks the user's language
+    assert [m.role for m in messages] == [MessageRole.USER]
+    assert "我对花生过敏" in _blocks(messages)[0]
+    assert "长期记忆" in _blocks(messages)[0]  # the block speaks the user's language

@@ -60,7 +60,7 @@ def test_docs_snippets_execute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         mem = ns["mem"]
         # Friday's prompt (what get() returns for the agent) recalls Monday's fact.
         friday = HybridAgentMemory.from_defaults(mem, user_id="alice", session_id="friday").get()
-        assert friday[0].role == MessageRole.SYSTEM and "allergic to peanuts" in (friday[0].content or "")
+        assert friday[0].role == MessageRole.USER and "allergic to peanuts" in (friday[0].content or "")
         # The short Tuesday session (token_limit=4000: Memory flushed nothing) reached long-term memory ...
         assert asyncio.run(ns["tuesday"].aget_all(status=MessageStatus.ARCHIVED)) == []
         assert "We moved to Lyon in March." in {r.content for r in mem.list_memories("alice")}

@@ -25,7 +25,7 @@ def test_llamaindex_agent_notebook_executes() -> None:
         o.get("text", "") for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
     )
     # Friday's prompt carries Monday's fact; Bob's does not; the Memory block recalled week 1.
-    assert "[system] <memory-context>" in outputs
+    assert "[user] <memory-context>" in outputs  # the block goes with the newest user message
     assert outputs.count("Remember: my daughter Mia is allergic to peanuts.") >= 2
     assert "<long_term_memory>" in outputs and "never run on two consecutive days" in outputs
     assert "vector_similarity" in outputs

@@ -1,0 +1,118 @@
+"""Re-rank weights through the API, cross-validated across the three dev datasets (issue 17 part 1).
+
+Each variant sets ``rerank`` weights (relevance / importance / recency / heat) through the
+environment (``HYBRID_MEMORY_RERANK__W_*``, which the runner's configuration reads) and runs the
+default pipeline of :func:`benchmarks.harness.runner.run_benchmark` without baselines, peers or
+token counts. Headline metric per dataset (LoCoMo turn Recall@10, LongMemEval session
+recall_all@5, MemoryBank-CN Recall@5); the variant with the best mean on two datasets is scored
+on the third.
+
+    python -m benchmarks.rerank_cv --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.fusion_cv import HEADLINE  # noqa: E402
+
+#: name -> (w_relevance, w_importance, w_recency, w_heat)
+WEIGHTS = {
+    "0.6/0.2/0.1/0.1 (default)": (0.6, 0.2, 0.1, 0.1),
+    "0.5/0.2/0.2/0.1": (0.5, 0.2, 0.2, 0.1),
+    "0.7/0.15/0.1/0.05": (0.7, 0.15, 0.1, 0.05),
+    "0.8/0.1/0.05/0.05": (0.8, 0.1, 0.05, 0.05),
+    "0.9/0.05/0.025/0.025": (0.9, 0.05, 0.025, 0.025),
+    "1/0/0/0": (1.0, 0.0, 0.0, 0.0),
+    "0.6/0.3/0.05/0.05": (0.6, 0.3, 0.05, 0.05),
+}
+DEFAULT = "0.6/0.2/0.1/0.1 (default)"
+_KEYS = ("W_RELEVANCE", "W_IMPORTANCE", "W_RECENCY", "W_HEAT")
+
+
+def run(data_dir: Path) -> dict[str, dict[str, float]]:
+    """Headline metric of every weight variant on every dataset."""
+    from benchmarks.__main__ import load_all
+    from benchmarks.harness.cache import CachedEmbedder
+    from benchmarks.harness.runner import BenchOptions, run_benchmark
+    from hybrid_memory.embeddings import default_embedder
+
+    data = load_all(data_dir)
+    emb = CachedEmbedder(default_embedder())
+    opts = BenchOptions(baselines=False, peers=False, tokens=False)
+    saved = {k: os.environ.get(f"HYBRID_MEMORY_RERANK__{k}") for k in _KEYS}
+    scores: dict[str, dict[str, float]] = {}
+    try:
+        for name, weights in WEIGHTS.items():
+            for key, w in zip(_KEYS, weights, strict=True):
+                os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = str(w)
+            scores[name] = {
+                d: float(run_benchmark(data[d], embedder=emb, options=opts)[metric]) for d, metric in HEADLINE.items()
+            }
+            print(name, scores[name], file=sys.stderr, flush=True)
+    finally:
+        emb.close()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(f"HYBRID_MEMORY_RERANK__{key}", None)
+            else:
+                os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = value
+    return scores
+
+
+def cross_validate(scores: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Choose on two datasets (best mean headline, ties to the default), score the third."""
+    out: dict[str, Any] = {}
+    for held in HEADLINE:
+        train = [d for d in HEADLINE if d != held]
+        best = max(scores, key=lambda n: (sum(scores[n][d] for d in train), n == DEFAULT))
+        out[held] = {"chosen": best, "held_out": scores[best][held], "default": scores[DEFAULT][held]}
+    return out
+
+
+def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+    lines = [
+        "# Re-rank weights through the API, cross-validated (`python -m benchmarks.rerank_cv`)",
+        "",
+        "Default pipeline (`HybridMemory.recall`, alpha 0.4, search context, time windows), default embedder; "
+        "weights relevance / importance / recency / heat; headline metric per dataset.",
+        "",
+        "| weights | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | mean |",
+        "|---|---|---|---|---|",
+    ]
+    for n, s in scores.items():
+        mean = sum(s.values()) / len(s)
+        lines.append(f"| {n} | {s['locomo']:.3f} | {s['longmemeval']:.3f} | {s['memorybank']:.3f} | {mean:.3f} |")
+    lines += ["", "| held out | chosen on the other two | held-out score | default on it |", "|---|---|---|---|"]
+    for d, c in cv.items():
+        lines.append(f"| {d} | {c['chosen']} | {c['held_out']:.3f} | {c['default']:.3f} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    scores = run(args.data_dir)
+    cv = cross_validate(scores)
+    text = markdown(scores, cv)
+    print(text)
+    if args.out is not None:
+        (args.out / "rerank_cv.json").write_text(json.dumps({"scores": scores, "cross_validated": cv}, indent=2) + "\n")
+        (args.out / "rerank_cv.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

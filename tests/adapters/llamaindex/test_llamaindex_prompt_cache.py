@@ -1,0 +1,133 @@
+"""The memory block keeps the prompt's prefix byte-identical from one turn to the next (issue 17 part 4).
+
+``HybridAgentMemory`` controls the messages it returns: with the default placement the previous
+call's whole prompt is a prefix of the next call's. ``HybridMemoryBlock`` returns text that
+LlamaIndex's ``Memory`` places; with ``insert_method=InsertMethod.USER`` everything before the
+newest user message stays byte-identical (Memory's default ``SYSTEM`` changes the system
+message, as the test shows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from itertools import pairwise
+
+import pytest
+from llama_index.core.llms import ChatMessage, MessageRole
+from llama_index.core.memory import InsertMethod, Memory
+
+from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory.testing import HashingEmbedder
+from llamaindex_hybrid_memory import HybridAgentMemory, HybridMemoryBlock
+
+QUESTIONS = [
+    "Can I eat peanuts tonight, given I am allergic?",
+    "And which restaurant in Lyon would you pick?",
+    "Are the peanuts there safe, as I am allergic?",
+    "Could I bring my dog Rex along?",
+]
+ANSWERS = ["Better not.", "Try a bouchon.", "Ask them first.", "Probably yes."]
+
+
+def _core(placement: str | None = None) -> HybridMemory:
+    config = {"fuser": {"placement": placement}} if placement is not None else None
+    core = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(dim=256), config=config)
+    core.remember("ann", "Ann is allergic to peanuts", importance=0.9)
+    core.remember("ann", "Ann lives in Lyon", importance=0.7)
+    core.remember("ann", "Ann's dog is called Rex", importance=0.6)
+    return core
+
+
+@pytest.fixture
+def core() -> Iterator[HybridMemory]:
+    """A core with three memories of user ``ann`` and the default placement."""
+    c = _core()
+    yield c
+    c.close()
+
+
+def _flat(messages: list[ChatMessage]) -> list[tuple[str, str]]:
+    return [(m.role.value, m.content or "") for m in messages]
+
+
+def _agent_prompts(core: HybridMemory) -> list[list[ChatMessage]]:
+    memory = HybridAgentMemory.from_defaults(core, user_id="ann", session_id="s1")
+    prompts = []
+    for question, answer in zip(QUESTIONS, ANSWERS, strict=True):
+        memory.put(ChatMessage(role="user", content=question))
+        prompts.append(memory.get())
+        assert memory.get() == prompts[-1]  # every call for the same user message renders the same block
+        memory.put(ChatMessage(role="assistant", content=answer))
+    return prompts
+
+
+def test_agent_memory_keeps_the_prefix(core: HybridMemory) -> None:
+    prompts = _agent_prompts(core)
+    for before, after in pairwise(prompts):
+        assert _flat(after)[: len(before)] == _flat(before)
+    assert (prompts[0][0].content or "").startswith("<memory-context>")
+    assert "allergic to peanuts" in (prompts[0][0].content or "")
+    assert "allergic to peanuts" not in (prompts[2][-1].content or "")  # shown with the first question
+    assert [m.content for m in HybridAgentMemory(core, user_id="ann", session_id="s1").get_all()] == [
+        x for pair in zip(QUESTIONS, ANSWERS, strict=True) for x in pair
+    ]
+
+
+def test_agent_memory_before_user_is_a_system_message() -> None:
+    core = _core("before_user")
+    try:
+        prompts = _agent_prompts(core)
+    finally:
+        core.close()
+    for before, after in pairwise(prompts):
+        assert _flat(after)[: len(before)] == _flat(before)
+    assert [m.role for m in prompts[0]] == [MessageRole.SYSTEM, MessageRole.USER]
+    assert prompts[0][1].content == QUESTIONS[0]
+
+
+def test_agent_memory_system_start_is_still_available() -> None:
+    core = _core("system_start")
+    try:
+        prompts = _agent_prompts(core)
+    finally:
+        core.close()
+    assert prompts[0][0].role == MessageRole.SYSTEM and "allergic" in (prompts[0][0].content or "")
+    assert [m.content for m in prompts[1] if m.role == MessageRole.USER] == QUESTIONS[:2]
+
+
+def _block_prompts(core: HybridMemory, make: Callable[..., Memory], insert: InsertMethod) -> list[list[ChatMessage]]:
+    chat = make(
+        session_id="s1",
+        token_limit=4000,
+        memory_blocks=[HybridMemoryBlock(core, user_id="ann")],
+        insert_method=insert,
+    )
+
+    async def run() -> list[list[ChatMessage]]:
+        prompts = []
+        for question, answer in zip(QUESTIONS, ANSWERS, strict=True):
+            await chat.aput(ChatMessage(role="user", content=question))
+            prompts.append([ChatMessage(role="system", content="You are helpful."), *await chat.aget()])
+            await chat.aput(ChatMessage(role="assistant", content=answer))
+        return prompts
+
+    return asyncio.run(run())
+
+
+def test_memory_block_with_user_insertion_keeps_everything_before_the_newest_message(
+    core: HybridMemory, make_chat_memory: Callable[..., Memory]
+) -> None:
+    prompts = _block_prompts(core, make_chat_memory, InsertMethod.USER)
+    for before, after in pairwise(prompts):
+        assert _flat(after)[: len(before) - 1] == _flat(before)[:-1]
+    assert "allergic to peanuts" in (prompts[0][-1].content or "")
+    assert (prompts[0][-1].content or "").endswith(QUESTIONS[0])
+
+
+def test_memory_block_with_system_insertion_changes_the_system_message(
+    core: HybridMemory, make_chat_memory: Callable[..., Memory]
+) -> None:
+    prompts = _block_prompts(core, make_chat_memory, InsertMethod.SYSTEM)
+    firsts = {(p[1].content or "") for p in prompts}
+    assert len(firsts) > 1  # Memory's default placement: the prefix changes with the block
