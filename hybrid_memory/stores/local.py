@@ -666,6 +666,9 @@ class LocalStore(AsyncFromSyncStore):
         wipe_timeout: Seconds a forget (:meth:`delete`, :meth:`delete_user`) waits for readers in
             other connections that pin the WAL before it reports a pending wipe (see
             :attr:`wipe_pending`); 0 = one attempt, no wait.
+        budget: The memory budget its per-user partitions count against (default: the process's,
+            :func:`~hybrid_memory.stores.budget.cache_budget`; least recently used users are
+            evicted and rebuilt from the file when needed again).
 
     Raises:
         StoreUnavailableError: the file cannot be opened.
@@ -700,6 +703,7 @@ class LocalStore(AsyncFromSyncStore):
         *,
         analyzer: Analyzer | None = None,
         wipe_timeout: float = DEFAULT_WIPE_TIMEOUT,
+        budget: CacheBudget | None = None,
     ) -> None:
         self.analyzer: Analyzer = analyzer if analyzer is not None else Analyzer()
         if isinstance(wipe_timeout, bool) or not isinstance(wipe_timeout, (int, float)) or not 0 <= wipe_timeout <= 60:
@@ -714,7 +718,7 @@ class LocalStore(AsyncFromSyncStore):
         self._path = raw
         self._lock = threading.RLock()
         self._partitions: dict[str, _Partition] = {}
-        self._budget: CacheBudget = cache_budget()
+        self._budget: CacheBudget = budget if budget is not None else cache_budget()
         self._evict = _evictor(weakref.ref(self))
         weakref.finalize(self, self._budget.discard_owner, self._evict)
         self._data_version = -1
