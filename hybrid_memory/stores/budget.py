@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = ["CacheBudget", "CacheStats", "cache_budget", "set_cache_budget"]
 
@@ -35,6 +37,7 @@ __all__ = ["CacheBudget", "CacheStats", "cache_budget", "set_cache_budget"]
 ENV_BYTES = "HYBRID_MEMORY_CACHE_BYTES"
 
 Evict = Callable[[Hashable], None]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,22 @@ class CacheBudget:
         self._hits = 0
         self._misses = 0
         self._evictions = 0
+
+    def owner(self, owner: _T, drop: Callable[[_T, Hashable], None]) -> Evict:
+        """An ``evict`` callback that calls ``drop(owner, key)`` while holding ``owner`` only weakly.
+
+        When ``owner`` is garbage-collected its entries are forgotten, so an owner that was never
+        closed neither stays alive through the budget nor leaves its bytes accounted.
+        """
+        ref = weakref.ref(owner)
+
+        def evict(key: Hashable) -> None:
+            o = ref()
+            if o is not None:
+                drop(o, key)
+
+        weakref.finalize(owner, self.discard_owner, evict)
+        return evict
 
     def hit(self, evict: Evict, key: Hashable) -> None:
         """Mark ``key`` of that owner as just used (a cache hit)."""

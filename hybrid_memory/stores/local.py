@@ -53,9 +53,8 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -719,8 +718,7 @@ class LocalStore(AsyncFromSyncStore):
         self._lock = threading.RLock()
         self._partitions: dict[str, _Partition] = {}
         self._budget: CacheBudget = budget if budget is not None else cache_budget()
-        self._evict = _evictor(weakref.ref(self))
-        weakref.finalize(self, self._budget.discard_owner, self._evict)
+        self._evict = self._budget.owner(self, _drop_partition)
         self._data_version = -1
         self._closed = False
         try:
@@ -1609,15 +1607,9 @@ def _similarities(
     return out
 
 
-def _evictor(store: weakref.ref[LocalStore]) -> Callable[[Hashable], None]:
-    """The cache budget's callback for one store: drop a user's partition (holds no strong reference)."""
-
-    def evict(user_id: Hashable) -> None:
-        s = store()
-        if s is not None:
-            s._partitions.pop(str(user_id), None)
-
-    return evict
+def _drop_partition(store: LocalStore, user_id: Hashable) -> None:
+    """The cache budget's eviction of one user's partition."""
+    store._partitions.pop(str(user_id), None)
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:

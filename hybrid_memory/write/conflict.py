@@ -264,11 +264,31 @@ class _Features:
     body: str
     speaker: str | None
     question: bool
-    negated: bool
-    numbers: frozenset[float]
-    change: bool
-    preference: bool
-    habit: bool = False
+
+    @functools.cached_property
+    def negated(self) -> bool:
+        """An odd number of negations (interjections such as "no worries" not counted)."""
+        return len(_NEGATION.findall(_NOT_NEGATION.sub(" ", self.body))) % 2 == 1
+
+    @functools.cached_property
+    def numbers(self) -> frozenset[float]:
+        """The numeric values of the text."""
+        return _numbers(self.body)
+
+    @functools.cached_property
+    def change(self) -> bool:
+        """It declares a change (改喝, switched to, no longer, ...)."""
+        return bool(CHANGE_DECLARED.search(self.body))
+
+    @functools.cached_property
+    def preference(self) -> bool:
+        """It states a preference."""
+        return bool(PREFERENCE.search(self.body))
+
+    @functools.cached_property
+    def habit(self) -> bool:
+        """It states a habit (every day, 每天, ...)."""
+        return bool(_HABIT.search(self.body))
 
     @functools.cached_property
     def domains(self) -> frozenset[str]:
@@ -358,17 +378,11 @@ class HeuristicConflictJudge:
                 return f
         m = _SPEAKER.match(text)
         body = text[m.end() :] if m else text
-        cleaned = _NOT_NEGATION.sub(" ", body)
         f = _Features(
             text=text,
             body=body,
             speaker=m.group(1).strip() if m else None,
             question=body.rstrip().endswith(("?", "？")),
-            negated=len(_NEGATION.findall(cleaned)) % 2 == 1,
-            numbers=_numbers(body),
-            change=bool(CHANGE_DECLARED.search(body)),
-            preference=bool(PREFERENCE.search(body)),
-            habit=bool(_HABIT.search(body)),
         )
         with self._lock:
             self._cache[text] = f

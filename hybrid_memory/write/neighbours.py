@@ -118,11 +118,12 @@ class NeighbourCache:
         self.store = store
         self._budget = budget if budget is not None else cache_budget()
         self._by_user: dict[str, UserIndex] = {}
+        self._evict = self._budget.owner(self, NeighbourCache._evicted)
 
     def __contains__(self, user_id: object) -> bool:
         return user_id in self._by_user
 
-    def _evict(self, user_id: Hashable) -> None:
+    def _evicted(self, user_id: Hashable) -> None:
         self._by_user.pop(str(user_id), None)
 
     def peek(self, user_id: str) -> UserIndex | None:

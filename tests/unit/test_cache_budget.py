@@ -118,3 +118,25 @@ def test_metrics_report_the_cache() -> None:
     snap = MemoryMetrics().snapshot()
     assert snap.cache is not None and snap.cache.max_bytes >= 0
     assert set(snap.to_dict()["cache"]) == {"max_bytes", "bytes", "entries", "hits", "misses", "evictions"}
+
+
+def test_write_logs_of_least_recently_written_users_are_evicted() -> None:
+    from collections import deque
+
+    from hybrid_memory.write.outcome_log import OUTCOME_BYTES, UserWriteLogs
+
+    b = CacheBudget(8 * OUTCOME_BYTES)
+    logs = UserWriteLogs(b)
+    for u in ("a", "b", "c"):
+        logs[u] = deque(maxlen=500)
+        for i in range(3):
+            log = logs.get(u)
+            assert log is not None
+            log.append(i)
+    assert "a" not in logs and list(logs["c"]) == [0, 1, 2]  # a was written least recently
+    assert b.stats().bytes <= b.max_bytes
+    assert logs.pop("c") is not None and logs.pop("c") is None
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(dim=32))
+    mem.remember("u", "I like green tea")
+    assert [o.action for o in mem.write_log("u")] == ["added"]
+    mem.close()
