@@ -24,6 +24,7 @@ from hybrid_memory.errors import ConfigurationError
 
 __all__ = [
     "BufferConfig",
+    "CacheConfig",
     "FuserConfig",
     "HybridMemoryConfig",
     "LifecycleConfig",
@@ -239,6 +240,17 @@ class MetricsConfig(_Section):
         return self
 
 
+class CacheConfig(_Section):
+    """The memory budget of everything per-user a process caches (see :mod:`hybrid_memory.stores.budget`).
+
+    One budget per process, shared by every store and writer in it: least recently used users
+    are evicted first and rebuilt from the store when needed again. ``HYBRID_MEMORY_CACHE_BYTES``
+    (or ``HYBRID_MEMORY_CACHE__MAX_BYTES``) sets it.
+    """
+
+    max_bytes: int = Field(default=512 * 1024 * 1024, ge=0, description="bytes of per-user caches per process")
+
+
 class HybridMemoryConfig(BaseSettings):
     """All settings, frozen. Build with keywords or from ``HYBRID_MEMORY_*`` environment variables.
 
@@ -258,6 +270,7 @@ class HybridMemoryConfig(BaseSettings):
     lifecycle: LifecycleConfig = Field(default_factory=LifecycleConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
     tokenizer_model: str = Field(default="gpt-4o-mini", description="tiktoken model for token counts")
 
 

@@ -87,6 +87,7 @@ from hybrid_memory.summary import SessionSummarizer
 from hybrid_memory.tokens import TokenCounter
 from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
 from hybrid_memory.write.drafts import draft, fallback_note
+from hybrid_memory.write.outcome_log import UserWriteLogs
 from hybrid_memory.write.session import Sessions
 from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
 
@@ -184,7 +185,7 @@ class HybridMemory:
         self.counter = TokenCounter(self.config.tokenizer_model)
         self.fuser = ContextFuser.for_embedder(self.config.fuser, self.embedder, counter=self.counter)
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
-        self._outcomes: dict[str, deque[WriteOutcome]] = {}
+        self._outcomes: dict[str, deque[WriteOutcome]] = UserWriteLogs()  # per-user logs within the cache budget
         # Guards the write log only; never held across store, embedder or LLM calls.
         self._lock = threading.Lock()
         self._sessions = Sessions(

@@ -101,8 +101,10 @@ def register(subparsers: Any) -> None:
         p.add_argument("--quiet", action="store_true", help="no progress on stderr")
         p.set_defaults(func=run)
     from benchmarks.harness.perf import register_perf
+    from benchmarks.harness.scale import register_scale
 
     register_perf(sub)
+    register_scale(sub)
 
 
 def make_embedder(name: str, *, cache: bool = True) -> Any:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from hybrid_memory.config import MetricsConfig
 from hybrid_memory.errors import MissingDependencyError
 from hybrid_memory.records import utcnow
+from hybrid_memory.stores.budget import CacheStats, cache_budget
 
 if TYPE_CHECKING:  # pragma: no cover
     from hybrid_memory.stores.base import MemoryStore
@@ -170,6 +171,7 @@ class MetricsSnapshot:
     trace_errors: int
     store: StoreStats | None = None
     extra: dict[str, int] = field(default_factory=dict)
+    cache: CacheStats | None = None  # the process's per-user caches (hybrid_memory.stores.budget)
 
     @property
     def recall_latency(self) -> OperationStats | None:
@@ -337,6 +339,7 @@ class MemoryMetrics:
                 trace_steps=self._trace["steps"],
                 trace_errors=self._trace["errors"],
                 store=store_stats,
+                cache=cache_budget().stats(),
             )
 
 
@@ -431,6 +434,24 @@ class _Collector:
         traces.add_metric(["stored"], snap.trace_steps)
         traces.add_metric(["failed"], snap.trace_errors)
         yield traces
+        if snap.cache is not None:
+            c = snap.cache
+            for name, help_text, value in (
+                ("hybrid_memory_cache_bytes", "Estimated bytes of per-user caches", c.bytes),
+                ("hybrid_memory_cache_budget_bytes", "Budget of per-user caches", c.max_bytes),
+                ("hybrid_memory_cache_entries", "Cached per-user entries", c.entries),
+            ):
+                g = GaugeMetricFamily(name, help_text)
+                g.add_metric([], value)
+                yield g
+            for name, help_text, value in (
+                ("hybrid_memory_cache_hits", "Per-user cache hits", c.hits),
+                ("hybrid_memory_cache_misses", "Per-user cache builds", c.misses),
+                ("hybrid_memory_cache_evictions", "Per-user cache entries evicted for the budget", c.evictions),
+            ):
+                k = CounterMetricFamily(name, help_text)
+                k.add_metric([], value)
+                yield k
         if snap.store is not None:
             size = GaugeMetricFamily(
                 "hybrid_memory_store_memories", "Memories per user (largest users)", labels=["user"]

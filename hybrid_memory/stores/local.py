@@ -54,7 +54,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -86,6 +86,8 @@ from hybrid_memory.ranking import (
 )
 from hybrid_memory.records import Category, MemoryRecord, Status, Turn, check_id, check_text, ensure_utc
 from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, user_hash
+from hybrid_memory.stores.budget import CacheBudget, cache_budget
+from hybrid_memory.stores.nearest import Neighbour, nearest
 from hybrid_memory.values import MemoryFilter, SearchRequest, SessionLog, StoreHit, Vector, as_matrix
 
 __all__ = ["LocalStore"]
@@ -95,6 +97,15 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
 _STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(get_args(Status))}
 _CATEGORY_CODES: dict[str, int] = {c: i for i, c in enumerate(get_args(Category))}
+_CATEGORY_NAMES: tuple[str, ...] = (*get_args(Category), "")  # code -1 (unknown) -> ""
+_ACTIVE = _STATUS_CODES["active"]
+#: Estimated bytes of a partition (see _Partition.nbytes): per row beyond its vector and columns
+#: (id string, row map, token counts), per posting entry and per distinct term.
+_ROW_BYTES = 480
+_POSTING_BYTES = 90
+_TERM_BYTES = 250
+#: Query rows x partition rows per block of :meth:`LocalStore.neighbours` (a 16 MB float32 block).
+_NEIGHBOUR_BLOCK = 1 << 22
 _CHUNK = 500  # ids per "IN (...)" query
 #: Query terms whose BM25 contributions a partition keeps between writes (then computed per query).
 _BM25_CACHE_TERMS = 4096
@@ -155,6 +166,10 @@ CREATE INDEX IF NOT EXISTS turns_by_session ON turns (user_id, session_id, seq);
 CREATE TABLE IF NOT EXISTS forget_epochs (
     user_hash TEXT PRIMARY KEY,
     epoch     INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS user_versions (
+    user_hash TEXT PRIMARY KEY,
+    version   INTEGER NOT NULL
 );
 """
 
@@ -229,6 +244,12 @@ class _Partition:
     def __init__(self, dim: int | None) -> None:
         self.dim = dim
         self.n = 0
+        #: The user's change counter (``user_versions``) this partition reflects.
+        self.version = 0
+        #: The ``PRAGMA data_version`` at which :attr:`version` was last checked against the file.
+        self.checked = -1
+        #: Posting entries (term, row) held, for :meth:`nbytes`.
+        self.entries = 0
         self.ids: list[str] = []
         self.row_of: dict[str, int] = {}
         self.term_counts: list[dict[str, int]] = []
@@ -237,7 +258,7 @@ class _Partition:
         # load, read-only) or ``_postings[t]`` (a ``{row: tf}`` dict, made on the first change
         # of the term; ``_arrays[t]`` is then a cache derived from it).
         self._postings: dict[str, dict[int, int]] = {}
-        self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._arrays: _FrozenPostings = _FrozenPostings()
         self.tag_rows: dict[str, set[int]] = {}
         self.session_codes: dict[str | None, int] = {None: -1}
         # BM25 contributions per (term, count in query), valid until the next change of any
@@ -266,6 +287,13 @@ class _Partition:
         self.matrix, self.dl, self.status, self.category = matrix, dl, status, category
         self.created, self.session = created, session
 
+    def nbytes(self) -> int:
+        """Estimated bytes held (arrays at capacity, Python objects per row, posting and term)."""
+        cap = int(self.matrix.shape[0])
+        arrays = cap * ((self.dim or 0) * 4 + 8 + 1 + 1 + 8 + 4)
+        terms = len(self._arrays) + len(self._postings)
+        return arrays + self.n * _ROW_BYTES + self.entries * _POSTING_BYTES + terms * _TERM_BYTES
+
     def _ensure_row(self) -> int:
         if self.n >= self.matrix.shape[0]:
             self._alloc(max(16, 2 * self.matrix.shape[0]))
@@ -291,6 +319,7 @@ class _Partition:
         for t, c in counts.items():
             self._mutable(t)[row] = c
         self.term_counts[row] = counts
+        self.entries += len(counts)
         self.dl[row] = len(tokens)
         self.total_tokens += len(tokens)
         self.docs_with_tokens += 1 if tokens else 0
@@ -304,6 +333,7 @@ class _Partition:
         length = int(self.dl[row])
         self.total_tokens -= length
         self.docs_with_tokens -= 1 if length else 0
+        self.entries -= len(self.term_counts[row])
         self.term_counts[row] = {}
         self.dl[row] = 0
 
@@ -389,12 +419,13 @@ class _Partition:
             term_counts.append(counts)
             lengths.append(len(tokens))
         self.term_counts = term_counts
+        self.entries = total_entries = sum(len(c) for c in term_counts)
         self.dl[:n] = lengths
         self.total_tokens = sum(lengths)
         self.docs_with_tokens = sum(1 for x in lengths if x)
         # Frozen postings: one stable sort of (term id, row) pairs, sliced per term.
         vocab: dict[str, int] = {}
-        total = sum(len(c) for c in term_counts)
+        total = total_entries
         term_ids = np.fromiter(
             (vocab.setdefault(t, len(vocab)) for c in term_counts for t in c), dtype=np.int64, count=total
         )
@@ -404,9 +435,7 @@ class _Partition:
         doc_rows, tfs = doc_rows[order], tfs[order]
         bounds = np.concatenate(([0], np.cumsum(np.bincount(term_ids, minlength=len(vocab)))))
         self._postings.clear()
-        self._arrays = {
-            t: (doc_rows[bounds[i] : bounds[i + 1]], tfs[bounds[i] : bounds[i + 1]]) for t, i in vocab.items()
-        }
+        self._arrays = _FrozenPostings(vocab, doc_rows, tfs, bounds)
         self.n = n
 
     def update(self, rec: _FilterFields, tokens: Sequence[str] | None) -> None:
@@ -543,6 +572,27 @@ class _Partition:
         order = order_by_key_then_id(key[sel], sel_ids)[:k]
         return [sel_ids[i] for i in order], scores[cand[sel[np.array(order, dtype=np.intp)]]]
 
+    def neighbours(
+        self, unit: npt.NDArray[np.float32], threshold: float, top: int
+    ) -> builtins.list[builtins.list[Neighbour]]:
+        """Per query row: up to ``top`` active rows with cosine >= ``threshold``, most similar first, then id.
+
+        One matrix product per block of query rows (blocks bounded by :data:`_NEIGHBOUR_BLOCK`).
+        """
+        n = self.n
+        if n == 0 or len(unit) == 0:
+            return [[] for _ in range(len(unit))]
+        inactive = self.status[:n] != _ACTIVE
+        names = _CategoryNames(self.category)
+        step = max(1, _NEIGHBOUR_BLOCK // n)
+        found: builtins.list[builtins.list[Neighbour]] = []
+        for lo in range(0, len(unit), step):
+            sims = unit[lo : lo + step] @ self.matrix[:n].T
+            if inactive.any():
+                sims[:, inactive] = -np.inf
+            found.extend(nearest(sims, self.ids, names, threshold, top))
+        return found
+
     def _posting_arrays(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
         cached = self._arrays.get(term)
         if cached is None:
@@ -555,6 +605,66 @@ class _Partition:
             )
             self._arrays[term] = cached
         return cached
+
+
+_Posting = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
+
+
+class _FrozenPostings:
+    """Postings built in bulk, ``term -> (rows, tfs)`` sliced on demand out of two flat arrays.
+
+    No per-term objects are made on load (a cold partition is built faster and holds ~250 bytes
+    less per distinct term); terms set or popped later live in an overlay (popped = ``None``).
+    """
+
+    def __init__(
+        self,
+        vocab: dict[str, int] | None = None,
+        rows: npt.NDArray[np.int64] | None = None,
+        tfs: npt.NDArray[np.float64] | None = None,
+        bounds: npt.NDArray[np.int64] | None = None,
+    ) -> None:
+        self._vocab: dict[str, int] = vocab if vocab is not None else {}
+        self._rows = rows if rows is not None else np.zeros(0, dtype=np.int64)
+        self._tfs = tfs if tfs is not None else np.zeros(0, dtype=np.float64)
+        self._bounds = bounds if bounds is not None else np.zeros(1, dtype=np.int64)
+        self._over: dict[str, _Posting | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._vocab) + len(self._over)
+
+    def get(self, term: str) -> _Posting | None:
+        """The postings of ``term`` (``None``: none frozen)."""
+        if term in self._over:
+            return self._over[term]
+        i = self._vocab.get(term)
+        if i is None:
+            return None
+        lo, hi = int(self._bounds[i]), int(self._bounds[i + 1])
+        return self._rows[lo:hi], self._tfs[lo:hi]
+
+    def __setitem__(self, term: str, value: _Posting) -> None:
+        self._over[term] = value
+
+    def pop(self, term: str, default: None = None) -> _Posting | None:
+        """Remove ``term`` and return what it held (``default`` when nothing)."""
+        value = self.get(term)
+        if value is not None or term in self._vocab:
+            self._over[term] = None
+        return value if value is not None else default
+
+
+class _CategoryNames(Sequence[str]):
+    """Category names of a partition's rows, looked up only for the rows asked for."""
+
+    def __init__(self, codes: npt.NDArray[np.int8]) -> None:
+        self._codes = codes
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def __getitem__(self, row: Any) -> Any:
+        return _CATEGORY_NAMES[int(self._codes[row])]
 
 
 class _FilterFields:
@@ -600,6 +710,9 @@ class LocalStore(AsyncFromSyncStore):
         wipe_timeout: Seconds a forget (:meth:`delete`, :meth:`delete_user`) waits for readers in
             other connections that pin the WAL before it reports a pending wipe (see
             :attr:`wipe_pending`); 0 = one attempt, no wait.
+        budget: The memory budget its per-user partitions count against (default: the process's,
+            :func:`~hybrid_memory.stores.budget.cache_budget`; least recently used users are
+            evicted and rebuilt from the file when needed again).
 
     Raises:
         StoreUnavailableError: the file cannot be opened.
@@ -634,6 +747,7 @@ class LocalStore(AsyncFromSyncStore):
         *,
         analyzer: Analyzer | None = None,
         wipe_timeout: float = DEFAULT_WIPE_TIMEOUT,
+        budget: CacheBudget | None = None,
     ) -> None:
         self.analyzer: Analyzer = analyzer if analyzer is not None else Analyzer()
         if isinstance(wipe_timeout, bool) or not isinstance(wipe_timeout, (int, float)) or not 0 <= wipe_timeout <= 60:
@@ -648,6 +762,8 @@ class LocalStore(AsyncFromSyncStore):
         self._path = raw
         self._lock = threading.RLock()
         self._partitions: dict[str, _Partition] = {}
+        self._budget: CacheBudget = budget if budget is not None else cache_budget()
+        self._evict = self._budget.owner(self, _drop_partition)
         self._data_version = -1
         self._closed = False
         try:
@@ -716,6 +832,7 @@ class LocalStore(AsyncFromSyncStore):
                 return
             self._closed = True
             self._partitions.clear()
+            self._budget.discard_owner(self._evict)
             try:
                 if not self._memory:  # a pending wipe gets one more bounded chance; it stays recorded otherwise
                     self._wipe(self._wipe_timeout if self._wipe_pending else 0.0)
@@ -776,19 +893,74 @@ class LocalStore(AsyncFromSyncStore):
                 raise StoreError(f"SQLite error: {exc}") from exc
 
     def _sync_external(self) -> None:
-        """Drop the in-process indexes if another connection (process, CLI) committed since.
+        """Note whether another connection (process, CLI) committed since the last operation.
 
         ``PRAGMA data_version`` changes only on other connections' commits, so this store's own
-        writes keep its incrementally maintained indexes.
+        writes keep its incrementally maintained indexes. After another connection's commit, a
+        cached partition is checked against its user's change counter (``user_versions``, bumped
+        by every write of that user in the same transaction) before its next use, and rebuilt
+        only when that user changed (see :meth:`_partition`).
         """
         version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
         if version != self._data_version:
             if self._data_version != -1:
-                self._partitions.clear()
                 dim = self._meta("embedder_dimension")
-                self._dim = int(dim) if dim is not None else None
+                new_dim = int(dim) if dim is not None else None
+                if new_dim != self._dim:  # re-embedded elsewhere: no cached vector is valid
+                    self._drop_partitions()
+                self._dim = new_dim
                 self._wipe_pending = self._meta(_WIPE_KEY) is not None  # set or finished by another process
             self._data_version = version
+
+    def _drop_partitions(self) -> None:
+        self._partitions.clear()
+        self._budget.discard_owner(self._evict)
+
+    def _drop_partition(self, user_id: str) -> None:
+        self._partitions.pop(user_id, None)
+        self._budget.discard(self._evict, user_id)
+
+    def _user_version(self, user_id: str) -> int:
+        row = self._conn.execute(
+            "SELECT version FROM user_versions WHERE user_hash = ?", (user_hash(user_id),)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _bump_versions(self, users: Iterable[str]) -> dict[str, int]:
+        """Inside a write transaction: bump the change counter of each user; the new values."""
+        out: dict[str, int] = {}
+        for user in dict.fromkeys(users):
+            row = self._conn.execute(
+                "INSERT INTO user_versions (user_hash, version) VALUES (?, 1) "
+                "ON CONFLICT (user_hash) DO UPDATE SET version = version + 1 RETURNING version",
+                (user_hash(user),),
+            ).fetchone()
+            out[user] = int(row[0])
+        return out
+
+    def _current(self, versions: Mapping[str, int]) -> dict[str, _Partition]:
+        """After this store's own write: the cached partitions to change in place.
+
+        A partition is kept when it reflected the user's state just before the write (its
+        version is one less than the new one); otherwise another process wrote the user in
+        between and the partition is dropped (rebuilt on its next use).
+        """
+        out: dict[str, _Partition] = {}
+        for user, version in versions.items():
+            part = self._partitions.get(user)
+            if part is None:
+                continue
+            if part.version == version - 1:
+                part.version = version
+                out[user] = part
+            else:
+                self._drop_partition(user)
+        return out
+
+    def _resized(self, parts: Mapping[str, _Partition]) -> None:
+        for user, part in parts.items():
+            if self._partitions.get(user) is part:
+                self._budget.resize(self._evict, user, part.nbytes())
 
     def _meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -1018,6 +1190,7 @@ class LocalStore(AsyncFromSyncStore):
                 self._check_epochs(epochs)
                 if self._dim is None:
                     self._set_meta("embedder_dimension", str(m.shape[1]))
+                versions = self._bump_versions(r.user_id for r in recs)
                 c.executemany(
                     "INSERT OR REPLACE INTO memories (user_id, id, session_id, content, analyzed, category, "
                     "importance, source, created_at, created_us, updated_at, last_accessed_at, access_count, "
@@ -1026,10 +1199,12 @@ class LocalStore(AsyncFromSyncStore):
                     rows,
                 )
             self._dim = int(m.shape[1])
+            parts = self._current(versions)
             for i, r in enumerate(recs):
-                part = self._partitions.get(r.user_id)
+                part = parts.get(r.user_id)
                 if part is not None:
                     part.put(_FilterFields.of(r), analyzed[i].split(), unit[i])
+            self._resized(parts)
 
     def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
         """Replace the stored fields of existing records, keeping their vectors.
@@ -1058,6 +1233,7 @@ class LocalStore(AsyncFromSyncStore):
                     if row is None:
                         raise NotFoundError(f"memory {r.id!r} does not exist for user {r.user_id!r}")
                     old_content.setdefault((r.user_id, r.id), f"{row[1]}\n{row[0]}" if row[1] else str(row[0]))
+                versions = self._bump_versions([r.user_id for r in recs])
                 c.executemany(
                     "UPDATE memories SET session_id = ?, content = ?, analyzed = ?, category = ?, importance = ?, "
                     "source = ?, created_at = ?, created_us = ?, updated_at = ?, last_accessed_at = ?, "
@@ -1065,12 +1241,14 @@ class LocalStore(AsyncFromSyncStore):
                     "superseded_by = ?, provenance = ?, context = ? WHERE user_id = ? AND id = ?",
                     [(*self._row(r, a)[2:], r.user_id, r.id) for r, a in zip(recs, analyzed, strict=True)],
                 )
+            parts = self._current(versions)
             for r, a in zip(recs, analyzed, strict=True):
-                part = self._partitions.get(r.user_id)
+                part = parts.get(r.user_id)
                 if part is not None:
                     changed = old_content[(r.user_id, r.id)] != r.search_text
                     old_content[(r.user_id, r.id)] = r.search_text
                     part.update(_FilterFields.of(r), a.split() if changed else None)
+            self._resized(parts)
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
         """``access_count += 1`` and ``last_accessed_at = when`` for these memories (missing ids skipped).
@@ -1107,10 +1285,13 @@ class LocalStore(AsyncFromSyncStore):
                     ).fetchall()
                     removed.extend(str(r[0]) for r in found)
                     c.execute(f"DELETE FROM memories WHERE user_id = ? AND id IN ({_marks(chunk)})", (user_id, *chunk))
-            part = self._partitions.get(user_id)
+                versions = self._bump_versions([user_id]) if removed else {}
+            parts = self._current(versions)
+            part = parts.get(user_id)
             if part is not None:
                 for mid in removed:
                     part.remove(mid)
+            self._resized(parts)
             if removed:
                 self._forget_traces()
             return len(removed)
@@ -1133,7 +1314,8 @@ class LocalStore(AsyncFromSyncStore):
                     "ON CONFLICT (user_hash) DO UPDATE SET epoch = epoch + 1",
                     (user_hash(user_id),),
                 )
-            self._partitions.pop(user_id, None)
+                self._bump_versions([user_id])
+            self._drop_partition(user_id)
             self._forget_traces()
             return int(n)
 
@@ -1322,10 +1504,27 @@ class LocalStore(AsyncFromSyncStore):
 
     # -- search ------------------------------------------------------------------------------
     def _partition(self, user_id: str) -> _Partition:
+        """The user's in-process index: cached (checked against the file) or built from SQLite.
+
+        A cached partition is reused without a query while no other connection committed; after
+        one did, one indexed lookup of the user's change counter decides whether it is still
+        current. Building one registers it with the process's cache budget, which may evict the
+        least recently used partitions (of any store in the process).
+        """
         part = self._partitions.get(user_id)
         if part is not None:
-            return part
+            if part.checked != self._data_version:
+                if self._user_version(user_id) == part.version:
+                    part.checked = self._data_version
+                else:
+                    self._drop_partition(user_id)
+                    part = None
+            if part is not None:
+                self._budget.hit(self._evict, user_id)
+                return part
         part = _Partition(self._dim)
+        part.version = self._user_version(user_id)  # read before the rows: a later commit only forces a rebuild
+        part.checked = self._data_version
         rows = self._conn.execute(
             "SELECT id, analyzed, status, category, created_us, session_id, tags, vector "
             "FROM memories WHERE user_id = ? ORDER BY created_us, id",
@@ -1334,7 +1533,40 @@ class LocalStore(AsyncFromSyncStore):
         if rows:
             part.bulk_load(rows)
         self._partitions[user_id] = part
+        self._budget.add(self._evict, user_id, part.nbytes())
         return part
+
+    def neighbours(
+        self, user_id: str, vectors: Vector, *, threshold: float, top: int
+    ) -> builtins.list[builtins.list[Neighbour]]:
+        """The active memories of ``user_id`` most similar to each of ``vectors`` (the writer's dedup check).
+
+        Served from the same in-process index as :meth:`search` (no second copy of the vectors):
+        one matrix product per block of query rows.
+
+        Args:
+            user_id: Whose memories.
+            vectors: Unit-normalised query vectors, one per row.
+            threshold: Minimum cosine similarity.
+            top: At most this many neighbours per row.
+
+        Returns:
+            Per row, ``(id, cosine, category)`` of at most ``top`` active memories with cosine at
+            or above ``threshold``, most similar first (ties by id).
+
+        Raises:
+            InvalidInputError: bad user id, ``top`` < 1, or vectors that are not a finite 2-D array.
+            EmbeddingDimensionError: vectors of another dimension than the store's.
+        """
+        check_id(user_id)
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise InvalidInputError(f"top must be a positive int, got {top!r}")
+        q = np.asarray(vectors, dtype=np.float32)
+        m = as_matrix(q, q.shape[0] if q.ndim == 2 else -1, None)
+        with self._guard():
+            if self._dim is not None and m.shape[1] != self._dim:
+                raise EmbeddingDimensionError(self._dim, int(m.shape[1]), hint=_REEMBED_HINT)
+            return self._partition(user_id).neighbours(m, float(threshold), top)
 
     def search(self, request: SearchRequest) -> builtins.list[StoreHit]:
         """Hybrid search within ``request.user_id``'s memories (Weaviate semantics).
@@ -1418,6 +1650,11 @@ def _similarities(
             dist[j] = cosine_distance(dot)
     out: builtins.list[float | None] = (np.float32(1) - dist).tolist()
     return out
+
+
+def _drop_partition(store: LocalStore, user_id: Hashable) -> None:
+    """The cache budget's eviction of one user's partition."""
+    store._partitions.pop(str(user_id), None)
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import re
 import threading
@@ -257,18 +258,57 @@ def _holders(body: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class _Features:
+    """The rule features of one text; the costly ones are computed on first use (most pairs never need them)."""
+
     text: str
+    body: str
     speaker: str | None
     question: bool
-    negated: bool
-    numbers: frozenset[float]
-    change: bool
-    preference: bool
-    domains: frozenset[str]
-    subject: frozenset[str]
-    nums: tuple[_Num, ...] = ()
-    habit: bool = False
-    holders: frozenset[str] = frozenset()
+
+    @functools.cached_property
+    def negated(self) -> bool:
+        """An odd number of negations (interjections such as "no worries" not counted)."""
+        return len(_NEGATION.findall(_NOT_NEGATION.sub(" ", self.body))) % 2 == 1
+
+    @functools.cached_property
+    def numbers(self) -> frozenset[float]:
+        """The numeric values of the text."""
+        return _numbers(self.body)
+
+    @functools.cached_property
+    def change(self) -> bool:
+        """It declares a change (改喝, switched to, no longer, ...)."""
+        return bool(CHANGE_DECLARED.search(self.body))
+
+    @functools.cached_property
+    def preference(self) -> bool:
+        """It states a preference."""
+        return bool(PREFERENCE.search(self.body))
+
+    @functools.cached_property
+    def habit(self) -> bool:
+        """It states a habit (every day, 每天, ...)."""
+        return bool(_HABIT.search(self.body))
+
+    @functools.cached_property
+    def domains(self) -> frozenset[str]:
+        """Topic domains (drinks, food, home, ...) the text mentions."""
+        return frozenset(m.lastgroup for m in _DOMAINS.finditer(self.body) if m.lastgroup)
+
+    @functools.cached_property
+    def subject(self) -> frozenset[str]:
+        """Content tokens (see :func:`_subject_tokens`)."""
+        return _subject_tokens(self.body)
+
+    @functools.cached_property
+    def nums(self) -> tuple[_Num, ...]:
+        """Every number of the text with its kind and slot."""
+        return tuple(_classify(self.body, n) for n in _NUMBER.finditer(self.body))
+
+    @functools.cached_property
+    def holders(self) -> frozenset[str]:
+        """Whose fact it is (me, my sister, Anna)."""
+        return _holders(self.body)
 
 
 def _subject_tokens(text: str) -> frozenset[str]:
@@ -338,20 +378,11 @@ class HeuristicConflictJudge:
                 return f
         m = _SPEAKER.match(text)
         body = text[m.end() :] if m else text
-        cleaned = _NOT_NEGATION.sub(" ", body)
         f = _Features(
             text=text,
+            body=body,
             speaker=m.group(1).strip() if m else None,
             question=body.rstrip().endswith(("?", "？")),
-            negated=len(_NEGATION.findall(cleaned)) % 2 == 1,
-            numbers=_numbers(body),
-            change=bool(CHANGE_DECLARED.search(body)),
-            preference=bool(PREFERENCE.search(body)),
-            domains=frozenset(m.lastgroup for m in _DOMAINS.finditer(body) if m.lastgroup),
-            subject=_subject_tokens(body),
-            nums=tuple(_classify(body, n) for n in _NUMBER.finditer(body)),
-            habit=bool(_HABIT.search(body)),
-            holders=_holders(body),
         )
         with self._lock:
             self._cache[text] = f
@@ -443,6 +474,8 @@ class HeuristicConflictJudge:
         hard, final = self._hard_verdict(a, b)
         if hard is not None and (final or hard.relation == "contradicts"):
             return hard
+        if not (a.change or (a.preference and b.preference)):  # the domains decide nothing else
+            return hard if hard is not None else Verdict("unrelated", "", self.name)
         shared = sorted(a.domains & b.domains)
         if shared and a.change and a.holders == b.holders:
             return Verdict("contradicts", f"declared change ({shared[0]})", self.name)

@@ -43,6 +43,7 @@ Example (``...`` stands for the old memory's id):
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import uuid
 import zlib
@@ -61,7 +62,7 @@ from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
 from hybrid_memory.stores.base import MemoryStore, Vector
 from hybrid_memory.text.privacy import PiiRedactor
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview, HeuristicConflictJudge
-from hybrid_memory.write.neighbours import NeighbourCache
+from hybrid_memory.write.neighbours import Neighbour, NeighbourCache, NeighbourSource
 
 __all__ = ["LOCK_STRIPES", "MemoryWriter", "conflict_similarity_for"]
 
@@ -132,9 +133,13 @@ class MemoryWriter:
         self.config = config if config is not None else WriterConfig()
         self.clock = clock
         self.judge: ConflictJudge = judge if judge is not None else HeuristicConflictJudge()
-        self._hard = HeuristicConflictJudge()
+        # The number/negation rules of the dedup check; the default judge's instance when it is
+        # one, so both share one cache of text features.
+        self._hard = self.judge if isinstance(self.judge, HeuristicConflictJudge) else HeuristicConflictJudge()
         self.redactor = redactor if redactor is not None else PiiRedactor()
         self._stripes = tuple(threading.RLock() for _ in range(LOCK_STRIPES))
+        # A store that finds neighbours in its own index serves dedup; otherwise a cache of vectors.
+        self._source: NeighbourSource | None = store if isinstance(store, NeighbourSource) else None
         self._neighbours = NeighbourCache(store)
         self._reviews: dict[str, deque[ConflictReview]] = {}
 
@@ -378,7 +383,10 @@ class MemoryWriter:
             idx.remove(removed.get(user, []))
             mine = [p for p in to_upsert if p.record.user_id == user and p.record.status == "active"]
             if mine:
-                idx.add([p.record.id for p in mine], np.stack([p.vector for p in mine]))
+                idx.add(
+                    [p.record.id for p in mine], np.stack([p.vector for p in mine]), [p.record.category for p in mine]
+                )
+                self._neighbours.resized(user)
         # Outcomes of added/superseded/demoted drafts carry the final stored record.
         final = {p.record.id: p.record for p in to_upsert}
         out: list[WriteOutcome] = []
@@ -434,42 +442,26 @@ class MemoryWriter:
                 rest.append(i)
         if not rest:
             return
-        index = self._neighbours.load(user, dim, epoch)
         mat = np.stack([vec[i] for i in rest])
-        sim_ex = index.sims(mat) if index.n else np.zeros((len(rest), 0), dtype=np.float32)
         sim_in = mat @ mat.T
         dup_t, rel_t = self.dedup_threshold, self.conflict_threshold
         # Existing memories worth a look: duplicates always, related ones only for conflict checks.
         look_t = rel_t if self.config.detect_conflicts else dup_t
         top = max(8, self.config.max_conflict_candidates * 2)
-        near: list[list[int]] = [[] for _ in rest]
-        if sim_ex.shape[1]:
-            for a in np.flatnonzero((sim_ex >= look_t).any(axis=1)).tolist():
-                row = sim_ex[a]
-                js = np.flatnonzero(row >= look_t)
-                if js.size > top:
-                    js = js[np.argpartition(-row[js], top - 1)[:top]]
-                near[a] = js[np.argsort(-row[js], kind="stable")].tolist()
-        fetched: dict[str, MemoryRecord] = {}
-        wanted = sorted({index.ids[j] for js in near for j in js})
-        for k in range(0, len(wanted), 500):
-            for got in self.store.get(user, wanted[k : k + 500]):
-                fetched[got.id] = got
+        near = self._near(user, mat, dim, epoch, look_t, top)
+        records = _Records(self.store, user, to_update)
+        records.prefetch(self._wanted(near, [drafts[i] for i in rest], dup_t))
         accepted: dict[int, _Pending] = {}  # row in rest -> pending
         in_batch = sim_in >= look_t
 
         for a, i in enumerate(rest):
             d = drafts[i]
-            cands: list[tuple[float, MemoryRecord, _Pending | None]] = []
-            for j in near[a]:
-                mid = index.ids[j]
-                r = to_update.get((user, mid)) or fetched.get(mid)
-                if r is not None and r.status == "active":
-                    cands.append((float(sim_ex[a, j]), r, None))
+            # (cosine, id, category, pending draft of this batch or None), most similar first
+            cands: list[tuple[float, str, str, _Pending | None]] = [(sim, mid, cat, None) for mid, sim, cat in near[a]]
             for b in np.flatnonzero(in_batch[a, :a]).tolist():
                 p = accepted.get(b)
                 if p is not None and p.record.status == "active":
-                    cands.append((float(sim_in[a, b]), p.record, p))
+                    cands.append((float(sim_in[a, b]), p.record.id, p.record.category, p))
             if not cands:
                 pending = _Pending(i, d, vec[i])
                 to_upsert.append(pending)
@@ -483,9 +475,8 @@ class MemoryWriter:
             dup = next(
                 (
                     c
-                    for c in cands
-                    if c[0] >= dup_t
-                    and (c[1].category == "summary") == is_summary
+                    for c in records.resolve(x for x in cands if x[0] >= dup_t and (x[2] == "summary") == is_summary)
+                    if (c[1].category == "summary") == is_summary
                     and self._hard.hard_conflict(d.content, c[1].content) is None
                 ),
                 None,
@@ -509,7 +500,16 @@ class MemoryWriter:
             # 2. conflicts with related memories
             pending = _Pending(i, d, vec[i])
             checkable = (
-                [c for c in cands if c[1].category in _CONFLICT_OLD_CATEGORIES][: self.config.max_conflict_candidates]
+                list(
+                    itertools.islice(
+                        (
+                            c
+                            for c in records.resolve(x for x in cands if x[2] in _CONFLICT_OLD_CATEGORIES)
+                            if c[1].category in _CONFLICT_OLD_CATEGORIES
+                        ),
+                        self.config.max_conflict_candidates,
+                    )
+                )
                 if self.config.detect_conflicts and d.category in _CONFLICT_CATEGORIES
                 else []
             )
@@ -572,6 +572,30 @@ class MemoryWriter:
                     )
                 )
 
+    def _near(
+        self, user: str, mat: Vector, dim: int, epoch: int | None, threshold: float, top: int
+    ) -> list[list[Neighbour]]:
+        """Each draft's nearest active memories: from the store's own index, else the writer's cache."""
+        if self._source is not None:
+            return self._source.neighbours(user, mat, threshold=threshold, top=top)
+        return self._neighbours.load(user, dim, epoch).neighbours(mat, threshold, top)
+
+    def _wanted(self, near: list[list[Neighbour]], drafts: list[MemoryRecord], dup_t: float) -> list[str]:
+        """Ids of the stored memories the checks will read: dedup range and the first conflict candidates."""
+        out: list[str] = []
+        k_max = self.config.max_conflict_candidates
+        for found, d in zip(near, drafts, strict=True):
+            is_summary = d.category == "summary"
+            check = self.config.detect_conflicts and d.category in _CONFLICT_CATEGORIES
+            k = 0
+            for mid, sim, cat in found:
+                if sim >= dup_t and (cat == "summary") == is_summary:
+                    out.append(mid)
+                if check and k < k_max and cat in _CONFLICT_OLD_CATEGORIES:
+                    out.append(mid)
+                    k += 1
+        return out
+
     @staticmethod
     def _bump(old: MemoryRecord, new: MemoryRecord, now: datetime, *, count: bool = True) -> MemoryRecord:
         prov = tuple(dict.fromkeys((*old.provenance, *new.provenance)))
@@ -581,6 +605,49 @@ class MemoryWriter:
             importance=max(old.importance, new.importance),
             provenance=prov,
         )
+
+
+class _Records:
+    """The stored records a write of one user reads, fetched in batches and only when needed.
+
+    Records changed earlier in the same write (``to_update``) win over the stored ones.
+    """
+
+    def __init__(self, store: MemoryStore, user: str, to_update: dict[tuple[str, str], MemoryRecord]) -> None:
+        self._store = store
+        self._user = user
+        self._to_update = to_update
+        self._fetched: dict[str, MemoryRecord | None] = {}
+
+    def prefetch(self, ids: Iterable[str]) -> None:
+        """Read these ids from the store (500 per request), skipping those already read."""
+        todo = [m for m in dict.fromkeys(ids) if m not in self._fetched]
+        for k in range(0, len(todo), 500):
+            chunk = todo[k : k + 500]
+            got = {r.id: r for r in self._store.get(self._user, chunk)}
+            for m in chunk:
+                self._fetched[m] = got.get(m)
+
+    def active(self, memory_id: str) -> MemoryRecord | None:
+        """The current record of ``memory_id`` if it is active (``None``: gone or no longer active)."""
+        r = self._to_update.get((self._user, memory_id))
+        if r is None:
+            if memory_id not in self._fetched:
+                self.prefetch([memory_id])
+            r = self._fetched[memory_id]
+        return r if r is not None and r.status == "active" else None
+
+    def resolve(
+        self, cands: Iterable[tuple[float, str, str, _Pending | None]]
+    ) -> Iterator[tuple[float, MemoryRecord, _Pending | None]]:
+        """``(cosine, record, pending)`` of the candidates that are active, in order (lazily)."""
+        for sim, mid, _cat, pend in cands:
+            if pend is not None:
+                yield sim, pend.record, pend
+                continue
+            r = self.active(mid)
+            if r is not None:
+                yield sim, r, None
 
 
 def _join(a: str | None, b: str | None) -> str | None:

@@ -1,0 +1,67 @@
+"""Each user's recent write outcomes, within the process's cache budget.
+
+:class:`UserWriteLogs` is the table behind ``HybridMemory.write_log``: one bounded deque of
+:class:`~hybrid_memory.records.WriteOutcome` per user. A server that has written for many users
+would otherwise keep every user's log forever (about 1 MB per user at the default 500 outcomes);
+here each log counts against :mod:`hybrid_memory.stores.budget` and the logs of the least
+recently written users are dropped first when the budget is full (their ``write_log`` is then
+empty until they write again; the memories themselves are in the store).
+
+Example:
+    >>> from collections import deque
+    >>> from hybrid_memory.stores.budget import CacheBudget
+    >>> logs = UserWriteLogs(CacheBudget(5 * OUTCOME_BYTES))
+    >>> logs["a"] = deque([1, 2]); logs["b"] = deque([3])
+    >>> logs["c"] = deque([4])  # over budget: a's log (least recently used) goes
+    >>> sorted(logs)
+    ['b', 'c']
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable
+from typing import Any
+
+from hybrid_memory.stores.budget import CacheBudget, cache_budget
+
+__all__ = ["OUTCOME_BYTES", "UserWriteLogs"]
+
+#: Estimated bytes of one logged outcome (the outcome, its record and the record's strings).
+OUTCOME_BYTES = 2048
+
+
+class UserWriteLogs(dict[str, "deque[Any]"]):
+    """``user -> deque of outcomes``, accounted in the cache budget (LRU users' logs evicted).
+
+    Only :meth:`get`, item assignment and :meth:`pop` are accounted (what the facade uses); a
+    log's size is re-accounted on each :meth:`get`, i.e. before the facade appends to it.
+
+    Args:
+        budget: The cache budget (default: the process's).
+    """
+
+    def __init__(self, budget: CacheBudget | None = None) -> None:
+        super().__init__()
+        self._budget = budget if budget is not None else cache_budget()
+        self._evict = self._budget.owner(self, UserWriteLogs._evicted)
+
+    def _evicted(self, user_id: Hashable) -> None:
+        dict.pop(self, str(user_id), None)
+
+    def get(self, user_id: str, default: Any = None) -> Any:
+        """The log of ``user_id`` (marked as just used, re-accounted for one more outcome)."""
+        log = super().get(user_id)
+        if log is None:
+            return default
+        self._budget.resize(self._evict, user_id, (len(log) + 1) * OUTCOME_BYTES)
+        return log
+
+    def __setitem__(self, user_id: str, log: deque[Any]) -> None:
+        super().__setitem__(user_id, log)
+        self._budget.add(self._evict, user_id, (len(log) + 1) * OUTCOME_BYTES)
+
+    def pop(self, user_id: str, default: Any = None) -> Any:
+        """Remove and return the log of ``user_id`` (``default`` when there is none)."""
+        self._budget.discard(self._evict, user_id)
+        return super().pop(user_id, default)

@@ -1,0 +1,123 @@
+"""The writer's neighbour lookups: the store's own index, kept current across processes without a per-write count."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.base import MemoryFilter, SearchRequest
+from hybrid_memory.stores.local import LocalStore
+from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.neighbours import NeighbourSource
+from hybrid_memory.write.writer import MemoryWriter
+
+T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+TEXTS = [
+    "I have 2 kids",
+    "I have 3 kids",
+    "I live in Paris",
+    "I live in Paris",
+    "我喜欢喝茶",
+    "我现在改喝咖啡了",
+    "My sister Anna is a nurse",
+    "I drink green tea every morning",
+    "I no longer drink green tea every morning",
+    "Project Falcon ships in May",
+    "Project Falcon ships in June",
+]
+
+
+class _NoIndexStore:
+    """Forwards to a LocalStore but hides its ``neighbours`` (a store without the capability)."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        self._inner = inner
+        self.counts = 0
+
+    def count(self, *args: Any, **kwargs: Any) -> int:
+        self.counts += 1
+        return self._inner.count(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "neighbours":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def _drafts(user: str) -> list[MemoryRecord]:
+    return [
+        MemoryRecord.create(user_id=user, content=t, importance=0.7, timestamp=T0 + timedelta(days=i))
+        for i, t in enumerate(TEXTS)
+    ]
+
+
+def _summary(outcomes: list[Any]) -> list[tuple[str, str | None]]:
+    return [(o.action, o.reason) for o in outcomes]
+
+
+def test_store_index_and_fallback_cache_give_the_same_outcomes() -> None:
+    emb = HashingEmbedder(dim=64)
+    fast_store, slow_store = LocalStore(":memory:"), LocalStore(":memory:")
+    slow = _NoIndexStore(slow_store)
+    fast_w = MemoryWriter(fast_store, emb)
+    slow_w = MemoryWriter(slow, emb)
+    assert isinstance(fast_store, NeighbourSource) and not isinstance(slow, NeighbourSource)
+    got_fast, got_slow = [], []
+    for batch in (_drafts("u")[:5], _drafts("u")[5:], _drafts("u")):
+        got_fast.append(_summary(fast_w.write(list(batch))))
+        got_slow.append(_summary(slow_w.write([d.model_copy() for d in batch])))
+    assert got_fast == got_slow
+    assert {a for run in got_fast for a, _ in run} >= {"added", "deduplicated", "superseded"}
+    assert slow.counts > 0  # the fallback checks the store; the store-index path never counts
+    assert "u" not in fast_w._neighbours
+
+
+def test_store_neighbours_are_active_only_most_similar_first() -> None:
+    store = LocalStore(":memory:")
+    recs = [MemoryRecord.create(user_id="u", content=f"m{i}") for i in range(3)]
+    store.upsert(recs, np.array([[1, 0, 0], [0.9, 0.1, 0], [0, 1, 0]], dtype=np.float32))
+    store.update([recs[0].evolve(status="superseded")])
+    q = np.array([[1, 0, 0], [0, 0, 1]], dtype=np.float32)
+    found = store.neighbours("u", q, threshold=0.5, top=5)
+    assert [[(m, c) for m, _s, c in row] for row in found] == [[(recs[1].id, "fact")], []]
+
+
+def test_another_process_write_is_seen_and_other_users_partitions_survive(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    a, b = LocalStore(path), LocalStore(path)
+    v = np.array([[1.0, 0.0]], dtype=np.float32)
+    for user in ("u", "w"):
+        a.upsert([MemoryRecord.create(user_id=user, content=f"{user} first")], v)
+    req = SearchRequest(user_id="u", query="first", vector=v[0], alpha=0.5)
+    assert (
+        len(a.search(req)) == 1
+        and len(a.search(SearchRequest(user_id="w", query="first", vector=v[0], alpha=0.5))) == 1
+    )
+    part_u, part_w = a._partitions["u"], a._partitions["w"]
+    later = MemoryRecord.create(user_id="u", content="u second")
+    b.upsert([later], v)  # another connection: only u changed
+    assert {h.record.id for h in a.search(req)} >= {later.id}
+    assert a.neighbours("u", v, threshold=0.5, top=5)[0][0][0] in {later.id, *(r.id for r in a.list("u"))}
+    assert a._partitions["u"] is not part_u  # rebuilt: u changed elsewhere
+    a.search(SearchRequest(user_id="w", query="first", vector=v[0], alpha=0.5))
+    assert a._partitions["w"] is part_w  # kept: w did not change
+    b.update([later.evolve(status="superseded")])
+    assert later.id not in {m for m, _s, _c in a.neighbours("u", v, threshold=0.5, top=5)[0]}
+    assert a.count("u", filter=MemoryFilter()) == 1
+    a.close()
+    b.close()
+
+
+def test_own_writes_keep_the_partition_in_place(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "m.sqlite")
+    v = np.array([[1.0, 0.0]], dtype=np.float32)
+    store.upsert([MemoryRecord.create(user_id="u", content="one")], v)
+    store.search(SearchRequest(user_id="u", query="one", vector=v[0], alpha=0.5))
+    part = store._partitions["u"]
+    store.upsert([MemoryRecord.create(user_id="u", content="two")], v)
+    assert store._partitions["u"] is part and part.n == 2
+    store.close()
