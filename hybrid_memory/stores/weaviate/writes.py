@@ -48,7 +48,7 @@ class _Writes(_Schema):
         """
         from weaviate.classes.data import DataObject
 
-        h = self._tenant(tenant)
+        h = self._tenant(tenant, write=True)
         failed: list[_Failure] = []
         chunks = list(_chunks(items, self.batch_size))
         window = max(1, min(self.write_concurrency, len(chunks)))
@@ -59,6 +59,8 @@ class _Writes(_Schema):
             try:
                 res = fut.result()
             except Exception as exc:  # the whole request failed (network, all objects rejected)
+                if is_transient(exc):
+                    self._last_ok = 0.0  # probe (and maybe fail over) before the next request
                 failed.extend(_Failure(p, f"{type(exc).__name__}: {exc}", is_transient(exc)) for p in chunk)
                 return
             self._last_ok = time.monotonic()
@@ -159,7 +161,7 @@ class _Writes(_Schema):
     # -- forget epochs -------------------------------------------------------------------------
     def _read_epoch(self, user_id: str) -> int:
         """The user's forget epoch: one object fetch by UUID (0 when the user was never forgotten)."""
-        coll = self._client.collections.use(self.epochs_collection)
+        coll = self._coll(self.epochs_collection)
         uid = _epoch_uuid(user_id)
         obj = self._call("read forget epoch", lambda: coll.query.fetch_object_by_id(uid, return_properties=["epoch"]))
         if obj is None:
@@ -173,7 +175,7 @@ class _Writes(_Schema):
         """Read-modify-write ``epoch + 1`` (two concurrent bumps may land as one: it still moved)."""
         from weaviate.classes.data import DataObject
 
-        coll = self._client.collections.use(self.epochs_collection)
+        coll = self._coll(self.epochs_collection, write=True)
         uid = _epoch_uuid(user_id)
         new = self._read_epoch(user_id) + 1
 
@@ -245,7 +247,9 @@ class _Writes(_Schema):
         with self._write_lock:
             for tenant, group in by_tenant.items():
                 self._dlq.remove(group[0].record.user_id, [p.record.id for p in group])
-                self._delete_objects(self._tenant(tenant), [p.uuid for p in group], "undo a forgotten write")
+                self._delete_objects(
+                    self._tenant(tenant, write=True), [p.uuid for p in group], "undo a forgotten write"
+                )
 
     def _undo_if_forgotten(
         self, items: Sequence[_Pending], failures: Sequence[_Failure], epochs: Mapping[str, int]
