@@ -52,7 +52,7 @@ _ID_CHUNK = 1000
 _FILTER_CACHE_SIZE = 256
 #: Largest ``write_concurrency`` (batch requests of one write in flight at once).
 _MAX_WRITE_CONCURRENCY = 8
-#: Collection handles kept per store (one per collection, tenant and read/write).
+#: Collection handles kept per store (one per collection, tenant and consistency level).
 _HANDLE_CACHE_SIZE = 8192
 #: Replica consistency levels a read or write may wait for (weaviate.md §6).
 CONSISTENCY_LEVELS = ("ONE", "QUORUM", "ALL")
@@ -103,14 +103,14 @@ class _Live:
 
     ``h.query.hybrid(...)`` inside a retried call resolves ``h.query`` against the store's
     *current* client, so a retry after a fail-over to another node (:meth:`_Client._failover`)
-    talks to the new node, with the store's consistency level for reads or writes.
+    talks to the new node, with the consistency level ``level`` (``None``: the server's default).
     """
 
     __slots__ = ("_key", "_store")
 
-    def __init__(self, store: _Client, collection: str, tenant: str | None, write: bool) -> None:
+    def __init__(self, store: _Client, collection: str, tenant: str | None, level: str | None) -> None:
         self._store = store
-        self._key = (collection, tenant, write)
+        self._key = (collection, tenant, level)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store._resolve(self._key), name)
@@ -164,6 +164,7 @@ class _Client:
         health_check_interval: float | None = 2.0,
         read_consistency: str | None = "QUORUM",
         write_consistency: str | None = "QUORUM",
+        write_all_first: bool = True,
         count_timeout: float = 2.0,
     ) -> None:
         _import_weaviate()
@@ -202,6 +203,7 @@ class _Client:
         self.retry_max_delay = retry_max_delay
         self.read_consistency = read_consistency
         self.write_consistency = write_consistency
+        self.write_all_first = write_all_first
         self.count_timeout = count_timeout
         dl_path = Path(dead_letter_path) if dead_letter_path is not None else _default_dead_letter_path(collection)
         self._dlq = _DeadLetterQueue(dl_path)
@@ -211,7 +213,7 @@ class _Client:
         self._meta: dict[str, Any] | None = None
         self._meta_lock = threading.Lock()
         self._write_lock = threading.RLock()
-        self._handles: dict[tuple[str, str | None, bool], tuple[Any, Any]] = {}
+        self._handles: dict[tuple[str, str | None, str | None], tuple[Any, Any]] = {}
         self._filter_cache: dict[MemoryFilter, Any] = {}
         self.health_check_interval = health_check_interval
         self._live_url = _live_url_of(client)
@@ -410,17 +412,16 @@ class _Client:
                 raise translate(exc, what) from exc
 
     # -- helpers -------------------------------------------------------------------------------
-    def _resolve(self, key: tuple[str, str | None, bool]) -> Any:
-        """The client handle of ``(collection, tenant, write)`` on the current client (cached)."""
+    def _resolve(self, key: tuple[str, str | None, str | None]) -> Any:
+        """The client handle of ``(collection, tenant, level)`` on the current client (cached)."""
         client = self._client
         cached = self._handles.get(key)
         if cached is not None and cached[0] is client:
             return cached[1]
-        collection, tenant, write = key
+        collection, tenant, level = key
         h = client.collections.use(collection)
         if tenant is not None:
             h = h.with_tenant(tenant)
-        level = self.write_consistency if write else self.read_consistency
         if level is not None:
             from weaviate.classes.config import ConsistencyLevel
 
@@ -430,17 +431,20 @@ class _Client:
         self._handles[key] = (client, h)
         return h
 
-    def _tenant(self, tenant: str, *, write: bool = False) -> Any:
-        """The memory collection of ``tenant``, with the read (or write) consistency level."""
-        return _Live(self, self.collection, tenant, write)
+    def _level(self, write: bool) -> str | None:
+        return self.write_consistency if write else self.read_consistency
+
+    def _tenant(self, tenant: str, *, write: bool = False, level: str | None = None) -> Any:
+        """The memory collection of ``tenant`` at ``level`` (default: the read or write level)."""
+        return _Live(self, self.collection, tenant, level or self._level(write))
 
     def _turns(self, tenant: str, *, write: bool = False) -> Any:
         """The turn collection of ``tenant``, with the read (or write) consistency level."""
-        return _Live(self, self.turns_collection, tenant, write)
+        return _Live(self, self.turns_collection, tenant, self._level(write))
 
     def _coll(self, collection: str, *, write: bool = False) -> Any:
         """A collection without tenants (meta, forget epochs), with the read (or write) level."""
-        return _Live(self, collection, None, write)
+        return _Live(self, collection, None, self._level(write))
 
     def _count_objects(self, h: Any, where: Any, what: str) -> int:
         """Objects of a tenant handle passing ``where``, within a bounded time.

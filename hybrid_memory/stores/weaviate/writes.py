@@ -35,8 +35,10 @@ class _Writes(_Schema):
     """Batch writes with retries and dead letters; forget epochs."""
 
     # -- writes --------------------------------------------------------------------------------
-    def _send(self, tenant: str, items: Sequence[_Pending]) -> list[_Failure]:
+    def _send(self, tenant: str, items: Sequence[_Pending], *, level: str | None = None) -> list[_Failure]:
         """One attempt: batch-write ``items`` into ``tenant``; return the failures with reasons.
+
+        ``level``: the consistency level of this attempt (default: ``write_consistency``).
 
         Each chunk is one gRPC ``BatchObjects`` request (``data.insert_many``); its per-object
         errors are the ``ErrorObject`` s that the client's batch context collects in
@@ -48,7 +50,7 @@ class _Writes(_Schema):
         """
         from weaviate.classes.data import DataObject
 
-        h = self._tenant(tenant, write=True)
+        h = self._tenant(tenant, write=True, level=level)
         failed: list[_Failure] = []
         chunks = list(_chunks(items, self.batch_size))
         window = max(1, min(self.write_concurrency, len(chunks)))
@@ -99,6 +101,11 @@ class _Writes(_Schema):
     ) -> list[_Failure]:
         """Write with retries; return the final failures.
 
+        With ``write_all_first`` the first attempt asks for every replica (``ALL``): when it
+        succeeds, every copy holds the write before it is acknowledged, so a read at any level
+        through any node sees it. What that attempt could not write (a replica is down) is sent
+        again at once at ``write_consistency``, without a backoff sleep or a retry counted.
+
         With ``dead_letter`` (full writes of the caller's records) what still fails is queued
         (with its user's epoch from ``epochs``) and what succeeds clears any older queued version
         of the same memory. Without it (touch) the queue is left alone, so a pending newer
@@ -116,8 +123,14 @@ class _Writes(_Schema):
             for tenant, group in by_tenant.items():
                 todo = list(group)
                 attempt = 0
+                all_first = self.write_all_first and self.write_consistency not in (None, "ALL")
                 while True:
-                    failures = self._send(tenant, todo)
+                    failures = self._send(tenant, todo, level="ALL" if all_first else None)
+                    if all_first and failures:
+                        all_first = False
+                        todo = [f.pending for f in failures]
+                        continue
+                    all_first = False
                     if not failures:
                         break
                     if attempt >= self.max_retries or self._closed or down:
