@@ -337,11 +337,15 @@ class _Client:
                 return True
         return False
 
-    def _request_timeout(self) -> float:
-        """Seconds one request may take in total: the client's query timeout (default 30)."""
+    def _request_timeout(self, kind: Literal["query", "insert"] = "query") -> float:
+        """Seconds one request may take in total: the client's query or insert timeout.
+
+        Defaults (no timeout config found): 30 s for a query, 90 s for an insert.
+        """
         cfg = getattr(getattr(self._client, "_connection", None), "timeout_config", None)
-        value = getattr(cfg, "query", None)
-        return float(value) if isinstance(value, (int, float)) and value > 0 else 30.0
+        value = getattr(cfg, kind, None)
+        default = 30.0 if kind == "query" else 90.0
+        return float(value) if isinstance(value, (int, float)) and value > 0 else default
 
     def _watched(self, fn: Callable[[], T], deadline: float) -> T:
         """Run ``fn`` in a worker thread; give up at ``deadline`` or when the server stops answering.
@@ -369,7 +373,7 @@ class _Client:
         while not done.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
             now = time.monotonic()
             if now >= deadline:
-                raise TimeoutError(f"Weaviate did not answer within {self._request_timeout():g}s")
+                raise TimeoutError("Weaviate did not answer in time")
             if self._live_url is not None and now >= next_probe:
                 if not self._probe(min(self._probe_timeout, deadline - now)) and not done.is_set():
                     raise UnreachableError(f"server not reachable at {self._live_url}")

@@ -35,10 +35,15 @@ class _Writes(_Schema):
     """Batch writes with retries and dead letters; forget epochs."""
 
     # -- writes --------------------------------------------------------------------------------
-    def _send(self, tenant: str, items: Sequence[_Pending], *, level: str | None = None) -> list[_Failure]:
+    def _send(
+        self, tenant: str, items: Sequence[_Pending], *, deadline: float, level: str | None = None
+    ) -> list[_Failure]:
         """One attempt: batch-write ``items`` into ``tenant``; return the failures with reasons.
 
         ``level``: the consistency level of this attempt (default: ``write_consistency``).
+        ``deadline`` (``time.monotonic()``): a request not answered by then is abandoned and its
+        objects fail as transient (a cluster that lost its Raft quorum holds a write for over a
+        minute); it may still land later, which a replay of the same objects makes harmless.
 
         Each chunk is one gRPC ``BatchObjects`` request (``data.insert_many``); its per-object
         errors are the ``ErrorObject`` s that the client's batch context collects in
@@ -59,7 +64,11 @@ class _Writes(_Schema):
         def collect() -> None:
             chunk, fut = in_flight.popleft()
             try:
-                res = fut.result()
+                res = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:
+                self._last_ok = 0.0
+                failed.extend(_Failure(p, "Weaviate did not answer the batch in time", True) for p in chunk)
+                return
             except Exception as exc:  # the whole request failed (network, all objects rejected)
                 if is_transient(exc):
                     self._last_ok = 0.0  # probe (and maybe fail over) before the next request
@@ -85,11 +94,11 @@ class _Writes(_Schema):
                 if not self._reachable():
                     failed.extend(_Failure(p, f"server not reachable at {self._live_url}", True, True) for p in chunk)
                     continue
-                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=window == 1)))
+                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=False)))
             while in_flight:
                 collect()
-        finally:  # only when an exception escaped: let the requests already sent finish
-            concurrent.futures.wait([fut for _, fut in in_flight])
+        finally:  # only when an exception escaped: let the requests already sent finish (in time)
+            concurrent.futures.wait([fut for _, fut in in_flight], timeout=max(0.0, deadline - time.monotonic()))
         return failed
 
     def _write(
@@ -106,6 +115,9 @@ class _Writes(_Schema):
         through any node sees it. What that attempt could not write (a replica is down) is sent
         again at once at ``write_consistency``, without a backoff sleep or a retry counted.
 
+        The whole write, retries included, ends within the client's insert timeout: what is not
+        written by then fails (and is dead-lettered).
+
         With ``dead_letter`` (full writes of the caller's records) what still fails is queued
         (with its user's epoch from ``epochs``) and what succeeds clears any older queued version
         of the same memory. Without it (touch) the queue is left alone, so a pending newer
@@ -116,6 +128,7 @@ class _Writes(_Schema):
         for p in items:
             by_tenant.setdefault(p.tenant, []).append(p)
         final: list[_Failure] = []
+        deadline = time.monotonic() + self._request_timeout("insert")
         # Once the server proved unreachable after all retries, later tenants of this call are
         # tried once (the liveness probe still runs) instead of sleeping through the backoff again.
         down = False
@@ -125,7 +138,7 @@ class _Writes(_Schema):
                 attempt = 0
                 all_first = self.write_all_first and self.write_consistency not in (None, "ALL")
                 while True:
-                    failures = self._send(tenant, todo, level="ALL" if all_first else None)
+                    failures = self._send(tenant, todo, deadline=deadline, level="ALL" if all_first else None)
                     if all_first and failures:
                         all_first = False
                         todo = [f.pending for f in failures]
@@ -133,7 +146,8 @@ class _Writes(_Schema):
                     all_first = False
                     if not failures:
                         break
-                    if attempt >= self.max_retries or self._closed or down:
+                    late = time.monotonic() + self.retry_base_delay * (2**attempt) >= deadline
+                    if attempt >= self.max_retries or self._closed or down or late:
                         final.extend(failures)
                         down = down or all(f.unreachable for f in failures)
                         break
