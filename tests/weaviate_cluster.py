@@ -36,6 +36,14 @@ from tests.weaviate_fixtures import unavailable
 CLUSTER_SIZE = 3
 #: Memory cap of each node's Go runtime (three nodes on a 2-core, shared CI machine).
 NODE_MEMORY_LIMIT = "512MiB"
+#: Async replication (anti-entropy) of the test nodes: hash-tree comparison every 5 s (1 s
+#: while propagating) and objects propagated once 1 s old. Weaviate's defaults (30 s, 5 s,
+#: 30 s) repair a returning node within about a minute; these make it seconds (docs/weaviate.md).
+NODE_ENVIRONMENT = {
+    "ASYNC_REPLICATION_FREQUENCY": "5s",
+    "ASYNC_REPLICATION_FREQUENCY_WHILE_PROPAGATING": "1s",
+    "ASYNC_REPLICATION_PROPAGATION_DELAY": "1s",
+}
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ def weaviate_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clust
         binary=binary,
         root=tmp_path_factory.mktemp("weaviate-cluster"),
         memory_limit=NODE_MEMORY_LIMIT,
+        environment=NODE_ENVIRONMENT,
         startup_timeout=180.0,
     )
     launcher.start()

@@ -64,10 +64,10 @@ class _Writes(_Schema):
         def collect() -> None:
             chunk, fut = in_flight.popleft()
             try:
-                res = fut.result(timeout=max(0.0, deadline - time.monotonic()))
-            except concurrent.futures.TimeoutError:
-                self._last_ok = 0.0
-                failed.extend(_Failure(p, "Weaviate did not answer the batch in time", True) for p in chunk)
+                res = self._await_batch(fut, deadline)
+            except concurrent.futures.TimeoutError as lost:
+                self._last_ok = 0.0  # probe (and maybe fail over) before the next request
+                failed.extend(_Failure(p, str(lost), True) for p in chunk)
                 return
             except Exception as exc:  # the whole request failed (network, all objects rejected)
                 if is_transient(exc):
@@ -100,6 +100,25 @@ class _Writes(_Schema):
         finally:  # only when an exception escaped: let the requests already sent finish (in time)
             concurrent.futures.wait([fut for _, fut in in_flight], timeout=max(0.0, deadline - time.monotonic()))
         return failed
+
+    def _await_batch(self, fut: concurrent.futures.Future[Any], deadline: float) -> Any:
+        """The batch request's result, watched like :meth:`_watched` watches a read.
+
+        Raises:
+            concurrent.futures.TimeoutError: the deadline passed, or the node stopped answering
+                its liveness probe (checked every ``_watch_interval`` seconds): weaviate-client
+                would retry a batch to a dead node for about 15 s before raising, while the
+                request is abandoned here and retried (on another node after a fail-over).
+        """
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                raise concurrent.futures.TimeoutError("Weaviate did not answer the batch in time")
+            try:
+                return fut.result(timeout=max(0.0, min(self._watch_interval, deadline - now)))
+            except concurrent.futures.TimeoutError:
+                if self._live_url is not None and not fut.done() and not self._probe(self._probe_timeout):
+                    raise concurrent.futures.TimeoutError(f"server not reachable at {self._live_url}") from None
 
     def _write(
         self,
