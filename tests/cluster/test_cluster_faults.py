@@ -114,9 +114,13 @@ def wait_repaired(
         local.close()
 
 
-@pytest.mark.parametrize("victim", [1, 3], ids=["entry-node", "other-node"])
-def test_kill_one_node_during_ingest(cluster: ClusterEndpoint, tmp_path: Path, victim: int) -> None:
+@pytest.mark.parametrize("which", ["entry-node", "raft-leader"])
+def test_kill_one_node_during_ingest(cluster: ClusterEndpoint, tmp_path: Path, which: str) -> None:
+    """``entry-node``: the node the store talks to (fail-over); ``raft-leader``: the leader
+    (another node when node 1 leads), whose death holds the next write server-side."""
     launcher = cluster.owned()
+    leader = launcher.raft_leader()
+    victim = 1 if which == "entry-node" else (leader if leader not in (None, 1) else 3)
     store = fast_store(cluster, tmp_path)
     recs, vecs = make_records(INGEST, seed=victim)
     acked: list[int] = []  # batch numbers whose upsert returned

@@ -44,6 +44,7 @@ class FakeData:
         self.max_running = 0
         self.requests: list[list[str]] = []
         self.raise_on_request: set[int] = set()  # request numbers (0-based) that raise
+        self.hang_on_request: set[int] = set()  # request numbers (0-based) that take 30 s
         self.reject: set[str] = set()  # uuids rejected every time
 
     def insert_many(self, objs: list[Any]) -> Any:
@@ -56,7 +57,7 @@ class FakeData:
             if number == 0:
                 self.lock.wait_for(lambda: self.running >= self.overlap, timeout=10)
         try:
-            time.sleep(self.delay)
+            time.sleep(30.0 if number in self.hang_on_request else self.delay)
             if number in self.raise_on_request:
                 raise ConnectionError(f"request {number} lost")
             errors = {i: SimpleNamespace(message="rejected") for i, o in enumerate(objs) if str(o.uuid) in self.reject}
@@ -157,6 +158,17 @@ def test_a_write_that_outlives_the_insert_timeout_is_dead_lettered(tmp_path: Any
         store.upsert(recs, vecs)
     assert len(data.requests) == 1  # no retry past the deadline
     assert store.dead_letter_count() == 5
+
+
+def test_a_hung_batch_request_is_abandoned_and_sent_again(tmp_path: Any) -> None:
+    """The first write after Weaviate's Raft leader died hangs server-side; the resent one goes through."""
+    data = FakeData(delay=0.0)
+    data.hang_on_request = {0}
+    store = make_store(tmp_path, data, batch_size=10, batch_timeout=0.3)
+    recs, vecs = records(5)
+    store.upsert(recs, vecs)
+    assert len(data.requests) == 2 and data.requests[0] == data.requests[1]
+    assert store.dead_letter_count() == 0
 
 
 def test_write_concurrency_is_checked() -> None:

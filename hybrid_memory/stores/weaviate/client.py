@@ -166,6 +166,7 @@ class _Client:
         write_consistency: str | None = "QUORUM",
         write_all_first: bool = True,
         count_timeout: float = 2.0,
+        batch_timeout: float = 10.0,
     ) -> None:
         _import_weaviate()
         if not re.fullmatch(r"[A-Z][A-Za-z0-9_]{0,200}", collection or ""):
@@ -185,8 +186,8 @@ class _Client:
         for name, level in (("read_consistency", read_consistency), ("write_consistency", write_consistency)):
             if level is not None and level not in CONSISTENCY_LEVELS:
                 raise ConfigurationError(f"{name} must be one of {CONSISTENCY_LEVELS} or None, got {level!r}")
-        if not count_timeout > 0:
-            raise ConfigurationError("count_timeout must be positive")
+        if not count_timeout > 0 or not batch_timeout > 0:
+            raise ConfigurationError("count_timeout and batch_timeout must be positive")
         self._client = client
         self.collection = collection
         self.meta_collection = f"{collection}Meta"
@@ -205,6 +206,7 @@ class _Client:
         self.write_consistency = write_consistency
         self.write_all_first = write_all_first
         self.count_timeout = count_timeout
+        self.batch_timeout = batch_timeout
         dl_path = Path(dead_letter_path) if dead_letter_path is not None else _default_dead_letter_path(collection)
         self._dlq = _DeadLetterQueue(dl_path)
         self._owns_client = False

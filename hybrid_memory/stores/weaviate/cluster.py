@@ -181,6 +181,21 @@ class WeaviateCluster:
                 continue
         return {}
 
+    def raft_leader(self) -> int | None:
+        """Number (1-based) of the node that leads Raft now (``GET /v1/cluster/statistics``)."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        for i in self.running():
+            try:
+                with opener.open(f"{self.node(i).url}/v1/cluster/statistics", timeout=2.0) as resp:
+                    stats = json.loads(resp.read()).get("statistics") or []
+            except (urllib.error.URLError, OSError, ValueError):
+                continue
+            for s in stats:
+                name = str(s.get("name", ""))
+                if (s.get("raft") or {}).get("state") == "Leader" and name.startswith("node"):
+                    return int(name[4:])
+        return None
+
     def wait_healthy(self, count: int | None = None, *, timeout: float = 60.0) -> dict[str, str]:
         """Wait until some running node lists ``count`` (default: the running nodes) ``HEALTHY`` nodes.
 

@@ -146,8 +146,15 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
             QUORUM writes see every acknowledged write (read-your-writes) with one node down.
         write_consistency: Replicas a write waits for before it is acknowledged (default
             ``"QUORUM"``: with replication factor 3 a write survives the loss of any one node).
+        write_all_first: Ask every replica (``ALL``) first and fall back to
+            ``write_consistency`` for what that could not write (a replica is down): while all
+            nodes are up, every copy holds a write before it is acknowledged, so a read at any
+            level through any node sees it (QUORUM search reads alone missed 1 of 150 fresh
+            QUORUM writes on a loopback cluster).
         count_timeout: Seconds :meth:`count` gives its aggregate before counting with a search
             instead (an aggregate waits for a node that died moments ago; a search does not).
+        batch_timeout: Seconds one batch request may go unanswered before it is abandoned and
+            sent again (within the insert timeout, which bounds the whole write).
 
     Raises:
         MissingDependencyError: weaviate-client is not installed.
@@ -185,7 +192,9 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         trust_env: bool = False,
         read_consistency: str | None = "QUORUM",
         write_consistency: str | None = "QUORUM",
+        write_all_first: bool = True,
         count_timeout: float = 2.0,
+        batch_timeout: float = 10.0,
     ) -> WeaviateStore:
         """Connect to a server by URL (``http://`` or ``https://``); the store owns the client.
 
@@ -214,7 +223,9 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
                 ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``. Default ``False``: certifi's CA bundle only.
             read_consistency: See :class:`WeaviateStore`.
             write_consistency: See :class:`WeaviateStore`.
+            write_all_first: See :class:`WeaviateStore`.
             count_timeout: See :class:`WeaviateStore`.
+            batch_timeout: See :class:`WeaviateStore`.
 
         Raises:
             ConfigurationError: a malformed URL, or as many gRPC ports as URLs were not given.
@@ -254,7 +265,9 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
             max_retries=max_retries,
             read_consistency=read_consistency,
             write_consistency=write_consistency,
+            write_all_first=write_all_first,
             count_timeout=count_timeout,
+            batch_timeout=batch_timeout,
         )
         store._owns_client = True
         store._nodes = [n for _, n in nodes]

@@ -41,9 +41,11 @@ class _Writes(_Schema):
         """One attempt: batch-write ``items`` into ``tenant``; return the failures with reasons.
 
         ``level``: the consistency level of this attempt (default: ``write_consistency``).
-        ``deadline`` (``time.monotonic()``): a request not answered by then is abandoned and its
-        objects fail as transient (a cluster that lost its Raft quorum holds a write for over a
-        minute); it may still land later, which a replay of the same objects makes harmless.
+        ``deadline`` (``time.monotonic()``): a request not answered by then, or within
+        ``batch_timeout`` of being sent, is abandoned and its objects fail as transient (the
+        next attempt sends them again). Weaviate 1.39 holds the first write after its Raft
+        leader died for over 40 s, and every write of a cluster without Raft quorum; an
+        abandoned request may still land later, which the resent same objects make harmless.
 
         Each chunk is one gRPC ``BatchObjects`` request (``data.insert_many``); its per-object
         errors are the ``ErrorObject`` s that the client's batch context collects in
@@ -59,12 +61,14 @@ class _Writes(_Schema):
         failed: list[_Failure] = []
         chunks = list(_chunks(items, self.batch_size))
         window = max(1, min(self.write_concurrency, len(chunks)))
-        in_flight: collections.deque[tuple[Sequence[_Pending], concurrent.futures.Future[Any]]] = collections.deque()
+        in_flight: collections.deque[tuple[Sequence[_Pending], concurrent.futures.Future[Any], float]] = (
+            collections.deque()
+        )
 
         def collect() -> None:
-            chunk, fut = in_flight.popleft()
+            chunk, fut, sent = in_flight.popleft()
             try:
-                res = self._await_batch(fut, deadline)
+                res = self._await_batch(fut, min(deadline, sent + self.batch_timeout))
             except concurrent.futures.TimeoutError as lost:
                 self._last_ok = 0.0  # probe (and maybe fail over) before the next request
                 failed.extend(_Failure(p, str(lost), True) for p in chunk)
@@ -94,11 +98,11 @@ class _Writes(_Schema):
                 if not self._reachable():
                     failed.extend(_Failure(p, f"server not reachable at {self._live_url}", True, True) for p in chunk)
                     continue
-                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=False)))
+                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=False), time.monotonic()))
             while in_flight:
                 collect()
         finally:  # only when an exception escaped: let the requests already sent finish (in time)
-            concurrent.futures.wait([fut for _, fut in in_flight], timeout=max(0.0, deadline - time.monotonic()))
+            concurrent.futures.wait([fut for _, fut, _ in in_flight], timeout=max(0.0, deadline - time.monotonic()))
         return failed
 
     def _await_batch(self, fut: concurrent.futures.Future[Any], deadline: float) -> Any:
