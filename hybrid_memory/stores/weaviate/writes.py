@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -139,7 +140,8 @@ class _Writes(_Schema):
         again at once at ``write_consistency``, without a backoff sleep or a retry counted.
 
         The whole write, retries included, ends within the client's insert timeout: what is not
-        written by then fails (and is dead-lettered).
+        written by then fails (and is dead-lettered). Records of several users (tenants) are
+        written ``write_concurrency`` tenants at a time.
 
         With ``dead_letter`` (full writes of the caller's records) what still fails is queued
         (with its user's epoch from ``epochs``) and what succeeds clears any older queued version
@@ -150,38 +152,61 @@ class _Writes(_Schema):
         by_tenant: dict[str, list[_Pending]] = {}
         for p in items:
             by_tenant.setdefault(p.tenant, []).append(p)
-        final: list[_Failure] = []
         deadline = time.monotonic() + self._request_timeout("insert")
         # Once the server proved unreachable after all retries, later tenants of this call are
         # tried once (the liveness probe still runs) instead of sleeping through the backoff again.
-        down = False
-        with self._write_lock:
-            for tenant, group in by_tenant.items():
-                todo = list(group)
-                attempt = 0
-                all_first = self.write_all_first and self.write_consistency not in (None, "ALL")
-                while True:
-                    failures = self._send(tenant, todo, deadline=deadline, level="ALL" if all_first else None)
-                    if all_first and failures:
-                        all_first = False
-                        todo = [f.pending for f in failures]
-                        continue
+        down = [False]
+
+        def one_tenant(tenant: str, group: list[_Pending]) -> list[_Failure]:
+            todo = list(group)
+            attempt = 0
+            all_first = self.write_all_first and self.write_consistency not in (None, "ALL")
+            while True:
+                failures = self._send(tenant, todo, deadline=deadline, level="ALL" if all_first else None)
+                if all_first and failures:
                     all_first = False
-                    if not failures:
-                        break
-                    late = time.monotonic() + self.retry_base_delay * (2**attempt) >= deadline
-                    if attempt >= self.max_retries or self._closed or down or late:
-                        final.extend(failures)
-                        down = down or all(f.unreachable for f in failures)
-                        break
-                    logger.debug("retrying %d failed objects for tenant %s", len(failures), tenant)
-                    self._sleep_before_retry(attempt)
-                    attempt += 1
                     todo = [f.pending for f in failures]
-                failed_ids = {f.pending.uuid for f in final}
-                ok = [p.record.id for p in group if p.uuid not in failed_ids]
-                if ok and dead_letter:
-                    self._dlq.remove(group[0].record.user_id, ok)
+                    continue
+                all_first = False
+                if not failures:
+                    return []
+                late = time.monotonic() + self.retry_base_delay * (2**attempt) >= deadline
+                if attempt >= self.max_retries or self._closed or down[0] or late:
+                    down[0] = down[0] or all(f.unreachable for f in failures)
+                    return failures
+                logger.debug("retrying %d failed objects for tenant %s", len(failures), tenant)
+                self._sleep_before_retry(attempt)
+                attempt += 1
+                todo = [f.pending for f in failures]
+
+        results: dict[str, list[_Failure]] = {}
+        with self._write_lock:
+            tenants = list(by_tenant.items())
+            workers = min(self.write_concurrency, len(tenants))
+            if workers <= 1:
+                for tenant, group in tenants:
+                    results[tenant] = one_tenant(tenant, group)
+            else:  # several users: up to write_concurrency tenants at once (replicated writes wait ~0.1 s each)
+                queue = iter(tenants)
+                taking = threading.Lock()
+
+                def worker() -> None:
+                    while True:
+                        with taking:
+                            nxt = next(queue, None)
+                        if nxt is None:
+                            return
+                        results[nxt[0]] = one_tenant(*nxt)
+
+                for fut in [_submit(worker, inline=False) for _ in range(workers)]:
+                    fut.result()
+            final = [f for tenant, _ in tenants for f in results.get(tenant, [])]
+            if dead_letter:
+                for tenant, group in tenants:
+                    failed_ids = {f.pending.uuid for f in results.get(tenant, [])}
+                    ok = [p.record.id for p in group if p.uuid not in failed_ids]
+                    if ok:
+                        self._dlq.remove(group[0].record.user_id, ok)
         if final and dead_letter:
             self._dlq.add(final, epochs)
         return final
