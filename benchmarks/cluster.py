@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import tempfile
 import threading
@@ -218,6 +219,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     args = ap.parse_args()
     res: dict[str, Any] = {"machine": f"{platform.machine()}, {platform.python_version()}", "dim": DIM}
+    res["load_average_at_start"] = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="hm-bench-cluster-") as tmp:
         root = Path(tmp)
         with WeaviateServer(memory_limit=MEMORY_LIMIT, data_path=root / "single") as server:
@@ -246,6 +248,7 @@ def main() -> None:
             store.drop()
             store.close()
             res["kill_leader_during_ingest"] = kill_during_ingest(cluster, args.ingest, root)
+    res["load_average_at_end"] = os.getloadavg()[0]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "cluster.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
     (RESULTS / "cluster.md").write_text(render(res), encoding="utf-8")
@@ -258,7 +261,9 @@ def render(res: dict[str, Any]) -> str:
         "# WeaviateStore on a local 3-node cluster (benchmarks/cluster.py)",
         "",
         f"One run, weaviate-server 1.39.0, {res['machine']}, 2 shared cores, `GOMEMLIMIT={MEMORY_LIMIT}` per node, "
-        f"{res['dim']}-d vectors. Cluster start-up: {res['cluster_startup_seconds']:.1f} s.",
+        f"{res['dim']}-d vectors, load average {res.get('load_average_at_start', float('nan')):.1f} at the start "
+        f"and {res.get('load_average_at_end', float('nan')):.1f} at the end (other processes share the cores). "
+        f"Cluster start-up: {res['cluster_startup_seconds']:.1f} s.",
         "",
         "| ingest (memories/s, `upsert` calls of 1000) | 50 users per call | 1 user per call |",
         "|---|---|---|",
