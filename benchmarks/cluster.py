@@ -156,16 +156,20 @@ def recall_latency(store: WeaviateStore, per_user: int, queries: int) -> dict[st
     return out
 
 
-def kill_during_ingest(cluster: WeaviateCluster, n: int, root: Path) -> dict[str, Any]:
-    store = WeaviateStore.connect(
+def cluster_store(cluster: WeaviateCluster, collection: str, root: Path, **kwargs: Any) -> WeaviateStore:
+    """A store on every node of ``cluster``, replication factor 3."""
+    return WeaviateStore.connect(
         cluster.urls,
         grpc_port=cluster.grpc_ports,
         replication_factor=3,
-        collection="BenchKill",
-        dead_letter_path=root / "kill-dead-letters.sqlite",
-        timeout=10.0,
-        insert_timeout=20.0,
+        collection=collection,
+        dead_letter_path=root / f"{collection}-dead-letters.sqlite",
+        **kwargs,
     )
+
+
+def kill_during_ingest(cluster: WeaviateCluster, n: int, root: Path) -> dict[str, Any]:
+    store = cluster_store(cluster, "BenchKill", root, timeout=10.0, insert_timeout=20.0)
     recs, vecs = make(n, 20, 3)
     acked, failed = 0, 0
     victim = cluster.raft_leader() or 2
@@ -232,13 +236,7 @@ def main() -> None:
             store.close()
         with WeaviateCluster(3, root=root / "cluster", memory_limit=MEMORY_LIMIT, environment=NODE_ENV) as cluster:
             res["cluster_startup_seconds"] = cluster.startup_seconds
-            store = WeaviateStore.connect(
-                cluster.urls,
-                grpc_port=cluster.grpc_ports,
-                replication_factor=3,
-                collection="Bench",
-                dead_letter_path=root / "c.sqlite",
-            )
+            store = cluster_store(cluster, "Bench", root)
             res["rf3_ingest_per_s"] = ingest_rate(store, args.ingest, 2)
             res["rf3_ingest_one_user_per_s"] = ingest_rate(store, args.ingest, 5, users=1)
             store.write_all_first = False

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hybrid_memory.errors import ConfigurationError, StoreUnavailableError
-from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
+from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, require_weaviate_binary
 
 __all__ = ["WeaviateCluster", "cluster_nodes"]
 
@@ -50,7 +50,7 @@ class WeaviateCluster:
 
     Args:
         nodes: Number of nodes (1..9).
-        binary: Path of ``weaviate-server`` (default: :func:`find_weaviate_binary`).
+        binary: Path of ``weaviate-server`` (default: ``find_weaviate_binary()``).
         root: Directory for ``node<i>/data`` and ``node<i>.log``; ``None`` = a temporary
             directory removed by :meth:`stop`.
         memory_limit: ``GOMEMLIMIT`` of every node (e.g. ``"512MiB"``), ``None`` = unlimited.
@@ -80,12 +80,7 @@ class WeaviateCluster:
     ) -> None:
         if not 1 <= nodes <= 9:
             raise ConfigurationError(f"nodes must be in 1..9, got {nodes!r}")
-        found = str(binary) if binary is not None else find_weaviate_binary()
-        if found is None:
-            raise ConfigurationError(
-                "weaviate-server binary not found; set WEAVIATE_BINARY or run "
-                "`go install github.com/weaviate/weaviate/cmd/weaviate-server@v1.39.0`"
-            )
+        found = require_weaviate_binary(binary)
         self.size = nodes
         self.startup_timeout = startup_timeout
         self._tmp: str | None = None

@@ -56,6 +56,21 @@ def find_weaviate_binary() -> str | None:
     return None
 
 
+def require_weaviate_binary(binary: str | os.PathLike[str] | None = None) -> str:
+    """``binary`` as a string, else :func:`find_weaviate_binary`'s answer.
+
+    Raises:
+        ConfigurationError: no binary was given or found.
+    """
+    found = str(binary) if binary is not None else find_weaviate_binary()
+    if found is None:
+        raise ConfigurationError(
+            "weaviate-server binary not found; set WEAVIATE_BINARY or run "
+            "`go install github.com/weaviate/weaviate/cmd/weaviate-server@v1.39.0`"
+        )
+    return found
+
+
 def _free_ports(n: int, *, pairs: int = 0) -> list[int]:
     """``n`` distinct free TCP ports, then ``pairs`` consecutive pairs ``(p, p + 1)``.
 
@@ -147,13 +162,7 @@ class WeaviateServer:
         log_path: str | os.PathLike[str] | None = None,
         ports: tuple[int, int, int, int, int, int] | None = None,
     ) -> None:
-        found = str(binary) if binary is not None else find_weaviate_binary()
-        if found is None:
-            raise ConfigurationError(
-                "weaviate-server binary not found; set WEAVIATE_BINARY or run "
-                "`go install github.com/weaviate/weaviate/cmd/weaviate-server@v1.39.0`"
-            )
-        self.binary = found
+        self.binary = require_weaviate_binary(binary)
         self._tmp: str | None = None
         if data_path is None:
             self._tmp = tempfile.mkdtemp(prefix="hybrid-memory-weaviate-")
