@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -235,9 +236,16 @@ class WeaviateCluster:
             self.wait_healthy(timeout=self.startup_timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop every node; remove a temporary root. Idempotent; also after a failed start."""
-        for n in self.nodes:
-            n.stop(timeout, keep_data=True)
+        """Stop every node (all at once); remove a temporary root. Idempotent; also after a failed start.
+
+        In parallel because a node stopped after the others waits for its lost Raft peers and
+        is only killed at ``timeout``.
+        """
+        stoppers = [threading.Thread(target=n.stop, args=(timeout,), kwargs={"keep_data": True}) for n in self.nodes]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
