@@ -44,6 +44,7 @@ class FakeData:
         self.max_running = 0
         self.requests: list[list[str]] = []
         self.raise_on_request: set[int] = set()  # request numbers (0-based) that raise
+        self.hang_on_request: set[int] = set()  # request numbers (0-based) that take 30 s
         self.reject: set[str] = set()  # uuids rejected every time
 
     def insert_many(self, objs: list[Any]) -> Any:
@@ -56,7 +57,7 @@ class FakeData:
             if number == 0:
                 self.lock.wait_for(lambda: self.running >= self.overlap, timeout=10)
         try:
-            time.sleep(self.delay)
+            time.sleep(30.0 if number in self.hang_on_request else self.delay)
             if number in self.raise_on_request:
                 raise ConnectionError(f"request {number} lost")
             errors = {i: SimpleNamespace(message="rejected") for i, o in enumerate(objs) if str(o.uuid) in self.reject}
@@ -66,7 +67,9 @@ class FakeData:
                 self.running -= 1
 
 
-def make_store(tmp_path: Any, data: FakeData, **kwargs: Any) -> WeaviateStore:
+def make_store(tmp_path: Any, data: FakeData, *, all_data: FakeData | None = None, **kwargs: Any) -> WeaviateStore:
+    """A store whose alice handle writes to ``data`` (``all_data``: the handle at level ALL)."""
+    kwargs.setdefault("write_all_first", all_data is not None)
     store = WeaviateStore(
         SimpleNamespace(),
         dead_letter_path=tmp_path / "dl.sqlite",
@@ -75,7 +78,9 @@ def make_store(tmp_path: Any, data: FakeData, **kwargs: Any) -> WeaviateStore:
         retry_max_delay=0.0,
         **kwargs,
     )
-    store._handles[tenant_name("alice")] = SimpleNamespace(data=data)
+    for level in (None, "ONE", "QUORUM", "ALL"):
+        target = all_data if level == "ALL" and all_data is not None else data
+        store._handles[(store.collection, tenant_name("alice"), level)] = (store._client, SimpleNamespace(data=target))
     store._ensure_dimension = lambda dim: None  # type: ignore[method-assign]
     return store
 
@@ -128,6 +133,42 @@ def test_rejected_objects_are_dead_lettered_in_order_and_the_call_raises(tmp_pat
         store.upsert(recs, vecs)
     assert [r.id for r, _, _ in store.dead_letters("alice")] == [r.id for r in bad]
     assert len(data.requests) == 3 + 1  # one retry of the three failures, in one request
+
+
+def test_a_write_asks_all_replicas_first_then_falls_back_to_the_write_level(tmp_path: Any) -> None:
+    """A replica down: the ALL attempt's failures are sent again at once at QUORUM, not dead-lettered."""
+    everywhere = FakeData(delay=0.0)
+    quorum = FakeData(delay=0.0)
+    recs, vecs = records(25)
+    everywhere.reject = {object_uuid(r.id) for r in recs[:12]}  # "cannot reach enough replicas"
+    store = make_store(tmp_path, quorum, all_data=everywhere, batch_size=10, max_retries=0)
+    store.upsert(recs, vecs)
+    assert len(everywhere.requests) == 3
+    assert sorted(u for req in quorum.requests for u in req) == sorted(everywhere.reject)
+    assert store.dead_letter_count() == 0
+
+
+def test_a_write_that_outlives_the_insert_timeout_is_dead_lettered(tmp_path: Any) -> None:
+    """A request that does not answer (a cluster without Raft quorum) is abandoned at the deadline."""
+    data = FakeData(delay=30.0)
+    store = make_store(tmp_path, data, batch_size=10, max_retries=3)
+    store._request_timeout = lambda kind="query": 0.5  # type: ignore[method-assign]
+    recs, vecs = records(5)
+    with pytest.raises(StoreError, match="5 of 5 memories"):
+        store.upsert(recs, vecs)
+    assert len(data.requests) == 1  # no retry past the deadline
+    assert store.dead_letter_count() == 5
+
+
+def test_a_hung_batch_request_is_abandoned_and_sent_again(tmp_path: Any) -> None:
+    """The first write after Weaviate's Raft leader died hangs server-side; the resent one goes through."""
+    data = FakeData(delay=0.0)
+    data.hang_on_request = {0}
+    store = make_store(tmp_path, data, batch_size=10, batch_timeout=0.3)
+    recs, vecs = records(5)
+    store.upsert(recs, vecs)
+    assert len(data.requests) == 2 and data.requests[0] == data.requests[1]
+    assert store.dead_letter_count() == 0
 
 
 def test_write_concurrency_is_checked() -> None:

@@ -96,11 +96,18 @@ Layout: :mod:`.store` (:class:`WeaviateStore`: constructors, memory reads, write
 :mod:`.writes` (batches, dead-lettering, forget epochs), :mod:`.turns` (turn logs),
 :mod:`.mapping` (names, properties, records <-> objects), :mod:`.errors` (client exceptions ->
 the library's errors, by type), :mod:`.dead_letters` (the SQLite queue), :mod:`.runtime` (turn
-sequence clock, call threads) and :mod:`.server` (the local ``weaviate-server`` launcher).
+sequence clock, call threads), :mod:`.server` (the local ``weaviate-server`` launcher) and
+:mod:`.cluster` (a local multi-node cluster for tests and benchmarks).
+
+Cluster: :meth:`WeaviateStore.connect` takes several node URLs and fails over to the next live
+node; writes ask every replica (``ALL``) first and fall back to ``write_consistency`` (QUORUM)
+when a replica is down, reads use ``read_consistency`` (QUORUM); ``count`` bounds its aggregate
+by ``count_timeout`` (``docs/weaviate.md``, *A cluster of three nodes*).
 """
 
 from __future__ import annotations
 
+from hybrid_memory.stores.weaviate.cluster import WeaviateCluster
 from hybrid_memory.stores.weaviate.mapping import SCHEMA_VERSION, SEARCH_PROPERTY, object_uuid, tenant_name
 from hybrid_memory.stores.weaviate.runtime import SEQ_TIE_BREAK_BITS
 from hybrid_memory.stores.weaviate.server import WeaviateServer, find_weaviate_binary
@@ -110,6 +117,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SEARCH_PROPERTY",
     "SEQ_TIE_BREAK_BITS",
+    "WeaviateCluster",
     "WeaviateServer",
     "WeaviateStore",
     "find_weaviate_binary",

@@ -38,7 +38,7 @@ from hybrid_memory.stores.weaviate.errors import UnreachableError, is_tenant_mis
 from hybrid_memory.stores.weaviate.mapping import _record, _vector_of, object_uuid, tenant_name
 from hybrid_memory.stores.weaviate.runtime import _WORKERS, _live_url_of
 from hybrid_memory.stores.weaviate.server import WeaviateServer
-from hybrid_memory.values import MemoryFilter, Vector
+from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, Vector
 
 logger = logging.getLogger("hybrid_memory.stores.weaviate")
 
@@ -52,6 +52,10 @@ _ID_CHUNK = 1000
 _FILTER_CACHE_SIZE = 256
 #: Largest ``write_concurrency`` (batch requests of one write in flight at once).
 _MAX_WRITE_CONCURRENCY = 8
+#: Collection handles kept per store (one per collection, tenant and consistency level).
+_HANDLE_CACHE_SIZE = 8192
+#: Replica consistency levels a read or write may wait for (weaviate.md §6).
+CONSISTENCY_LEVELS = ("ONE", "QUORUM", "ALL")
 
 
 def _import_weaviate() -> ModuleType:
@@ -94,12 +98,42 @@ class _Nothing:
 _NOTHING = _Nothing()
 
 
-_NOTHING = _Nothing()
+class _Live:
+    """A collection handle looked up again on every attribute access.
+
+    ``h.query.hybrid(...)`` inside a retried call resolves ``h.query`` against the store's
+    *current* client, so a retry after a fail-over to another node (:meth:`_Client._failover`)
+    talks to the new node, with the consistency level ``level`` (``None``: the server's default).
+    """
+
+    __slots__ = ("_key", "_store")
+
+    def __init__(self, store: _Client, collection: str, tenant: str | None, level: str | None) -> None:
+        self._store = store
+        self._key = (collection, tenant, level)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store._resolve(self._key), name)
+
+
+class _Node:
+    """One node a store may talk to: its liveness URL and how to connect a client to it."""
+
+    __slots__ = ("connect", "live_url")
+
+    def __init__(self, live_url: str, connect: Callable[[], Any]) -> None:
+        self.live_url = live_url
+        self.connect = connect
 
 
 def _chunks(items: Sequence[T], n: int) -> Iterable[Sequence[T]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]
+
+
+def _close_quietly(client: Any) -> None:
+    with contextlib.suppress(Exception):
+        client.close()
 
 
 def _is_active(tenant: Any) -> bool:
@@ -128,6 +162,11 @@ class _Client:
         retry_base_delay: float = 0.2,
         retry_max_delay: float = 5.0,
         health_check_interval: float | None = 2.0,
+        read_consistency: str | None = "QUORUM",
+        write_consistency: str | None = "QUORUM",
+        write_all_first: bool = True,
+        count_timeout: float = 2.0,
+        batch_timeout: float = 10.0,
     ) -> None:
         _import_weaviate()
         if not re.fullmatch(r"[A-Z][A-Za-z0-9_]{0,200}", collection or ""):
@@ -144,6 +183,11 @@ class _Client:
             raise ConfigurationError("retry settings must be non-negative")
         if replication_factor is not None and replication_factor < 1:
             raise ConfigurationError("replication_factor must be >= 1")
+        for name, level in (("read_consistency", read_consistency), ("write_consistency", write_consistency)):
+            if level is not None and level not in CONSISTENCY_LEVELS:
+                raise ConfigurationError(f"{name} must be one of {CONSISTENCY_LEVELS} or None, got {level!r}")
+        if not count_timeout > 0 or not batch_timeout > 0:
+            raise ConfigurationError("count_timeout and batch_timeout must be positive")
         self._client = client
         self.collection = collection
         self.meta_collection = f"{collection}Meta"
@@ -158,6 +202,11 @@ class _Client:
         self.max_retries = max_retries
         self.retry_base_delay = retry_base_delay
         self.retry_max_delay = retry_max_delay
+        self.read_consistency = read_consistency
+        self.write_consistency = write_consistency
+        self.write_all_first = write_all_first
+        self.count_timeout = count_timeout
+        self.batch_timeout = batch_timeout
         dl_path = Path(dead_letter_path) if dead_letter_path is not None else _default_dead_letter_path(collection)
         self._dlq = _DeadLetterQueue(dl_path)
         self._owns_client = False
@@ -166,14 +215,16 @@ class _Client:
         self._meta: dict[str, Any] | None = None
         self._meta_lock = threading.Lock()
         self._write_lock = threading.RLock()
-        self._handles: dict[str, Any] = {}
-        self._turn_handles: dict[str, Any] = {}
+        self._handles: dict[tuple[str, str | None, str | None], tuple[Any, Any]] = {}
         self._filter_cache: dict[MemoryFilter, Any] = {}
         self.health_check_interval = health_check_interval
         self._live_url = _live_url_of(client)
         self._probe_timeout = 2.0
         self._watch_interval = 0.5
         self._last_ok = 0.0
+        self._nodes: list[_Node] = []  # set by WeaviateStore.connect: the nodes to fail over to
+        self._node = 0
+        self._failover_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------------
     _tmp_dir: str | None = None
@@ -202,7 +253,6 @@ class _Client:
             return
         self._closed = True
         self._handles.clear()
-        self._turn_handles.clear()
         self._dlq.close()
         if self._owns_client:
             with contextlib.suppress(Exception):
@@ -227,13 +277,14 @@ class _Client:
         cap = min(self.retry_max_delay, self.retry_base_delay * (2**attempt))
         time.sleep(cap / 2 + random.uniform(0, cap / 2))
 
-    def _probe(self, timeout: float) -> bool:
-        """One liveness probe (REST ``/v1/.well-known/live``); ``True`` when it answered 200."""
-        if self._live_url is None:
+    def _probe(self, timeout: float, url: str | None = None) -> bool:
+        """One liveness probe (REST ``/v1/.well-known/live``, default: the current node's); ``True`` when it answered 200."""
+        url = url or self._live_url
+        if url is None:
             return True
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
-            with opener.open(self._live_url, timeout=max(0.05, timeout)) as resp:
+            with opener.open(url, timeout=max(0.05, timeout)) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError, ValueError):
             return False
@@ -251,16 +302,52 @@ class _Client:
         if now - self._last_ok < self.health_check_interval:
             return True
         timeout = self._probe_timeout if deadline is None else min(self._probe_timeout, deadline - now)
-        ok = self._probe(timeout)
+        ok = self._probe(timeout) or self._failover(timeout)
         if ok:
             self._last_ok = now
         return ok
 
-    def _request_timeout(self) -> float:
-        """Seconds one request may take in total: the client's query timeout (default 30)."""
+    def _failover(self, timeout: float | None = None) -> bool:
+        """Switch to the next node that answers its liveness probe; ``True`` once on a live node.
+
+        Only for a store made by :meth:`WeaviateStore.connect` with several URLs. The old client
+        is closed in the background; cached handles are rebuilt on the new client.
+        """
+        if len(self._nodes) < 2 or self._closed:
+            return False
+        failed = self._live_url
+        probe_timeout = self._probe_timeout if timeout is None else max(0.05, min(self._probe_timeout, timeout))
+        with self._failover_lock:
+            if self._live_url != failed:  # another thread switched meanwhile
+                return True
+            n = len(self._nodes)
+            for step in range(1, n):
+                j = (self._node + step) % n
+                node = self._nodes[j]
+                if not self._probe(probe_timeout, node.live_url):
+                    continue
+                try:
+                    client = node.connect()
+                except Exception as exc:
+                    logger.debug("could not connect to Weaviate node %s: %r", node.live_url, exc)
+                    continue
+                old, self._client = self._client, client
+                self._node, self._live_url = j, node.live_url
+                self._handles = {}
+                logger.warning("Weaviate node %s is unreachable; using %s", failed, node.live_url)
+                threading.Thread(target=_close_quietly, args=(old,), daemon=True).start()
+                return True
+        return False
+
+    def _request_timeout(self, kind: Literal["query", "insert"] = "query") -> float:
+        """Seconds one request may take in total: the client's query or insert timeout.
+
+        Defaults (no timeout config found): 30 s for a query, 90 s for an insert.
+        """
         cfg = getattr(getattr(self._client, "_connection", None), "timeout_config", None)
-        value = getattr(cfg, "query", None)
-        return float(value) if isinstance(value, (int, float)) and value > 0 else 30.0
+        value = getattr(cfg, kind, None)
+        default = 30.0 if kind == "query" else 90.0
+        return float(value) if isinstance(value, (int, float)) and value > 0 else default
 
     def _watched(self, fn: Callable[[], T], deadline: float) -> T:
         """Run ``fn`` in a worker thread; give up at ``deadline`` or when the server stops answering.
@@ -288,7 +375,7 @@ class _Client:
         while not done.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
             now = time.monotonic()
             if now >= deadline:
-                raise TimeoutError(f"Weaviate did not answer within {self._request_timeout():g}s")
+                raise TimeoutError("Weaviate did not answer in time")
             if self._live_url is not None and now >= next_probe:
                 if not self._probe(min(self._probe_timeout, deadline - now)) and not done.is_set():
                     raise UnreachableError(f"server not reachable at {self._live_url}")
@@ -297,13 +384,15 @@ class _Client:
             raise box["err"]
         return box["out"]  # type: ignore[no-any-return]
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[], T], *, timeout: float | None = None) -> T:
         """Run ``fn`` with retries on transient errors; translate what finally fails.
 
-        The whole call, retries included, ends within the client's query timeout.
+        The whole call, retries included, ends within ``timeout`` (default: the client's query
+        timeout). A transient failure forces a liveness probe before the retry, which fails
+        over to another node when the current one is gone.
         """
         self._check_open()
-        deadline = time.monotonic() + self._request_timeout()
+        deadline = time.monotonic() + (self._request_timeout() if timeout is None else timeout)
         attempt = 0
         while True:
             try:
@@ -322,29 +411,73 @@ class _Client:
                     and time.monotonic() + self.retry_base_delay * (2**attempt) < deadline
                 ):
                     logger.debug("retrying Weaviate %s after %r", what, exc)
+                    self._last_ok = 0.0  # probe (and maybe fail over) before the retry
                     self._sleep_before_retry(attempt)
                     attempt += 1
                     continue
                 raise translate(exc, what) from exc
 
     # -- helpers -------------------------------------------------------------------------------
-    def _tenant(self, tenant: str) -> Any:
-        h = self._handles.get(tenant)
-        if h is None:
-            if len(self._handles) > 4096:
-                self._handles.clear()
-            h = self._client.collections.use(self.collection).with_tenant(tenant)
-            self._handles[tenant] = h
+    def _resolve(self, key: tuple[str, str | None, str | None]) -> Any:
+        """The client handle of ``(collection, tenant, level)`` on the current client (cached)."""
+        client = self._client
+        cached = self._handles.get(key)
+        if cached is not None and cached[0] is client:
+            return cached[1]
+        collection, tenant, level = key
+        h = client.collections.use(collection)
+        if tenant is not None:
+            h = h.with_tenant(tenant)
+        if level is not None:
+            from weaviate.classes.config import ConsistencyLevel
+
+            h = h.with_consistency_level(ConsistencyLevel(level))
+        if len(self._handles) >= _HANDLE_CACHE_SIZE:
+            self._handles.clear()
+        self._handles[key] = (client, h)
         return h
 
-    def _turns(self, tenant: str) -> Any:
-        h = self._turn_handles.get(tenant)
-        if h is None:
-            if len(self._turn_handles) > 4096:
-                self._turn_handles.clear()
-            h = self._client.collections.use(self.turns_collection).with_tenant(tenant)
-            self._turn_handles[tenant] = h
-        return h
+    def _level(self, write: bool) -> str | None:
+        return self.write_consistency if write else self.read_consistency
+
+    def _tenant(self, tenant: str, *, write: bool = False, level: str | None = None) -> Any:
+        """The memory collection of ``tenant`` at ``level`` (default: the read or write level)."""
+        return _Live(self, self.collection, tenant, level or self._level(write))
+
+    def _turns(self, tenant: str, *, write: bool = False) -> Any:
+        """The turn collection of ``tenant``, with the read (or write) consistency level."""
+        return _Live(self, self.turns_collection, tenant, self._level(write))
+
+    def _coll(self, collection: str, *, write: bool = False) -> Any:
+        """A collection without tenants (meta, forget epochs), with the read (or write) level."""
+        return _Live(self, collection, None, self._level(write))
+
+    def _count_objects(self, h: Any, where: Any, what: str) -> int:
+        """Objects of a tenant handle passing ``where``, within a bounded time.
+
+        An aggregate first, given ``count_timeout`` seconds: on a replicated collection an
+        aggregate is not replica-aware and waits for a node killed moments ago (until the
+        cluster drops it, about 20 s, or the query timeout). Then the ids are counted with a
+        search, which any live replica answers (up to ``QUERY_MAXIMUM_RESULTS`` objects; past
+        that the aggregate's :class:`StoreUnavailableError` is raised).
+        """
+
+        def aggregate() -> int:
+            return int(h.aggregate.over_all(total_count=True, filters=where).total_count or 0)
+
+        try:
+            return self._call(what, aggregate, timeout=self.count_timeout)
+        except StoreUnavailableError as exc:
+            first = exc
+
+        def ids() -> int:
+            res = h.query.fetch_objects(filters=where, limit=QUERY_MAXIMUM_RESULTS, return_properties=[])
+            return len(res.objects)
+
+        n = self._call(what, ids)
+        if n >= QUERY_MAXIMUM_RESULTS:
+            raise first
+        return n
 
     def _filters(self, f: MemoryFilter | None) -> Any:
         """Weaviate ``Filter`` for ``f``: ``None`` (match all) or :data:`_NOTHING` (cached per filter)."""

@@ -48,6 +48,10 @@ _TRANSIENT_WORDS = (
     "reset by peer",
     "broken pipe",
     "shutting down",
+    # a cluster that lost a node or its Raft quorum (weaviate.md §8)
+    "leader not found",
+    "can not resolve nodes",
+    "enough replicas",
     "503",
     "502",
     "504",

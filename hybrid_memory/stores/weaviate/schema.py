@@ -51,9 +51,8 @@ class _Schema(_Client):
         """
         from weaviate.classes.config import Configure, DataType, Property, Tokenization
 
-        cols = self._client.collections
-
         def create_main() -> None:
+            cols = self._client.collections
             if cols.exists(self.collection):
                 return
             try:
@@ -75,6 +74,7 @@ class _Schema(_Client):
                     raise
 
         def create_meta() -> None:
+            cols = self._client.collections
             if cols.exists(self.meta_collection):
                 return
             try:
@@ -107,6 +107,7 @@ class _Schema(_Client):
             return Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.none())
 
         def create_turns() -> None:
+            cols = self._client.collections
             if cols.exists(self.turns_collection):
                 return
             try:
@@ -125,6 +126,7 @@ class _Schema(_Client):
                     raise
 
         def create_epochs() -> None:
+            cols = self._client.collections
             if cols.exists(self.epochs_collection):
                 return
             try:
@@ -195,7 +197,6 @@ class _Schema(_Client):
         with self._meta_lock:
             self._meta = None
         self._handles.clear()
-        self._turn_handles.clear()
 
     async def acreate(self) -> None:
         """Async twin of :meth:`create`."""
@@ -214,7 +215,7 @@ class _Schema(_Client):
         with self._meta_lock:
             if self._meta is not None:
                 return self._meta
-            meta_coll = self._client.collections.use(self.meta_collection)
+            meta_coll = self._coll(self.meta_collection)
             obj = self._call("read meta", lambda: meta_coll.query.fetch_object_by_id(_CONFIG_UUID))
             if obj is None:
                 meta: dict[str, Any] = {
@@ -235,7 +236,7 @@ class _Schema(_Client):
 
     def _create_meta(self, meta: Mapping[str, Any]) -> bool:
         """Insert the first meta object; ``False`` when another process inserted it meanwhile."""
-        meta_coll = self._client.collections.use(self.meta_collection)
+        meta_coll = self._coll(self.meta_collection, write=True)
         props = {"key": "config", "value": json.dumps(dict(meta), sort_keys=True)}
 
         def run() -> bool:
@@ -250,7 +251,7 @@ class _Schema(_Client):
         return bool(self._call("create meta", run))
 
     def _write_meta(self, meta: Mapping[str, Any]) -> None:
-        meta_coll = self._client.collections.use(self.meta_collection)
+        meta_coll = self._coll(self.meta_collection, write=True)
         props = {"key": "config", "value": json.dumps(dict(meta), sort_keys=True)}
 
         def run() -> None:

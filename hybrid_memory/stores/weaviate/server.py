@@ -56,6 +56,21 @@ def find_weaviate_binary() -> str | None:
     return None
 
 
+def require_weaviate_binary(binary: str | os.PathLike[str] | None = None) -> str:
+    """``binary`` as a string, else :func:`find_weaviate_binary`'s answer.
+
+    Raises:
+        ConfigurationError: no binary was given or found.
+    """
+    found = str(binary) if binary is not None else find_weaviate_binary()
+    if found is None:
+        raise ConfigurationError(
+            "weaviate-server binary not found; set WEAVIATE_BINARY or run "
+            "`go install github.com/weaviate/weaviate/cmd/weaviate-server@v1.39.0`"
+        )
+    return found
+
+
 def _free_ports(n: int, *, pairs: int = 0) -> list[int]:
     """``n`` distinct free TCP ports, then ``pairs`` consecutive pairs ``(p, p + 1)``.
 
@@ -122,6 +137,9 @@ class WeaviateServer:
         environment: Extra or overriding environment variables for the server.
         startup_timeout: Seconds to wait for ``/v1/.well-known/ready``.
         log_path: Where the server's stdout/stderr go.
+        ports: The six ports (HTTP, gRPC, gossip, data, Raft, Raft RPC; gossip/data and the
+            Raft pair consecutive) chosen by the caller, e.g. a :class:`WeaviateCluster` that
+            must know every node's Raft port before any node starts; ``None`` = free ports.
 
     Raises:
         ConfigurationError: no binary was found.
@@ -142,14 +160,9 @@ class WeaviateServer:
         environment: Mapping[str, str] | None = None,
         startup_timeout: float = 90.0,
         log_path: str | os.PathLike[str] | None = None,
+        ports: tuple[int, int, int, int, int, int] | None = None,
     ) -> None:
-        found = str(binary) if binary is not None else find_weaviate_binary()
-        if found is None:
-            raise ConfigurationError(
-                "weaviate-server binary not found; set WEAVIATE_BINARY or run "
-                "`go install github.com/weaviate/weaviate/cmd/weaviate-server@v1.39.0`"
-            )
-        self.binary = found
+        self.binary = require_weaviate_binary(binary)
         self._tmp: str | None = None
         if data_path is None:
             self._tmp = tempfile.mkdtemp(prefix="hybrid-memory-weaviate-")
@@ -166,9 +179,10 @@ class WeaviateServer:
         self.http_port = 0
         self.grpc_port = 0
         self.startup_seconds: float | None = None
-        self._ports: list[int] | None = None
+        self._ports: list[int] | None = list(ports) if ports is not None else None
         self._proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._t0 = 0.0
 
     @property
     def url(self) -> str:
@@ -233,6 +247,16 @@ class WeaviateServer:
         """
         if self.running:
             return self
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the process without waiting (:meth:`wait_ready` waits); no-op while it runs.
+
+        Cluster nodes are spawned together: none is ready before the Raft quorum has formed.
+        """
+        if self.running:
+            return
         self.data_path.mkdir(parents=True, exist_ok=True)
         env = self.env()
         args = [
@@ -246,10 +270,20 @@ class WeaviateServer:
             "--read-timeout=600s",
             "--write-timeout=600s",
         ]
-        t0 = time.monotonic()
+        self._t0 = time.monotonic()
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._finalizer = weakref.finalize(self, _terminate, self._proc, 30.0)
+
+    def wait_ready(self) -> WeaviateServer:
+        """Wait until ``/v1/.well-known/ready`` answers 200 (after :meth:`spawn`).
+
+        Raises:
+            StoreUnavailableError: the process exited or did not become ready within
+                ``startup_timeout`` of its spawn (the message carries the tail of the log).
+        """
+        if self._proc is None:
+            raise StoreUnavailableError("weaviate-server was not started")
         ready = f"{self.url}/v1/.well-known/ready"
         while True:
             if self._proc.poll() is not None:
@@ -262,13 +296,24 @@ class WeaviateServer:
                         break
             except (urllib.error.URLError, OSError):
                 pass
-            if time.monotonic() - t0 > self.startup_timeout:
+            if time.monotonic() - self._t0 > self.startup_timeout:
                 tail = self.log_tail()
                 self.stop()
                 raise StoreUnavailableError(f"weaviate-server not ready after {self.startup_timeout:.0f}s:\n{tail}")
             time.sleep(0.1)
-        self.startup_seconds = time.monotonic() - t0
+        self.startup_seconds = time.monotonic() - self._t0
         return self
+
+    def kill(self) -> None:
+        """``kill -9`` the process (data and ports kept: :meth:`start` brings it back). Idempotent."""
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            self._proc.wait(timeout=30)
+            self._proc = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the server log."""

@@ -42,6 +42,7 @@ from hybrid_memory.stores.weaviate.client import (
     _check_records,
     _import_weaviate,
     _is_active,
+    _Node,
     logger,
 )
 from hybrid_memory.stores.weaviate.dead_letters import _default_dead_letter_path, _Pending
@@ -63,6 +64,55 @@ from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequ
 _KEYWORD_EXPLAIN = re.compile(
     r"Result Set keyword,bm25\) Document ([0-9a-fA-F-]{36})(?:: original score ([^,\s]+),| contributed)"
 )
+
+
+def _node(url: str, grpc_port: int | None, settings: Mapping[str, Any]) -> tuple[str, _Node]:
+    """``(host_port label, node)`` for one REST URL: its liveness URL and a client factory.
+
+    Raises:
+        ConfigurationError: a malformed URL.
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"url must look like http(s)://host[:port], got {url!r}")
+    secure = parts.scheme == "https"
+    host = parts.hostname
+    port = parts.port or (443 if secure else 80)
+    grpc_host = settings["grpc_host"]
+    if grpc_host is None:
+        cloud = host.endswith((".weaviate.cloud", ".weaviate.network", ".wcs.api.weaviate.io"))
+        grpc_host = f"grpc-{host}" if cloud and not host.startswith("grpc-") else host
+    if grpc_port is None:
+        grpc_port = 443 if secure else 50051
+    query, insert, init = settings["timeouts"]
+    headers, api_key = settings["headers"], settings["api_key"]
+
+    def connect() -> Any:
+        weaviate = _import_weaviate()
+        from weaviate.classes.init import AdditionalConfig, Auth, GrpcConfig, Timeout
+
+        return weaviate.connect_to_custom(
+            http_host=host,
+            http_port=port,
+            http_secure=secure,
+            grpc_host=grpc_host,
+            grpc_port=grpc_port,
+            grpc_secure=secure,
+            headers=dict(headers) if headers else None,
+            additional_config=AdditionalConfig(
+                timeout=Timeout(query=query, insert=insert, init=init),
+                grpc_config=GrpcConfig(channel_options=list(_GRPC_CHANNEL_OPTIONS)),
+                trust_env=settings["trust_env"],
+            ),
+            auth_credentials=Auth.api_key(api_key) if api_key else None,
+            skip_init_checks=True,
+        )
+
+    scheme = "https" if secure else "http"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{host}_{port}", _Node(f"{scheme}://{shown}:{port}/v1/.well-known/live", connect)
 
 
 class WeaviateStore(_TurnLog, AsyncFromSyncStore):
@@ -91,6 +141,20 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         retry_max_delay: Upper bound of one backoff delay.
         health_check_interval: Before a request, if nothing succeeded for this many seconds,
             probe ``/v1/.well-known/live`` first so an outage fails fast (``None`` = never).
+        read_consistency: Replicas a read waits for: ``"ONE"``, ``"QUORUM"`` (default) or
+            ``"ALL"`` (``None`` = the server's default, ONE for searches). QUORUM reads after
+            QUORUM writes see every acknowledged write (read-your-writes) with one node down.
+        write_consistency: Replicas a write waits for before it is acknowledged (default
+            ``"QUORUM"``: with replication factor 3 a write survives the loss of any one node).
+        write_all_first: Ask every replica (``ALL``) first and fall back to
+            ``write_consistency`` for what that could not write (a replica is down): while all
+            nodes are up, every copy holds a write before it is acknowledged, so a read at any
+            level through any node sees it (QUORUM search reads alone missed 1 of 150 fresh
+            QUORUM writes on a loopback cluster).
+        count_timeout: Seconds :meth:`count` gives its aggregate before counting with a search
+            instead (an aggregate waits for a node that died moments ago; a search does not).
+        batch_timeout: Seconds one batch request may go unanswered before it is abandoned and
+            sent again (within the insert timeout, which bounds the whole write).
 
     Raises:
         MissingDependencyError: weaviate-client is not installed.
@@ -109,9 +173,9 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
     @classmethod
     def connect(
         cls,
-        url: str,
+        url: str | Sequence[str],
         *,
-        grpc_port: int | None = None,
+        grpc_port: int | Sequence[int] | None = None,
         grpc_host: str | None = None,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
@@ -126,12 +190,21 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         dead_letter_path: str | os.PathLike[str] | None = None,
         max_retries: int = 3,
         trust_env: bool = False,
+        read_consistency: str | None = "QUORUM",
+        write_consistency: str | None = "QUORUM",
+        write_all_first: bool = True,
+        count_timeout: float = 2.0,
+        batch_timeout: float = 10.0,
     ) -> WeaviateStore:
         """Connect to a server by URL (``http://`` or ``https://``); the store owns the client.
 
         Args:
-            url: REST endpoint, e.g. ``http://localhost:8080`` or ``https://xyz.weaviate.cloud``.
-            grpc_port: gRPC port (default 50051 for http, 443 for https).
+            url: REST endpoint, e.g. ``http://localhost:8080`` or ``https://xyz.weaviate.cloud``;
+                or the endpoints of several nodes of one cluster: the store talks to the first
+                and, when a node stops answering its liveness probe, fails over to the next
+                live one (in order, wrapping around).
+            grpc_port: gRPC port (default 50051 for http, 443 for https); with several URLs one
+                port for all nodes or one per URL.
             grpc_host: gRPC host (default: the URL's host; ``grpc-<host>`` for Weaviate Cloud).
             api_key: API key (Weaviate Cloud or ``AUTHENTICATION_APIKEY_*`` servers).
             headers: Extra HTTP/gRPC headers.
@@ -148,47 +221,40 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
             trust_env: Let the client read ``SSL_CERT_FILE`` (REST) and proxy variables from the
                 environment, e.g. to trust a private CA for an ``https://`` server; gRPC reads
                 ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``. Default ``False``: certifi's CA bundle only.
+            read_consistency: See :class:`WeaviateStore`.
+            write_consistency: See :class:`WeaviateStore`.
+            write_all_first: See :class:`WeaviateStore`.
+            count_timeout: See :class:`WeaviateStore`.
+            batch_timeout: See :class:`WeaviateStore`.
 
         Raises:
-            ConfigurationError: a malformed URL.
+            ConfigurationError: a malformed URL, or as many gRPC ports as URLs were not given.
             StoreUnavailableError: the server cannot be reached.
         """
-        weaviate = _import_weaviate()
-        from urllib.parse import urlsplit
-
-        from weaviate.classes.init import AdditionalConfig, Auth, GrpcConfig, Timeout
-
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(f"url must look like http(s)://host[:port], got {url!r}")
-        secure = parts.scheme == "https"
-        host = parts.hostname
-        port = parts.port or (443 if secure else 80)
-        if grpc_host is None:
-            cloud = host.endswith((".weaviate.cloud", ".weaviate.network", ".wcs.api.weaviate.io"))
-            grpc_host = f"grpc-{host}" if cloud and not host.startswith("grpc-") else host
-        if grpc_port is None:
-            grpc_port = 443 if secure else 50051
+        _import_weaviate()
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls:
+            raise ConfigurationError("connect needs at least one url")
+        ports: list[int | None]
+        if grpc_port is None or isinstance(grpc_port, int):
+            ports = [grpc_port] * len(urls)
+        else:
+            ports = list(grpc_port)
+            if len(ports) != len(urls):
+                raise ConfigurationError(f"{len(urls)} urls but {len(ports)} gRPC ports")
+        settings = {
+            "grpc_host": grpc_host,
+            "api_key": api_key,
+            "headers": headers,
+            "timeouts": (timeout, insert_timeout, init_timeout),
+            "trust_env": trust_env,
+        }
+        nodes = [_node(u, p, settings) for u, p in zip(urls, ports, strict=True)]
         try:
-            client = weaviate.connect_to_custom(
-                http_host=host,
-                http_port=port,
-                http_secure=secure,
-                grpc_host=grpc_host,
-                grpc_port=grpc_port,
-                grpc_secure=secure,
-                headers=dict(headers) if headers else None,
-                additional_config=AdditionalConfig(
-                    timeout=Timeout(query=timeout, insert=insert_timeout, init=init_timeout),
-                    grpc_config=GrpcConfig(channel_options=list(_GRPC_CHANNEL_OPTIONS)),
-                    trust_env=trust_env,
-                ),
-                auth_credentials=Auth.api_key(api_key) if api_key else None,
-                skip_init_checks=True,
-            )
+            client = nodes[0][1].connect()
         except Exception as exc:
-            raise translate(exc, f"connect to {url}") from exc
-        label = f"{host}_{port}_{collection}"
+            raise translate(exc, f"connect to {urls[0]}") from exc
+        label = f"{nodes[0][0]}_{collection}"
         store = cls(
             client,
             collection=collection,
@@ -197,8 +263,14 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
             replication_factor=replication_factor,
             dead_letter_path=dead_letter_path if dead_letter_path is not None else _default_dead_letter_path(label),
             max_retries=max_retries,
+            read_consistency=read_consistency,
+            write_consistency=write_consistency,
+            write_all_first=write_all_first,
+            count_timeout=count_timeout,
+            batch_timeout=batch_timeout,
         )
         store._owns_client = True
+        store._nodes = [n for _, n in nodes]
         if create_schema:
             try:
                 store.ensure_schema()
@@ -589,13 +661,8 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         tenants = [tenant_name(user_id)] if user_id is not None else self._tenant_names()
         total = 0
         for t in tenants:
-            h = self._tenant(t)
-
-            def run(h: Any = h) -> int:
-                return int(h.aggregate.over_all(total_count=True, filters=where).total_count or 0)
-
             try:
-                total += self._call("count", run)
+                total += self._count_objects(self._tenant(t), where, "count")
             except StoreError as exc:
                 if is_tenant_missing(exc):
                     continue
@@ -604,8 +671,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
 
     def _tenant_names(self) -> list[str]:
         """Names of the active tenants (inactive/offloaded ones are not woken up)."""
-        coll = self._client.collections.use(self.collection)
-        tenants = self._call("list tenants", lambda: coll.tenants.get())
+        tenants = self._call("list tenants", lambda: self._client.collections.use(self.collection).tenants.get())
         return sorted(name for name, t in tenants.items() if _is_active(t))
 
     def users(self) -> list[str]:
@@ -641,7 +707,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         if not ids:
             return 0
         self._dlq.remove(user_id, ids)
-        h = self._tenant(tenant_name(user_id))
+        h = self._tenant(tenant_name(user_id), write=True)
         with self._write_lock:
             return self._delete_objects(h, [object_uuid(i) for i in ids], "delete")
 
@@ -660,19 +726,16 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         check_id(user_id)
         tenant = tenant_name(user_id)
         n = self.count(user_id)
-        memories = self._client.collections.use(self.collection)
-        turns = self._client.collections.use(self.turns_collection)
 
         def remove() -> None:
-            memories.tenants.remove([tenant])  # a missing tenant is not an error
-            turns.tenants.remove([tenant])
+            cols = self._client.collections
+            cols.use(self.collection).tenants.remove([tenant])  # a missing tenant is not an error
+            cols.use(self.turns_collection).tenants.remove([tenant])
 
         with self._write_lock:
             for sweep in range(2):
                 self._bump_epoch(user_id)
                 self._call("delete tenant", remove)
-                self._handles.pop(tenant, None)
-                self._turn_handles.pop(tenant, None)
                 if sweep == 0:
                     self._dlq.remove_user(user_id)
         return n

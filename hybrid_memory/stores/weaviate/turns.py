@@ -62,7 +62,7 @@ class _TurnLog(_Writes):
         self._check_epochs({user: epoch})
         out = [t.model_copy(update={"seq": _SEQ_CLOCK.next((self.collection, user, t.session_id))}) for t in items]
         objects = [DataObject(properties=_turn_properties(t, epoch), uuid=_turn_uuid(user, t.id)) for t in out]
-        h = self._turns(tenant_name(user))
+        h = self._turns(tenant_name(user), write=True)
         for chunk in _chunks(objects, self.batch_size):
 
             def run(chunk: Sequence[Any] = chunk) -> None:
@@ -131,12 +131,8 @@ class _TurnLog(_Writes):
         if after_seq == 0:
             count = len(turns)
         else:
-
-            def count_run() -> int:
-                return int(h.aggregate.over_all(total_count=True, filters=scope).total_count or 0)
-
             try:
-                count = self._call("count session turns", count_run)
+                count = self._count_objects(h, scope, "count session turns")
             except StoreError as exc:
                 if not is_tenant_missing(exc):
                     raise
@@ -150,7 +146,7 @@ class _TurnLog(_Writes):
 
         check_id(user_id)
         check_id(session_id, name="session_id")
-        h = self._turns(tenant_name(user_id))
+        h = self._turns(tenant_name(user_id), write=True)
         where = Filter.by_property("session_id").equal(session_id)
         deleted = 0
         while True:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -35,8 +36,17 @@ class _Writes(_Schema):
     """Batch writes with retries and dead letters; forget epochs."""
 
     # -- writes --------------------------------------------------------------------------------
-    def _send(self, tenant: str, items: Sequence[_Pending]) -> list[_Failure]:
+    def _send(
+        self, tenant: str, items: Sequence[_Pending], *, deadline: float, level: str | None = None
+    ) -> list[_Failure]:
         """One attempt: batch-write ``items`` into ``tenant``; return the failures with reasons.
+
+        ``level``: the consistency level of this attempt (default: ``write_consistency``).
+        ``deadline`` (``time.monotonic()``): a request not answered by then, or within
+        ``batch_timeout`` of being sent, is abandoned and its objects fail as transient (the
+        next attempt sends them again). Weaviate 1.39 holds the first write after its Raft
+        leader died for over 40 s, and every write of a cluster without Raft quorum; an
+        abandoned request may still land later, which the resent same objects make harmless.
 
         Each chunk is one gRPC ``BatchObjects`` request (``data.insert_many``); its per-object
         errors are the ``ErrorObject`` s that the client's batch context collects in
@@ -48,17 +58,25 @@ class _Writes(_Schema):
         """
         from weaviate.classes.data import DataObject
 
-        h = self._tenant(tenant)
+        h = self._tenant(tenant, write=True, level=level)
         failed: list[_Failure] = []
         chunks = list(_chunks(items, self.batch_size))
         window = max(1, min(self.write_concurrency, len(chunks)))
-        in_flight: collections.deque[tuple[Sequence[_Pending], concurrent.futures.Future[Any]]] = collections.deque()
+        in_flight: collections.deque[tuple[Sequence[_Pending], concurrent.futures.Future[Any], float]] = (
+            collections.deque()
+        )
 
         def collect() -> None:
-            chunk, fut = in_flight.popleft()
+            chunk, fut, sent = in_flight.popleft()
             try:
-                res = fut.result()
+                res = self._await_batch(fut, min(deadline, sent + self.batch_timeout))
+            except concurrent.futures.TimeoutError as lost:
+                self._last_ok = 0.0  # probe (and maybe fail over) before the next request
+                failed.extend(_Failure(p, str(lost), True) for p in chunk)
+                return
             except Exception as exc:  # the whole request failed (network, all objects rejected)
+                if is_transient(exc):
+                    self._last_ok = 0.0  # probe (and maybe fail over) before the next request
                 failed.extend(_Failure(p, f"{type(exc).__name__}: {exc}", is_transient(exc)) for p in chunk)
                 return
             self._last_ok = time.monotonic()
@@ -81,12 +99,31 @@ class _Writes(_Schema):
                 if not self._reachable():
                     failed.extend(_Failure(p, f"server not reachable at {self._live_url}", True, True) for p in chunk)
                     continue
-                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=window == 1)))
+                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=False), time.monotonic()))
             while in_flight:
                 collect()
-        finally:  # only when an exception escaped: let the requests already sent finish
-            concurrent.futures.wait([fut for _, fut in in_flight])
+        finally:  # only when an exception escaped: let the requests already sent finish (in time)
+            concurrent.futures.wait([fut for _, fut, _ in in_flight], timeout=max(0.0, deadline - time.monotonic()))
         return failed
+
+    def _await_batch(self, fut: concurrent.futures.Future[Any], deadline: float) -> Any:
+        """The batch request's result, watched like :meth:`_watched` watches a read.
+
+        Raises:
+            concurrent.futures.TimeoutError: the deadline passed, or the node stopped answering
+                its liveness probe (checked every ``_watch_interval`` seconds): weaviate-client
+                would retry a batch to a dead node for about 15 s before raising, while the
+                request is abandoned here and retried (on another node after a fail-over).
+        """
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                raise concurrent.futures.TimeoutError("Weaviate did not answer the batch in time")
+            try:
+                return fut.result(timeout=max(0.0, min(self._watch_interval, deadline - now)))
+            except concurrent.futures.TimeoutError:
+                if self._live_url is not None and not fut.done() and not self._probe(self._probe_timeout):
+                    raise concurrent.futures.TimeoutError(f"server not reachable at {self._live_url}") from None
 
     def _write(
         self,
@@ -97,6 +134,15 @@ class _Writes(_Schema):
     ) -> list[_Failure]:
         """Write with retries; return the final failures.
 
+        With ``write_all_first`` the first attempt asks for every replica (``ALL``): when it
+        succeeds, every copy holds the write before it is acknowledged, so a read at any level
+        through any node sees it. What that attempt could not write (a replica is down) is sent
+        again at once at ``write_consistency``, without a backoff sleep or a retry counted.
+
+        The whole write, retries included, ends within the client's insert timeout: what is not
+        written by then fails (and is dead-lettered). Records of several users (tenants) are
+        written ``write_concurrency`` tenants at a time.
+
         With ``dead_letter`` (full writes of the caller's records) what still fails is queued
         (with its user's epoch from ``epochs``) and what succeeds clears any older queued version
         of the same memory. Without it (touch) the queue is left alone, so a pending newer
@@ -106,30 +152,61 @@ class _Writes(_Schema):
         by_tenant: dict[str, list[_Pending]] = {}
         for p in items:
             by_tenant.setdefault(p.tenant, []).append(p)
-        final: list[_Failure] = []
+        deadline = time.monotonic() + self._request_timeout("insert")
         # Once the server proved unreachable after all retries, later tenants of this call are
         # tried once (the liveness probe still runs) instead of sleeping through the backoff again.
-        down = False
-        with self._write_lock:
-            for tenant, group in by_tenant.items():
-                todo = list(group)
-                attempt = 0
-                while True:
-                    failures = self._send(tenant, todo)
-                    if not failures:
-                        break
-                    if attempt >= self.max_retries or self._closed or down:
-                        final.extend(failures)
-                        down = down or all(f.unreachable for f in failures)
-                        break
-                    logger.debug("retrying %d failed objects for tenant %s", len(failures), tenant)
-                    self._sleep_before_retry(attempt)
-                    attempt += 1
+        down = [False]
+
+        def one_tenant(tenant: str, group: list[_Pending]) -> list[_Failure]:
+            todo = list(group)
+            attempt = 0
+            all_first = self.write_all_first and self.write_consistency not in (None, "ALL")
+            while True:
+                failures = self._send(tenant, todo, deadline=deadline, level="ALL" if all_first else None)
+                if all_first and failures:
+                    all_first = False
                     todo = [f.pending for f in failures]
-                failed_ids = {f.pending.uuid for f in final}
-                ok = [p.record.id for p in group if p.uuid not in failed_ids]
-                if ok and dead_letter:
-                    self._dlq.remove(group[0].record.user_id, ok)
+                    continue
+                all_first = False
+                if not failures:
+                    return []
+                late = time.monotonic() + self.retry_base_delay * (2**attempt) >= deadline
+                if attempt >= self.max_retries or self._closed or down[0] or late:
+                    down[0] = down[0] or all(f.unreachable for f in failures)
+                    return failures
+                logger.debug("retrying %d failed objects for tenant %s", len(failures), tenant)
+                self._sleep_before_retry(attempt)
+                attempt += 1
+                todo = [f.pending for f in failures]
+
+        results: dict[str, list[_Failure]] = {}
+        with self._write_lock:
+            tenants = list(by_tenant.items())
+            workers = min(self.write_concurrency, len(tenants))
+            if workers <= 1:
+                for tenant, group in tenants:
+                    results[tenant] = one_tenant(tenant, group)
+            else:  # several users: up to write_concurrency tenants at once (replicated writes wait ~0.1 s each)
+                queue = iter(tenants)
+                taking = threading.Lock()
+
+                def worker() -> None:
+                    while True:
+                        with taking:
+                            nxt = next(queue, None)
+                        if nxt is None:
+                            return
+                        results[nxt[0]] = one_tenant(*nxt)
+
+                for fut in [_submit(worker, inline=False) for _ in range(workers)]:
+                    fut.result()
+            final = [f for tenant, _ in tenants for f in results.get(tenant, [])]
+            if dead_letter:
+                for tenant, group in tenants:
+                    failed_ids = {f.pending.uuid for f in results.get(tenant, [])}
+                    ok = [p.record.id for p in group if p.uuid not in failed_ids]
+                    if ok:
+                        self._dlq.remove(group[0].record.user_id, ok)
         if final and dead_letter:
             self._dlq.add(final, epochs)
         return final
@@ -159,7 +236,7 @@ class _Writes(_Schema):
     # -- forget epochs -------------------------------------------------------------------------
     def _read_epoch(self, user_id: str) -> int:
         """The user's forget epoch: one object fetch by UUID (0 when the user was never forgotten)."""
-        coll = self._client.collections.use(self.epochs_collection)
+        coll = self._coll(self.epochs_collection)
         uid = _epoch_uuid(user_id)
         obj = self._call("read forget epoch", lambda: coll.query.fetch_object_by_id(uid, return_properties=["epoch"]))
         if obj is None:
@@ -173,7 +250,7 @@ class _Writes(_Schema):
         """Read-modify-write ``epoch + 1`` (two concurrent bumps may land as one: it still moved)."""
         from weaviate.classes.data import DataObject
 
-        coll = self._client.collections.use(self.epochs_collection)
+        coll = self._coll(self.epochs_collection, write=True)
         uid = _epoch_uuid(user_id)
         new = self._read_epoch(user_id) + 1
 
@@ -245,7 +322,9 @@ class _Writes(_Schema):
         with self._write_lock:
             for tenant, group in by_tenant.items():
                 self._dlq.remove(group[0].record.user_id, [p.record.id for p in group])
-                self._delete_objects(self._tenant(tenant), [p.uuid for p in group], "undo a forgotten write")
+                self._delete_objects(
+                    self._tenant(tenant, write=True), [p.uuid for p in group], "undo a forgotten write"
+                )
 
     def _undo_if_forgotten(
         self, items: Sequence[_Pending], failures: Sequence[_Failure], epochs: Mapping[str, int]
