@@ -66,6 +66,7 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.records import MemoryRecord, Status, Turn
 from hybrid_memory.stores.base import AsyncFromSyncStore, MemoryStore
+from hybrid_memory.stores.nearest import NeighbourSource
 from hybrid_memory.values import MemoryFilter, SearchRequest, SessionLog, StoreHit, Vector
 
 try:
@@ -635,6 +636,28 @@ class StoreContract:
         by_id = {h.record.id: h.vector for h in hits if h.vector is not None}
         np.testing.assert_allclose(by_id[a.id], vec(0.6, 0.8), atol=1e-6)  # unit-normalised as stored
         np.testing.assert_allclose(by_id[b.id], vec(0, 0, 1), atol=1e-6)
+
+    def test_neighbours_are_the_nearest_active_memories_of_that_user(self, store: MemoryStore) -> None:
+        # Optional capability (NeighbourSource): the writer's dedup check served by the store's own index.
+        if not isinstance(store, NeighbourSource):
+            pytest.skip(f"{type(store).__name__} has no neighbours(); the writer keeps its own index")
+        near = rec("alice", "green tea every morning", category="preference")
+        nearer = rec("alice", "green tea in the morning", minutes=1)
+        far = rec("alice", "a jacket for the rain", minutes=2)
+        old = rec("alice", "black tea every morning", minutes=3)
+        bobs = rec("bob", "green tea every morning")
+        seed(store, [near, nearer, far, old, bobs], [vec(0.8, 0.6), vec(0.9, 0.4), vec(0, 0, 1), vec(1), vec(1)])
+        store.update([old.evolve(status="superseded")])
+        queries = mat(vec(1), vec(0, 0, 0, 1))
+        got = store.neighbours("alice", queries, threshold=0.5, top=5)
+        assert len(got) == 2 and got[1] == []  # one list per row; nothing near the second
+        assert [(i, c) for i, _, c in got[0]] == [(nearer.id, "fact"), (near.id, "preference")]
+        cosines = [sim for _, sim, _ in got[0]]
+        expected = [0.9 / float(np.hypot(0.9, 0.4)), 0.8]
+        np.testing.assert_allclose(cosines, expected, atol=1e-5)
+        assert [i for i, _, _ in store.neighbours("alice", queries[:1], threshold=0.5, top=1)[0]] == [nearer.id]
+        assert store.neighbours("alice", queries[:1], threshold=0.99, top=5) == [[]]
+        assert store.neighbours("carol", queries[:1], threshold=0.0, top=5) == [[]]  # no tenant, no error
 
     def test_epoch_starts_at_zero_and_moves_on_every_delete_user(self, store: MemoryStore) -> None:
         assert store.user_epoch("alice") == 0

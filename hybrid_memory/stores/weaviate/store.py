@@ -10,6 +10,7 @@ writes and reads, deletes and the hybrid search. The package docstring
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -36,6 +37,7 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
 from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids
+from hybrid_memory.stores.nearest import Neighbour
 from hybrid_memory.stores.weaviate.client import (
     _NOTHING,
     _check_epoch_map,
@@ -113,6 +115,10 @@ def _node(url: str, grpc_port: int | None, settings: Mapping[str, Any]) -> tuple
     scheme = "https" if secure else "http"
     shown = f"[{host}]" if ":" in host else host
     return f"{host}_{port}", _Node(f"{scheme}://{shown}:{port}/v1/.well-known/live", connect)
+
+
+#: Neighbour queries of one write in flight at once (each is a small near_vector read).
+_NEIGHBOUR_CONCURRENCY = 8
 
 
 class WeaviateStore(_TurnLog, AsyncFromSyncStore):
@@ -812,6 +818,70 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
                 )
             )
         return hits
+
+    def neighbours(self, user_id: str, vectors: Vector, *, threshold: float, top: int) -> list[list[Neighbour]]:
+        """The active memories of ``user_id`` most similar to each of ``vectors`` (the writer's dedup check).
+
+        One ``near_vector`` query per row on the user's tenant, filtered to active memories and cut
+        at cosine distance ``1 - threshold`` by the server; up to 8 rows run at a time. No
+        aggregate and no copy of the user's vectors in this process: on a cluster any replica
+        answers at the store's read consistency. The cosine is recomputed from the returned vector,
+        as :meth:`search` does, so the threshold means what it means on ``LocalStore``.
+
+        Args:
+            user_id: Whose memories.
+            vectors: Unit-normalised query vectors, one per row.
+            threshold: Minimum cosine similarity.
+            top: At most this many neighbours per row.
+
+        Returns:
+            Per row, ``(id, cosine, category)`` of at most ``top`` active memories with cosine at or
+            above ``threshold``, most similar first (ties by id).
+        """
+        self._check_open()
+        check_id(user_id)
+        rows = np.asarray(vectors, dtype=np.float32)
+        if rows.ndim != 2 or len(rows) == 0 or top <= 0:
+            return [[] for _ in range(len(rows))]
+        dim = self.dimension
+        if dim is None:
+            return [[] for _ in range(len(rows))]  # nothing was ever stored
+        if rows.shape[1] != dim:
+            raise EmbeddingDimensionError(dim, int(rows.shape[1]))
+        where = self._filters(MemoryFilter())
+        h = self._tenant(tenant_name(user_id))
+        # The server's distance cut is a pre-filter; the exact threshold is applied below.
+        distance = min(2.0, max(0.0, 1.0 - float(threshold)) + 1e-4)
+
+        def one(q: Vector) -> list[Neighbour]:
+            def run() -> Any:
+                return h.query.near_vector(
+                    near_vector=q.tolist(), distance=distance, limit=top, filters=where, include_vector=True
+                )
+
+            try:
+                res = self._call("neighbour search", run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    return []
+                raise
+            cosine = _Cosine(q)
+            found: list[Neighbour] = []
+            for o in res.objects:
+                rec = _record(o.properties)
+                vec = _vector_of(o)
+                if rec.user_id != user_id or vec is None:  # defence in depth
+                    continue
+                sim = cosine(vec)
+                if sim >= threshold:
+                    found.append((rec.id, sim, rec.category))
+            found.sort(key=lambda n: (-n[1], n[0]))
+            return found[:top]
+
+        if len(rows) == 1:
+            return [one(rows[0])]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(_NEIGHBOUR_CONCURRENCY, len(rows))) as pool:
+            return list(pool.map(one, rows))
 
     def _keyword_scores(
         self, objects: Sequence[Any], request: SearchRequest, query_text: str | None, h: Any, where: Any
