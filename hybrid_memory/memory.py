@@ -414,7 +414,9 @@ class HybridMemory:
     def review_queue(self, user_id: str) -> list[ConflictReview]:
         """Conflicts the writer detected or suspected for ``user_id``, oldest first.
 
-        Each entry says what was done (superseded, demoted, or suspected and both kept).
+        Each entry says what was done (superseded, demoted, or suspected and both kept). The queue
+        is in the store (with the memory that raised each review), so every process sees the same
+        one and a restart keeps it.
         """
         check_id(user_id)
         return self.writer.review_queue(user_id)

@@ -47,7 +47,6 @@ import itertools
 import threading
 import uuid
 import zlib
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -61,15 +60,20 @@ from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, Sco
 from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
 from hybrid_memory.stores.base import MemoryStore, Vector
 from hybrid_memory.text.privacy import PiiRedactor
+from hybrid_memory.values import MemoryFilter
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview, HeuristicConflictJudge
 from hybrid_memory.write.neighbours import Neighbour, NeighbourCache, NeighbourSource
 
-__all__ = ["LOCK_STRIPES", "MemoryWriter", "conflict_similarity_for"]
+__all__ = ["LOCK_STRIPES", "REVIEW_KEY", "MemoryWriter", "conflict_similarity_for"]
 
 #: Categories of new memories that are checked for conflicts (raw turns and summaries are not).
 _CONFLICT_CATEGORIES = frozenset({"fact", "preference", "project", "temporary"})
 #: Categories of stored memories a new memory can supersede (stale raw turns too).
 _CONFLICT_OLD_CATEGORIES = _CONFLICT_CATEGORIES | {"turn"}
+#: The metadata key under which a memory carries the conflict reviews it raised (see
+#: :meth:`MemoryWriter.review_queue`): ``old_id``, ``action``, ``reason``, ``judge``, ``detected_at``.
+REVIEW_KEY = "conflict_reviews"
+
 #: How many striped locks serialise writes per user: users hashing to the same stripe wait for
 #: each other, everyone else writes in parallel; the table never grows with the number of users.
 LOCK_STRIPES = 64
@@ -141,7 +145,8 @@ class MemoryWriter:
         # A store that finds neighbours in its own index serves dedup; otherwise a cache of vectors.
         self._source: NeighbourSource | None = store if isinstance(store, NeighbourSource) else None
         self._neighbours = NeighbourCache(store)
-        self._reviews: dict[str, deque[ConflictReview]] = {}
+        # Reviews raised by the write in progress, per user (only touched under that user's lock).
+        self._pending_reviews: dict[str, list[ConflictReview]] = {}
 
     # ---------------------------------------------------------------- thresholds
     @property
@@ -179,15 +184,47 @@ class MemoryWriter:
 
     # ---------------------------------------------------------------- review queue & caches
     def review_queue(self, user_id: str) -> list[ConflictReview]:
-        """Detected and suspected conflicts of ``user_id``, oldest first."""
-        with self.locked([user_id]):
-            return list(self._reviews.get(user_id, ()))
+        """Detected and suspected conflicts of ``user_id``, oldest first (at most ``review_queue_size``, newest kept).
+
+        Read from the store: each review is written with the memory that raised it (in its
+        ``metadata[REVIEW_KEY]``, in the same upsert), so every process sees the same queue, a
+        restart loses nothing, and forgetting the memory or the user forgets its reviews. The old
+        memory's text is read at call time, never copied (``""`` once it is deleted).
+        """
+        entries: list[tuple[MemoryRecord, dict[str, str]]] = []
+        for r in self._reviewed(user_id):
+            entries.extend((r, e) for e in r.metadata[REVIEW_KEY])
+        entries.sort(key=lambda re_: (re_[1]["detected_at"], re_[0].id))
+        size = self.config.review_queue_size
+        entries = entries[-size:] if size else []
+        olds = {r.id: r.content for r in self.store.get(user_id, sorted({e["old_id"] for _, e in entries}))}
+        return [
+            ConflictReview(
+                user_id,
+                r.id,
+                e["old_id"],
+                r.content,
+                olds.get(e["old_id"], ""),
+                e["action"],  # type: ignore[arg-type]
+                e["reason"],
+                e["judge"],
+                datetime.fromisoformat(e["detected_at"]),
+            )
+            for r, e in entries
+        ]
 
     def clear_review(self, user_id: str) -> int:
-        """Empty ``user_id``'s review queue; return how many entries it held."""
+        """Empty ``user_id``'s review queue (in the store); return how many entries it held."""
         with self.locked([user_id]):
-            q = self._reviews.pop(user_id, None)
-            return len(q) if q is not None else 0
+            marked = self._reviewed(user_id)
+            if marked:
+                self.store.update([_without_reviews(r) for r in marked])
+            return sum(len(r.metadata[REVIEW_KEY]) for r in marked)
+
+    def _reviewed(self, user_id: str) -> list[MemoryRecord]:
+        """Every stored memory of ``user_id`` carrying review entries (a scan: an operator's call)."""
+        every = MemoryFilter(statuses=("active", "superseded", "archived"))
+        return [r for r in self.store.list(user_id, filter=every) if r.metadata.get(REVIEW_KEY)]
 
     def invalidate(self, user_id: str | None = None) -> None:
         """Drop the cached vectors of ``user_id`` (all users when ``None``); rebuilt on demand."""
@@ -198,10 +235,10 @@ class MemoryWriter:
             self._neighbours.drop(user_id)
 
     def forget_user(self, user_id: str) -> None:
-        """Drop every trace of ``user_id`` held by the writer (vector cache, review queue)."""
+        """Drop every trace of ``user_id`` held by the writer (its cached vectors; reviews live in the store)."""
         with self.locked([user_id]):
             self._neighbours.drop(user_id)
-            self._reviews.pop(user_id, None)
+            self._pending_reviews.pop(user_id, None)
 
     def mark_superseded(
         self, user_id: str, old_id: str, new: MemoryRecord, *, epoch: int | None = None
@@ -225,13 +262,30 @@ class MemoryWriter:
             return gone
 
     def _queue(self, review: ConflictReview) -> None:
-        size = self.config.review_queue_size
-        if size == 0:
+        """Hold ``review`` until :meth:`_write` stores it with its memory (under the user's lock)."""
+        if self.config.review_queue_size == 0:
             return
-        q = self._reviews.get(review.user_id)
-        if q is None or q.maxlen != size:
-            q = self._reviews[review.user_id] = deque(q or (), maxlen=size)
-        q.append(review)
+        self._pending_reviews.setdefault(review.user_id, []).append(review)
+
+    def _attach_reviews(self, users: Iterable[str], to_upsert: list[_Pending]) -> None:
+        """Put the reviews this write raised into the metadata of the memories that raised them."""
+        raised: dict[str, list[dict[str, str]]] = {}
+        for user in users:
+            for rv in self._pending_reviews.pop(user, ()):
+                raised.setdefault(rv.new_id, []).append(
+                    {
+                        "old_id": rv.old_id,
+                        "action": rv.action,
+                        "reason": rv.reason,
+                        "judge": rv.judge,
+                        "detected_at": rv.detected_at.isoformat(),
+                    }
+                )
+        for p in to_upsert:
+            mine = raised.get(p.record.id)
+            if mine:
+                kept = [*p.record.metadata.get(REVIEW_KEY, ()), *mine][-self.config.review_queue_size :]
+                p.record = p.record.evolve(metadata={**p.record.metadata, REVIEW_KEY: kept})
 
     # ---------------------------------------------------------------- writing
     def write(
@@ -259,8 +313,13 @@ class MemoryWriter:
             vectors = np.asarray(vectors, dtype=np.float32)
             if vectors.ndim != 2 or vectors.shape[0] != len(drafts):
                 raise InvalidInputError(f"vectors must have one row per draft; got shape {vectors.shape}")
-        with self.locked({d.user_id for d in drafts}):
-            return self._write(list(drafts), vectors, epochs)
+        users = {d.user_id for d in drafts}
+        with self.locked(users):
+            try:
+                return self._write(list(drafts), vectors, epochs)
+            finally:  # a failed write leaves no review behind for the next one
+                for user in users:
+                    self._pending_reviews.pop(user, None)
 
     async def awrite(
         self,
@@ -371,6 +430,7 @@ class MemoryWriter:
         for user, idxs in by_user.items():
             epoch = None if epochs is None else epochs.get(user)
             self._write_user(user, idxs, drafts, vec, notes, outcomes, now, to_upsert, to_update, removed, epoch)
+        self._attach_reviews(by_user, to_upsert)
 
         if to_upsert:
             self.store.upsert([p.record for p in to_upsert], np.stack([p.vector for p in to_upsert]), epochs=epochs)
@@ -648,6 +708,10 @@ class _Records:
             r = self.active(mid)
             if r is not None:
                 yield sim, r, None
+
+
+def _without_reviews(r: MemoryRecord) -> MemoryRecord:
+    return r.evolve(metadata={k: v for k, v in r.metadata.items() if k != REVIEW_KEY})
 
 
 def _join(a: str | None, b: str | None) -> str | None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.write.conflict import ConflictJudge, HeuristicConflictJudge, LLMConflictJudge
+from hybrid_memory.write.conflict import ConflictJudge, HeuristicConflictJudge, LLMConflictJudge, Verdict
 from hybrid_memory.write.writer import MemoryWriter, conflict_similarity_for
 
 DAY1 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
@@ -201,6 +203,7 @@ def test_vectors_must_match_the_drafts(writer: MemoryWriter) -> None:
 def test_forget_user_drops_review_queue_and_cache(writer: MemoryWriter) -> None:
     writer.write([rec("I eat meat", when=day(1)), rec("I no longer eat meat", when=day(2))])
     assert writer.review_queue("u")
+    writer.store.delete_user("u")  # reviews live with the memories in the store (HybridMemory.forget_user does both)
     writer.forget_user("u")
     assert writer.review_queue("u") == [] and "u" not in writer._neighbours
 
@@ -277,3 +280,44 @@ def test_bulk_batch_dedup_is_one_matrix_product(store: LocalStore) -> None:
     outs = w.write(again, vectors=vecs[:200])
     assert {o.action for o in outs} == {"deduplicated"}
     assert store.count("u") == n
+
+
+def test_the_review_queue_is_in_the_store_shared_by_processes_and_restarts(tmp_path: Path) -> None:
+    """A second writer on the same file (another process, or this one after a restart) sees the same queue."""
+    path = tmp_path / "memory.db"
+    first = MemoryWriter(LocalStore(path), HashingEmbedder(), clock=lambda: day(10))
+    first.write([rec("I eat meat", when=day(1)), rec("I no longer eat meat", when=day(2))])
+    queued = first.review_queue("u")
+    assert [(r.action, r.old_content, r.new_content) for r in queued] == [
+        ("superseded", "I eat meat", "I no longer eat meat")
+    ]
+    first.store.close()
+
+    second = MemoryWriter(LocalStore(path), HashingEmbedder(), clock=lambda: day(11))
+    assert second.review_queue("u") == queued
+    assert second.clear_review("u") == 1
+    assert second.review_queue("u") == []
+    # Clearing the queue changes nothing else about the memories.
+    active = [r.content for r in second.store.list("u", filter=MemoryFilter())]
+    assert active == ["I no longer eat meat"]
+
+
+def test_a_failed_write_leaves_no_review_for_the_next(writer: MemoryWriter) -> None:
+    class Broken(HeuristicConflictJudge):
+        def judge(self, new: str, candidates: Sequence[str]) -> list[Verdict]:
+            if any("tea" in c for c in candidates):
+                raise RuntimeError("judge crashed after an earlier draft raised a review")
+            return super().judge(new, candidates)
+
+    writer.write([rec("I eat meat", when=day(1)), rec("I drink tea", when=day(1))])
+    ok_judge = writer.judge
+    writer.judge = Broken()
+    with pytest.raises(RuntimeError):
+        writer.write([rec("I no longer eat meat", when=day(2)), rec("I no longer drink tea", when=day(2))])
+    writer.judge = ok_judge
+    # The caller retries the same batch: one review per conflict, none left over from the failure.
+    writer.write([rec("I no longer eat meat", when=day(2)), rec("I no longer drink tea", when=day(2))])
+    assert sorted((r.old_content, r.new_content) for r in writer.review_queue("u")) == [
+        ("I drink tea", "I no longer drink tea"),
+        ("I eat meat", "I no longer eat meat"),
+    ]
