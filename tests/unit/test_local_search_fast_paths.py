@@ -29,7 +29,8 @@ from hybrid_memory.ranking import (
 )
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest
-from hybrid_memory.stores.local import LocalStore, _unit_rows, _unit_vector
+from hybrid_memory.stores.local import LocalStore
+from hybrid_memory.stores.local.partition import _unit_rows, _unit_vector
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 WORDS = ["tea", "coffee", "green", "black", "morning", "evening", "drink", "likes", "the", "a"]

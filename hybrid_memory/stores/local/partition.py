@@ -1,0 +1,560 @@
+"""The in-process search index of one user (:class:`_Partition`) and the vector helpers it uses.
+
+A partition holds a user's memories as a float32 matrix of unit vectors, BM25 postings
+(``term -> rows, tf``, bulk-loaded ones frozen in flat arrays), document lengths and the
+filter columns (status, category, creation time, session, tags); it answers the vector leg,
+the keyword leg (Weaviate's BlockMax BM25 with per-user statistics), the writer's
+:meth:`_Partition.neighbours` dedup check, and reports its size (:meth:`_Partition.nbytes`) for
+the memory budget (:mod:`hybrid_memory.stores.budget`). Which partitions are cached is
+:mod:`.cache`'s concern.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.ranking import FusedHit, bm25_accumulate, cosine_distance, order_by_key_then_id
+from hybrid_memory.records import Category, MemoryRecord, Status
+from hybrid_memory.stores.local.rows import _micros
+from hybrid_memory.stores.nearest import Neighbour, nearest
+from hybrid_memory.values import MemoryFilter
+
+_STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(get_args(Status))}
+_CATEGORY_CODES: dict[str, int] = {c: i for i, c in enumerate(get_args(Category))}
+_CATEGORY_NAMES: tuple[str, ...] = (*get_args(Category), "")  # code -1 (unknown) -> ""
+_ACTIVE = _STATUS_CODES["active"]
+#: Estimated bytes of a partition (see _Partition.nbytes): per row beyond its vector and columns
+#: (id string, row map, token counts), per posting entry and per distinct term.
+_ROW_BYTES = 480
+_POSTING_BYTES = 90
+_TERM_BYTES = 250
+#: Query rows x partition rows per block of :meth:`LocalStore.neighbours` (a 16 MB float32 block).
+_NEIGHBOUR_BLOCK = 1 << 22
+#: Query terms whose BM25 contributions a partition keeps between writes (then computed per query).
+_BM25_CACHE_TERMS = 4096
+_NO_SCORES: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
+
+
+def _unit_rows(m: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    with np.errstate(over="ignore", under="ignore"):  # an overflowing norm is rejected just below
+        norms = np.linalg.norm(m, axis=1, keepdims=True).astype(np.float32)
+    if np.any(norms == 0) or not np.all(np.isfinite(norms)):
+        raise InvalidInputError("vectors must have a non-zero, finite norm (cosine distance needs a direction)")
+    out: npt.NDArray[np.float32] = (m / norms).astype(np.float32)
+    return out
+
+
+def _code_lut(names: Sequence[str] | None, codes: Mapping[str, int]) -> npt.NDArray[np.bool_]:
+    """A boolean table indexed by code: ``True`` for the codes of ``names`` (unknown names ignored)."""
+    lut = np.zeros(len(codes) + 1, dtype=np.bool_)  # the last entry is code -1 (unknown category)
+    for name in names or ():
+        code = codes.get(name)
+        if code is not None:
+            lut[code] = True
+    return lut
+
+
+def _unit_vector(v: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``_unit_rows(v[None, :])[0]`` for one vector, without the 2-D detour (same float32 result)."""
+    with np.errstate(over="ignore", under="ignore"):  # an overflowing norm is rejected just below
+        norm = np.sqrt(np.add.reduce(v * v))
+    if not (norm > 0 and np.isfinite(norm)):
+        raise InvalidInputError("vectors must have a non-zero, finite norm (cosine distance needs a direction)")
+    out: npt.NDArray[np.float32] = v / norm
+    return out
+
+
+def _select_smallest(key: npt.NDArray[Any], k: int) -> npt.NDArray[np.intp]:
+    """Indices of the ``k`` smallest keys plus every index tied with the k-th (unordered)."""
+    if key.size <= k:
+        return np.arange(key.size)
+    kth = np.partition(key, k - 1)[k - 1]
+    return np.flatnonzero(key <= kth)
+
+
+class _Partition:
+    """In-process index of one user's memories; rows are dense and swap-removed."""
+
+    matrix: npt.NDArray[np.float32]
+    dl: npt.NDArray[np.float64]
+    status: npt.NDArray[np.int8]
+    category: npt.NDArray[np.int8]
+    created: npt.NDArray[np.int64]
+    session: npt.NDArray[np.int32]
+
+    def __init__(self, dim: int | None) -> None:
+        self.dim = dim
+        self.n = 0
+        #: The user's change counter (``user_versions``) this partition reflects.
+        self.version = 0
+        #: The ``PRAGMA data_version`` at which :attr:`version` was last checked against the file.
+        self.checked = -1
+        #: Posting entries (term, row) held, for :meth:`nbytes`.
+        self.entries = 0
+        self.ids: list[str] = []
+        self.row_of: dict[str, int] = {}
+        self.term_counts: list[dict[str, int]] = []
+        self.tags: list[tuple[str, ...]] = []
+        # Postings live in one of two forms per term: ``_arrays[t]`` alone (built in bulk on
+        # load, read-only) or ``_postings[t]`` (a ``{row: tf}`` dict, made on the first change
+        # of the term; ``_arrays[t]`` is then a cache derived from it).
+        self._postings: dict[str, dict[int, int]] = {}
+        self._arrays: _FrozenPostings = _FrozenPostings()
+        self.tag_rows: dict[str, set[int]] = {}
+        self.session_codes: dict[str | None, int] = {None: -1}
+        # BM25 contributions per (term, count in query), valid until the next change of any
+        # posting, length or N (cleared by every mutation, see _changed).
+        self._bm25_cache: dict[tuple[str, int], npt.NDArray[np.float64]] = {}
+        self.total_tokens = 0
+        self.docs_with_tokens = 0
+        self._alloc(16)
+
+    # -- storage ---------------------------------------------------------------------------
+    def _alloc(self, capacity: int) -> None:
+        dim = self.dim or 0
+        matrix = np.zeros((capacity, dim), dtype=np.float32)
+        dl = np.zeros(capacity, dtype=np.float64)
+        status = np.zeros(capacity, dtype=np.int8)
+        category = np.zeros(capacity, dtype=np.int8)
+        created = np.zeros(capacity, dtype=np.int64)
+        session = np.zeros(capacity, dtype=np.int32)
+        if self.n:
+            matrix[: self.n] = self.matrix[: self.n]
+            dl[: self.n] = self.dl[: self.n]
+            status[: self.n] = self.status[: self.n]
+            category[: self.n] = self.category[: self.n]
+            created[: self.n] = self.created[: self.n]
+            session[: self.n] = self.session[: self.n]
+        self.matrix, self.dl, self.status, self.category = matrix, dl, status, category
+        self.created, self.session = created, session
+
+    def nbytes(self) -> int:
+        """Estimated bytes held (arrays at capacity, Python objects per row, posting and term)."""
+        cap = int(self.matrix.shape[0])
+        arrays = cap * ((self.dim or 0) * 4 + 8 + 1 + 1 + 8 + 4)
+        terms = len(self._arrays) + len(self._postings)
+        return arrays + self.n * _ROW_BYTES + self.entries * _POSTING_BYTES + terms * _TERM_BYTES
+
+    def _ensure_row(self) -> int:
+        if self.n >= self.matrix.shape[0]:
+            self._alloc(max(16, 2 * self.matrix.shape[0]))
+        return self.n
+
+    def _changed(self) -> None:
+        """Drop what is derived from postings, lengths and N (called by every mutation)."""
+        self._bm25_cache.clear()
+
+    def _mutable(self, term: str) -> dict[int, int]:
+        """The dict form of a term's postings, to be changed by the caller."""
+        self._changed()
+        p = self._postings.get(term)
+        if p is None:
+            frozen = self._arrays.get(term)
+            p = {} if frozen is None else dict(zip(frozen[0].tolist(), frozen[1].astype(int).tolist(), strict=True))
+            self._postings[term] = p
+        self._arrays.pop(term, None)
+        return p
+
+    def _index_terms(self, row: int, tokens: Sequence[str]) -> None:
+        counts: dict[str, int] = Counter(tokens)
+        for t, c in counts.items():
+            self._mutable(t)[row] = c
+        self.term_counts[row] = counts
+        self.entries += len(counts)
+        self.dl[row] = len(tokens)
+        self.total_tokens += len(tokens)
+        self.docs_with_tokens += 1 if tokens else 0
+
+    def _unindex_terms(self, row: int) -> None:
+        for t in self.term_counts[row]:
+            p = self._mutable(t)
+            del p[row]
+            if not p:
+                del self._postings[t]
+        length = int(self.dl[row])
+        self.total_tokens -= length
+        self.docs_with_tokens -= 1 if length else 0
+        self.entries -= len(self.term_counts[row])
+        self.term_counts[row] = {}
+        self.dl[row] = 0
+
+    def _set_tags(self, row: int, tags: tuple[str, ...]) -> None:
+        for tag in self.tags[row]:
+            rows = self.tag_rows[tag]
+            rows.discard(row)
+            if not rows:
+                del self.tag_rows[tag]
+        self.tags[row] = tags
+        for tag in tags:
+            self.tag_rows.setdefault(tag, set()).add(row)
+
+    def _set_filters(self, row: int, rec: _FilterFields) -> None:
+        self.status[row] = _STATUS_CODES[rec.status]
+        self.category[row] = _CATEGORY_CODES.get(rec.category, -1)
+        self.created[row] = rec.created_us
+        code = self.session_codes.get(rec.session_id)
+        if code is None:
+            code = len(self.session_codes) - 1
+            self.session_codes[rec.session_id] = code
+        self.session[row] = code
+        self._set_tags(row, rec.tags)
+
+    # -- mutations -------------------------------------------------------------------------
+    def put(self, rec: _FilterFields, tokens: Sequence[str], vector: npt.NDArray[np.float32]) -> None:
+        """Insert or replace one memory."""
+        self._changed()
+        if self.dim is None:
+            self.dim = int(vector.shape[0])
+            self._alloc(self.matrix.shape[0])
+        row = self.row_of.get(rec.id)
+        if row is None:
+            row = self._ensure_row()
+            self.n += 1
+            self.ids.append(rec.id)
+            self.row_of[rec.id] = row
+            self.term_counts.append({})
+            self.tags.append(())
+        else:
+            self._unindex_terms(row)
+        self.matrix[row] = vector
+        self._index_terms(row, tokens)
+        self._set_filters(row, rec)
+
+    def bulk_load(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Fill an empty partition in one pass (what :meth:`put` does row by row).
+
+        Rows are ``(id, analyzed, status, category, created_us, session_id, tags, vector)``.
+        """
+        self._changed()
+        n = len(rows)
+        blobs = b"".join(r[7] for r in rows)
+        matrix = np.frombuffer(blobs, dtype="<f4").reshape(n, -1)
+        self.dim = int(matrix.shape[1])
+        self.n = 0
+        self._alloc(n)
+        self.matrix[:n] = matrix
+        self.ids = [str(r[0]) for r in rows]
+        self.row_of = {mid: i for i, mid in enumerate(self.ids)}
+        self.status[:n] = [_STATUS_CODES[r[2]] for r in rows]
+        self.category[:n] = [_CATEGORY_CODES.get(r[3], -1) for r in rows]
+        self.created[:n] = [int(r[4]) for r in rows]
+        codes = self.session_codes
+        sessions = []
+        for r in rows:
+            code = codes.get(r[5])
+            if code is None:
+                code = codes[r[5]] = len(codes) - 1
+            sessions.append(code)
+        self.session[:n] = sessions
+        self.tags = [tuple(json.loads(r[6])) if r[6] != "[]" else () for r in rows]
+        for row, tags in enumerate(self.tags):
+            for tag in tags:
+                self.tag_rows.setdefault(tag, set()).add(row)
+        term_counts: builtins.list[dict[str, int]] = []
+        lengths = []
+        for r in rows:
+            tokens = str(r[1]).split()
+            counts: dict[str, int] = {}
+            for t in tokens:
+                counts[t] = counts.get(t, 0) + 1
+            term_counts.append(counts)
+            lengths.append(len(tokens))
+        self.term_counts = term_counts
+        self.entries = total_entries = sum(len(c) for c in term_counts)
+        self.dl[:n] = lengths
+        self.total_tokens = sum(lengths)
+        self.docs_with_tokens = sum(1 for x in lengths if x)
+        # Frozen postings: one stable sort of (term id, row) pairs, sliced per term.
+        vocab: dict[str, int] = {}
+        total = total_entries
+        term_ids = np.fromiter(
+            (vocab.setdefault(t, len(vocab)) for c in term_counts for t in c), dtype=np.int64, count=total
+        )
+        tfs = np.fromiter((v for c in term_counts for v in c.values()), dtype=np.float64, count=total)
+        doc_rows = np.repeat(np.arange(n, dtype=np.int64), [len(c) for c in term_counts])
+        order = np.argsort(term_ids, kind="stable")
+        doc_rows, tfs = doc_rows[order], tfs[order]
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(term_ids, minlength=len(vocab)))))
+        self._postings.clear()
+        self._arrays = _FrozenPostings(vocab, doc_rows, tfs, bounds)
+        self.n = n
+
+    def update(self, rec: _FilterFields, tokens: Sequence[str] | None) -> None:
+        """Change the filter fields (and the tokens when the content changed) of one memory."""
+        self._changed()
+        row = self.row_of.get(rec.id)
+        if row is None:
+            return
+        if tokens is not None:
+            self._unindex_terms(row)
+            self._index_terms(row, tokens)
+        self._set_filters(row, rec)
+
+    def remove(self, memory_id: str) -> None:
+        """Remove one memory, moving the last row into its place."""
+        self._changed()
+        row = self.row_of.pop(memory_id, None)
+        if row is None:
+            return
+        self._unindex_terms(row)
+        self._set_tags(row, ())
+        last = self.n - 1
+        if row != last:
+            moved = self.ids[last]
+            self.ids[row] = moved
+            self.row_of[moved] = row
+            self.matrix[row] = self.matrix[last]
+            for arr in (self.dl, self.status, self.category, self.created, self.session):
+                arr[row] = arr[last]
+            counts = self.term_counts[last]
+            for t, c in counts.items():
+                p = self._mutable(t)
+                del p[last]
+                p[row] = c
+            self.term_counts[row] = counts
+            tags = self.tags[last]
+            self._set_tags(last, ())
+            self.tags[row] = ()
+            self._set_tags(row, tags)
+        self.ids.pop()
+        self.term_counts.pop()
+        self.tags.pop()
+        self.n -= 1
+
+    # -- queries ---------------------------------------------------------------------------
+    def mask(self, flt: MemoryFilter) -> npt.NDArray[np.bool_]:
+        n = self.n
+        m = _code_lut(flt.statuses, _STATUS_CODES)[self.status[:n]]
+        if flt.categories is not None:
+            m &= _code_lut(flt.categories, _CATEGORY_CODES)[self.category[:n]]
+        if flt.tags is not None:
+            tagged = np.zeros(n, dtype=np.bool_)
+            for tag in flt.tags:
+                rows = self.tag_rows.get(tag)
+                if rows:
+                    tagged[np.fromiter(rows, dtype=np.intp, count=len(rows))] = True
+            m &= tagged
+        if flt.since is not None:
+            m &= self.created[:n] >= _micros(flt.since)
+        if flt.until is not None:
+            m &= self.created[:n] < _micros(flt.until)
+        if flt.session_id is not None:
+            code = self.session_codes.get(flt.session_id)
+            if code is None:
+                m[:] = False
+            else:
+                m &= self.session[:n] == code
+        return m
+
+    def similarities(self, unit_query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Dot products with every row (cosine similarity: rows and query are unit vectors).
+
+        ``einsum`` runs single-threaded SIMD loops: with BLAS's own thread pool the product
+        was several times slower (p95) whenever other threads or processes competed for the
+        cores, which is the normal case in an agent server.
+        """
+        sims: npt.NDArray[np.float32] = np.einsum("ij,j->i", self.matrix[: self.n], unit_query)
+        return sims
+
+    def vector_leg(
+        self, sims: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
+    ) -> tuple[builtins.list[str], npt.NDArray[np.float32]]:
+        """Exact top-``k`` allowed rows by cosine distance ascending, then id ascending.
+
+        Returns:
+            ``(ids, float32 distances)`` in that order.
+        """
+        allowed: npt.NDArray[np.intp] | None = None  # None: every row
+        if not mask.all():
+            allowed = np.flatnonzero(mask)
+            if allowed.size == 0:
+                return [], np.zeros(0, dtype=np.float32)
+        dist = np.maximum(np.float32(0), np.float32(1) - (sims if allowed is None else sims[allowed]))
+        sel = _select_smallest(dist, k)
+        d = dist[sel]
+        ids = self.ids
+        sel_ids = [ids[r] for r in (sel if allowed is None else allowed[sel]).tolist()]
+        order = order_by_key_then_id(d, sel_ids)[:k]
+        return [sel_ids[i] for i in order], d[np.array(order, dtype=np.intp)]
+
+    def keyword_leg(
+        self, query_counts: Mapping[str, int], mask: npt.NDArray[np.bool_], k: int
+    ) -> tuple[builtins.list[str], npt.NDArray[np.float32]]:
+        """Top-``k`` allowed rows by BM25 descending, then id ascending (statistics unfiltered).
+
+        Returns:
+            ``(ids, float32 BM25 scores)`` in that order.
+        """
+        empty: tuple[builtins.list[str], npt.NDArray[np.float32]] = ([], np.zeros(0, dtype=np.float32))
+        if not query_counts or self.docs_with_tokens == 0:
+            return empty
+        arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        for term in query_counts:
+            entry = self._posting_arrays(term)
+            if entry is not None:
+                arrays[term] = entry
+        if not arrays:
+            return empty
+        scores, hit = bm25_accumulate(
+            query_counts,
+            arrays,
+            self.dl[: self.n],
+            n_docs=self.n,
+            avgdl=self.total_tokens / self.docs_with_tokens,
+            cache=self._bm25_cache if len(self._bm25_cache) < _BM25_CACHE_TERMS else None,
+        )
+        cand = np.flatnonzero(hit & mask)
+        if cand.size == 0:
+            return empty
+        key = -scores[cand]
+        sel = _select_smallest(key, k)
+        ids = self.ids
+        sel_ids = [ids[r] for r in cand[sel].tolist()]
+        order = order_by_key_then_id(key[sel], sel_ids)[:k]
+        return [sel_ids[i] for i in order], scores[cand[sel[np.array(order, dtype=np.intp)]]]
+
+    def neighbours(
+        self, unit: npt.NDArray[np.float32], threshold: float, top: int
+    ) -> builtins.list[builtins.list[Neighbour]]:
+        """Per query row: up to ``top`` active rows with cosine >= ``threshold``, most similar first, then id.
+
+        One matrix product per block of query rows (blocks bounded by :data:`_NEIGHBOUR_BLOCK`).
+        """
+        n = self.n
+        if n == 0 or len(unit) == 0:
+            return [[] for _ in range(len(unit))]
+        inactive = self.status[:n] != _ACTIVE
+        names = _CategoryNames(self.category)
+        step = max(1, _NEIGHBOUR_BLOCK // n)
+        found: builtins.list[builtins.list[Neighbour]] = []
+        for lo in range(0, len(unit), step):
+            sims = unit[lo : lo + step] @ self.matrix[:n].T
+            if inactive.any():
+                sims[:, inactive] = -np.inf
+            found.extend(nearest(sims, self.ids, names, threshold, top))
+        return found
+
+    def _posting_arrays(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+        cached = self._arrays.get(term)
+        if cached is None:
+            p = self._postings.get(term)
+            if p is None:
+                return None
+            cached = (
+                np.fromiter(p.keys(), dtype=np.int64, count=len(p)),
+                np.fromiter(p.values(), dtype=np.float64, count=len(p)),
+            )
+            self._arrays[term] = cached
+        return cached
+
+
+_Posting = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
+
+
+class _FrozenPostings:
+    """Postings built in bulk, ``term -> (rows, tfs)`` sliced on demand out of two flat arrays.
+
+    No per-term objects are made on load (a cold partition is built faster and holds ~250 bytes
+    less per distinct term); terms set or popped later live in an overlay (popped = ``None``).
+    """
+
+    def __init__(
+        self,
+        vocab: dict[str, int] | None = None,
+        rows: npt.NDArray[np.int64] | None = None,
+        tfs: npt.NDArray[np.float64] | None = None,
+        bounds: npt.NDArray[np.int64] | None = None,
+    ) -> None:
+        self._vocab: dict[str, int] = vocab if vocab is not None else {}
+        self._rows = rows if rows is not None else np.zeros(0, dtype=np.int64)
+        self._tfs = tfs if tfs is not None else np.zeros(0, dtype=np.float64)
+        self._bounds = bounds if bounds is not None else np.zeros(1, dtype=np.int64)
+        self._over: dict[str, _Posting | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._vocab) + len(self._over)
+
+    def get(self, term: str) -> _Posting | None:
+        """The postings of ``term`` (``None``: none frozen)."""
+        if term in self._over:
+            return self._over[term]
+        i = self._vocab.get(term)
+        if i is None:
+            return None
+        lo, hi = int(self._bounds[i]), int(self._bounds[i + 1])
+        return self._rows[lo:hi], self._tfs[lo:hi]
+
+    def __setitem__(self, term: str, value: _Posting) -> None:
+        self._over[term] = value
+
+    def pop(self, term: str, default: None = None) -> _Posting | None:
+        """Remove ``term`` and return what it held (``default`` when nothing)."""
+        value = self.get(term)
+        if value is not None or term in self._vocab:
+            self._over[term] = None
+        return value if value is not None else default
+
+
+class _CategoryNames(Sequence[str]):
+    """Category names of a partition's rows, looked up only for the rows asked for."""
+
+    def __init__(self, codes: npt.NDArray[np.int8]) -> None:
+        self._codes = codes
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def __getitem__(self, row: Any) -> Any:
+        return _CATEGORY_NAMES[int(self._codes[row])]
+
+
+class _FilterFields:
+    """The fields of a memory that searches filter on."""
+
+    __slots__ = ("category", "created_us", "id", "session_id", "status", "tags")
+
+    def __init__(
+        self, id: str, status: str, category: str, created_us: int, session_id: str | None, tags: tuple[str, ...]
+    ) -> None:
+        self.id = id
+        self.status = status
+        self.category = category
+        self.created_us = created_us
+        self.session_id = session_id
+        self.tags = tags
+
+    @classmethod
+    def of(cls, rec: MemoryRecord) -> _FilterFields:
+        return cls(rec.id, rec.status, rec.category, _micros(rec.created_at), rec.session_id, tuple(rec.tags))
+
+
+def _similarities(
+    part: _Partition,
+    fused: Sequence[FusedHit],
+    unit_q: npt.NDArray[np.float32] | None,
+    sims: npt.NDArray[np.float32] | None,
+) -> builtins.list[float | None]:
+    """``1 - cosine distance`` (float32) of each hit (``None`` without a query vector).
+
+    The vector leg's distance when it found the hit, else the distance from the dot product.
+    """
+    if unit_q is None:
+        return [None] * len(fused)
+    dist = np.empty(len(fused), dtype=np.float32)
+    for j, h in enumerate(fused):
+        if h.vector_distance is not None:
+            dist[j] = h.vector_distance
+        else:
+            row = part.row_of[h.id]
+            dot = float(sims[row]) if sims is not None else float(np.dot(part.matrix[row], unit_q))
+            dist[j] = cosine_distance(dot)
+    out: builtins.list[float | None] = (np.float32(1) - dist).tolist()
+    return out

@@ -1,0 +1,123 @@
+"""The SQLite file's schema: tables, version, in-place migrations and the ``meta`` key-value table.
+
+Tables: ``meta`` (schema version, analyzer and embedder names, embedder dimension, a pending
+wipe), ``memories`` (one row per memory with its analysed text and unit vector), ``turns`` (the
+durable turn log), ``forget_epochs`` and ``user_versions`` (per-user counters under a SHA-256 of
+the user id).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from hybrid_memory.analyzer import Analyzer
+from hybrid_memory.errors import SchemaError
+
+SCHEMA_VERSION = "1"
+_BUSY_TIMEOUT_MS = 5000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memories (
+    user_id          TEXT NOT NULL,
+    id               TEXT NOT NULL,
+    session_id       TEXT,
+    content          TEXT NOT NULL,
+    analyzed         TEXT NOT NULL,
+    category         TEXT NOT NULL,
+    importance       REAL NOT NULL,
+    source           TEXT NOT NULL,
+    created_at       TEXT NOT NULL,
+    created_us       INTEGER NOT NULL,
+    updated_at       TEXT NOT NULL,
+    last_accessed_at TEXT,
+    access_count     INTEGER NOT NULL,
+    tags             TEXT NOT NULL,
+    metadata         TEXT NOT NULL,
+    status           TEXT NOT NULL,
+    version          INTEGER NOT NULL,
+    supersedes       TEXT,
+    superseded_by    TEXT,
+    provenance       TEXT NOT NULL,
+    vector           BLOB NOT NULL,
+    context          TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (user_id, id)
+);
+CREATE INDEX IF NOT EXISTS memories_by_time ON memories (user_id, created_us, id);
+CREATE TABLE IF NOT EXISTS turns (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id      TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    role         TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    timestamp    TEXT NOT NULL,
+    importance   REAL NOT NULL,
+    key_frame    INTEGER NOT NULL,
+    key_frame_reason TEXT,
+    tokens       INTEGER NOT NULL,
+    scoring_note TEXT
+);
+CREATE INDEX IF NOT EXISTS turns_by_session ON turns (user_id, session_id, seq);
+CREATE TABLE IF NOT EXISTS forget_epochs (
+    user_hash TEXT PRIMARY KEY,
+    epoch     INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS user_versions (
+    user_hash TEXT PRIMARY KEY,
+    version   INTEGER NOT NULL
+);
+"""
+
+
+def _create_or_migrate(c: sqlite3.Connection, analyzer: Analyzer, path: str) -> None:
+    """Inside a write transaction: create what is missing, check the schema version, migrate in place.
+
+    Migrations are additive (a column added with a default); a file indexed with another
+    analyzer has its analysed text recomputed (:func:`_reanalyze`).
+
+    Raises:
+        SchemaError: the file holds another schema version than :data:`SCHEMA_VERSION`.
+    """
+    for stmt in _SCHEMA.split(";"):
+        if stmt.strip():
+            c.execute(stmt)
+    version = _read_meta(c, "schema_version")
+    if version is None:
+        _write_meta(c, "schema_version", SCHEMA_VERSION)
+    elif version != SCHEMA_VERSION:
+        raise SchemaError(f"{path!r} has schema version {version}; this library reads {SCHEMA_VERSION}")
+    columns = {str(r[1]) for r in c.execute("PRAGMA table_info(memories)")}
+    if "context" not in columns:  # files written before memories had a search context (additive)
+        c.execute("ALTER TABLE memories ADD COLUMN context TEXT NOT NULL DEFAULT ''")
+    stored = _read_meta(c, "analyzer")
+    if stored != analyzer.name:
+        if stored is not None:
+            _reanalyze(c, analyzer)
+        _write_meta(c, "analyzer", analyzer.name)
+
+
+def _reanalyze(c: sqlite3.Connection, analyzer: Analyzer) -> None:
+    """Recompute every memory's analysed text with ``analyzer`` (inside a write transaction)."""
+    rows = c.execute("SELECT user_id, id, content, context FROM memories").fetchall()
+    c.executemany(
+        "UPDATE memories SET analyzed = ? WHERE user_id = ? AND id = ?",
+        [
+            (analyzer.analyze(f"{context}\n{content}" if context else content), user_id, mid)
+            for user_id, mid, content, context in rows
+        ],
+    )
+
+
+def _read_meta(c: sqlite3.Connection, key: str) -> str | None:
+    """The ``meta`` value of ``key`` (``None`` when unset)."""
+    row = c.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _write_meta(c: sqlite3.Connection, key: str, value: str) -> None:
+    """Set the ``meta`` value of ``key``."""
+    c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))

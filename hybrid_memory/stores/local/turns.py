@@ -1,0 +1,143 @@
+"""The conversation-state half of the local store: turn logs and forget epochs.
+
+Table ``turns`` is the durable, ordered log of every turn ``add_turn`` accepted (``seq`` orders
+it across processes); ``forget_epochs`` holds each forgotten user's epoch under a SHA-256 of the
+user id (so a forgotten id is not kept in clear). Writes that carry ``epochs`` check them inside
+their own transaction (:meth:`_TurnLog._check_epochs`).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from hybrid_memory.errors import InvalidInputError, UserForgottenError
+from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
+from hybrid_memory.stores.base import user_hash
+from hybrid_memory.stores.local.cache import _PartitionCache
+from hybrid_memory.stores.local.rows import _iso
+from hybrid_memory.values import SessionLog
+
+
+class _TurnLog(_PartitionCache):
+    """Durable, ordered turn logs per user and session, and the users' forget epochs."""
+
+    def _epoch(self, user_id: str) -> int:
+        row = self._conn.execute(
+            "SELECT epoch FROM forget_epochs WHERE user_hash = ?", (user_hash(user_id),)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _check_epochs(self, epochs: Mapping[str, int] | None) -> None:
+        """Inside a write transaction: refuse it if a user was forgotten since ``epochs`` was read."""
+        for user, epoch in (epochs or {}).items():
+            if self._epoch(user) != epoch:
+                raise UserForgottenError(user)
+
+    def user_epoch(self, user_id: str) -> int:
+        """The user's forget epoch (0 until the first :meth:`delete_user`)."""
+        check_id(user_id)
+        with self._guard():
+            return self._epoch(user_id)
+
+    def append_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]:
+        """Durably append turns of one user to their sessions' logs (fsynced when this returns).
+
+        Returns:
+            The turns with ``seq`` set, in the given order.
+
+        Raises:
+            UserForgottenError: the user's epoch is no longer ``epoch`` (nothing is written).
+            InvalidInputError: turns of several users, or invalid turns.
+        """
+        items = builtins.list(turns)
+        if not items:
+            return []
+        users = {t.user_id for t in items}
+        if len(users) != 1 or not all(isinstance(t, Turn) for t in items):
+            raise InvalidInputError("append_turns takes Turn objects of exactly one user")
+        (user,) = users
+        check_id(user)
+        for t in items:
+            check_id(t.session_id, name="session_id")
+            check_text(t.content)
+        out: builtins.list[Turn] = []
+        with self._guard(), self._tx() as c:
+            self._check_epochs({user: epoch})
+            for t in items:
+                cur = c.execute(
+                    "INSERT INTO turns (user_id, session_id, id, role, content, timestamp, importance, key_frame, "
+                    "key_frame_reason, tokens, scoring_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        t.user_id,
+                        t.session_id,
+                        t.id,
+                        t.role,
+                        t.content,
+                        _iso(ensure_utc(t.timestamp, name="timestamp")),
+                        float(t.importance),
+                        int(t.key_frame),
+                        t.key_frame_reason,
+                        int(t.tokens),
+                        t.scoring_note,
+                    ),
+                )
+                out.append(t.model_copy(update={"seq": int(cur.lastrowid or 0)}))
+        return out
+
+    def load_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:
+        """The session's turns with ``seq > after_seq``, its turn count and the user's epoch (one snapshot)."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
+            raise InvalidInputError("after_seq must be a non-negative int")
+        with self._guard():
+            c = self._conn
+            c.execute("BEGIN")  # one read snapshot for the three reads
+            try:
+                rows = c.execute(
+                    "SELECT seq, id, role, content, timestamp, importance, key_frame, tokens, scoring_note, "
+                    "key_frame_reason "
+                    "FROM turns WHERE user_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
+                    (user_id, session_id, after_seq),
+                ).fetchall()
+                count = int(
+                    c.execute(
+                        "SELECT COUNT(*) FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)
+                    ).fetchone()[0]
+                )
+                epoch = self._epoch(user_id)
+            finally:
+                c.execute("COMMIT")
+        turns = tuple(
+            Turn(
+                id=str(r[1]),
+                user_id=user_id,
+                session_id=session_id,
+                role=r[2],
+                content=str(r[3]),
+                timestamp=datetime.fromisoformat(str(r[4])),
+                importance=float(r[5]),
+                key_frame=bool(r[6]),
+                tokens=int(r[7]),
+                scoring_note=r[8],
+                key_frame_reason=r[9],
+                seq=int(r[0]),
+            )
+            for r in rows
+        )
+        return SessionLog(turns=turns, count=count, epoch=epoch)
+
+    def delete_session(self, user_id: str, session_id: str) -> int:
+        """Delete the session's turn log (long-term memories stay); return how many turns it held."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        with self._guard():
+            with self._tx() as c:
+                n = int(
+                    c.execute("DELETE FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)).rowcount
+                )
+            if n:
+                self._forget_traces()
+            return n
