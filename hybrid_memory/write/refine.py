@@ -157,6 +157,8 @@ class ImportanceRefiner:
         fallback = sum(1 for _, s in group if s.note is not None and s.note.startswith("scored by"))
         m = self._observer.metrics
         try:
+            if self.store.user_epoch(user) != epoch:  # the stores also refuse each write below
+                raise UserForgottenError(user)
             updated = self._update_records(user, epoch, group, batch.scorer)
             promoted = self._promote_turns(epoch, group, batch.scorer)
         except UserForgottenError:  # forgotten meanwhile (any process): nothing of before the forget is kept

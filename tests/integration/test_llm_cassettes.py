@@ -90,9 +90,13 @@ def test_scorer_json_mode_partial_answer(vcr: Any) -> None:
     req = sent(vcr)
     assert req["response_format"] == {"type": "json_object"}
     assert req["max_tokens"] == 200 and "tools" not in req
-    # the model answered {"scores":[1, 5]}: two positional scores, the third turn falls back
-    assert b.items[0].importance == 0.0 and b.items[1].importance == pytest.approx(4 / 9, abs=1e-4)
+    # the model answered {"scores":[1, 5]}: two positional scores, the third turn falls back; the
+    # 1/10 for an explicit "remember" contradicts a hard signal and is raised to the heuristic floor
+    rules = HeuristicImportanceScorer().score(TEXTS).items
+    assert b.items[0].importance == rules[0].importance and b.items[1].importance == pytest.approx(4 / 9, abs=1e-4)
+    assert b.items[0].note is not None and "model score 0.00 raised to the heuristic floor" in b.items[0].note
     assert b.fallback_reason is not None and "1 of 3 turn(s)" in b.fallback_reason
+    assert "1 of 3 turn(s) raised to the heuristic floor (hard signal: explicit remember)" in b.fallback_reason
     assert s.score(TEXTS[:2]).details["cached"] == "2"  # cached: no second request
 
 
