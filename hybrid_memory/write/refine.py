@@ -8,8 +8,8 @@ the LLM in one call and refines what was stored:
 
 * a long-term memory written from the turn gets the new importance and, in its metadata,
   ``importance_refined = {"from", "to", "by": "heuristic→llm", "scorer", "why"}``;
-* a turn the heuristic kept out of long-term memory (below ``writer.turn_min_importance``) that the
-  LLM scores above it is written now (*promoted*);
+* a user turn the heuristic kept out of long-term memory (below ``writer.turn_min_importance``) that
+  the LLM scores above it is written now (*promoted*; assistant, system and tool turns never are);
 * a turn whose LLM score fell back (model error, a sanity check) keeps the heuristic score.
 
 Each batch is reported to the observer as a ``refine_importance`` trace step and in the metrics
@@ -232,7 +232,12 @@ class ImportanceRefiner:
     ) -> list[WriteOutcome]:
         out: list[WriteOutcome] = []
         for p, scored in group:
-            if p.record_ids or scored.importance < self.min_importance or p.turn.importance >= self.min_importance:
+            if (
+                p.turn.role != "user"  # only the user's own words are promoted into long-term memory
+                or p.record_ids
+                or scored.importance < self.min_importance
+                or p.turn.importance >= self.min_importance
+            ):
                 continue
             note = self._note(p.turn.importance, scored.importance, scorer, scored)
             turn = p.turn.model_copy(update={"importance": scored.importance})

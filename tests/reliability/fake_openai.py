@@ -17,6 +17,9 @@ request to ``/v1/chat/completions`` takes the next action from the script (the l
 * ``"bad_body"``: HTTP 200 whose body is not JSON;
 * ``"cut"``: a ``Content-Length`` larger than the body, then the connection is closed.
 
+``latency`` (seconds) delays every ``ok`` answer, like a real model's generation time (the
+latency benchmark, ``benchmarks/turn_latency.py``, uses it; fault tests leave it at 0).
+
 Every request is recorded (monotonic time, path, headers, JSON body). Tests assert on the
 requests and on the delays the client *asked for* (an injected ``sleep``), never on the
 recorded times: wall-clock spacing is not reliable on a loaded machine.
@@ -47,6 +50,7 @@ class Seen:
 class FakeOpenAI:
     script: list[str]
     slow_seconds: float = 60.0
+    latency: float = 0.0
     requests: list[Seen] = field(default_factory=list)
     _lock: threading.Condition = field(default_factory=threading.Condition)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -140,6 +144,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 fake.stopping.wait(fake.slow_seconds)
                 action = "ok"
             if action == "ok":
+                if fake.latency > 0:
+                    fake.stopping.wait(fake.latency)
                 self._send(200, json.dumps(_completion(body)).encode())
             elif action in ("429", "500", "503"):
                 err = {"error": {"message": f"fake {action}", "type": "server_error", "code": action}}
@@ -168,9 +174,9 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve(script: Sequence[str], *, slow_seconds: float = 60.0) -> Iterator[FakeOpenAI]:
-    """Run the scripted server on a free loopback port for the ``with`` block."""
-    fake = FakeOpenAI(list(script), slow_seconds=slow_seconds)
+def serve(script: Sequence[str], *, slow_seconds: float = 60.0, latency: float = 0.0) -> Iterator[FakeOpenAI]:
+    """Run the scripted server on a free loopback port for the ``with`` block (``latency``: delay of each ``ok``)."""
+    fake = FakeOpenAI(list(script), slow_seconds=slow_seconds, latency=latency)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     server.daemon_threads = True
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
