@@ -291,6 +291,8 @@ class HybridMemory:
         role: str,
         content: str,
         timestamp: datetime | None = None,
+        *,
+        long_term: bool = True,
     ) -> Turn:
         """Add a conversation turn: durable in the session's log and recallable when this returns.
 
@@ -309,6 +311,10 @@ class HybridMemory:
             role: ``"user"``, ``"assistant"``, ``"system"`` or ``"tool"``.
             content: The text of the turn.
             timestamp: When it was said (aware datetime; default now, UTC).
+            long_term: ``False``: the turn only joins the session's window (conversation context,
+                the search context of the next turn) and never becomes a long-term memory; the
+                framework adapters pass it for assistant, tool and system text, so that only
+                what the user said becomes a memory about the user.
 
         Returns:
             The stored :class:`~hybrid_memory.records.Turn` (redacted text, importance, key-frame
@@ -345,7 +351,7 @@ class HybridMemory:
             scoring_note=fallback_note(batch),
         )
         pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
-        return self._sessions.append(turn, pii_note=pii)
+        return self._sessions.append(turn, pii_note=pii, long_term=long_term)
 
     @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:

@@ -212,8 +212,10 @@ class Sessions:
         return np.stack([known[t.id] for t in turns])
 
     # ------------------------------------------------------------------ turns
-    def append(self, turn: Turn, *, pii_note: str | None = None) -> Turn:
+    def append(self, turn: Turn, *, pii_note: str | None = None, long_term: bool = True) -> Turn:
         """Write ``turn`` (scored and redacted) to long-term memory and the session's log; return it stored.
+
+        ``long_term=False``: the session's log only (conversation context, never a memory).
 
         Raises:
             UserForgottenError: the user was forgotten (by any process) while the turn was written.
@@ -224,7 +226,7 @@ class Sessions:
             epoch = self._sync(w, user_id, session_id)
             context = w.last_content or ""
             # Long-term first, then the log: a turn in the window is always recallable too.
-            written = self._write_turns([turn], contexts=[context], epoch=epoch, pii_note=pii_note)
+            written = self._write_turns([turn], contexts=[context], epoch=epoch, pii_note=pii_note) if long_term else []
             (stored,) = self.store.append_turns([turn], epoch=epoch)
             # Into the cache without a re-read: a turn another process appended meanwhile makes the
             # next sync's count disagree, and that sync rebuilds the window from the log.
@@ -232,7 +234,7 @@ class Sessions:
             w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
         with self._lock:
             self._last_turn_at[(user_id, session_id)] = turn.timestamp
-        if refines_in_background(self._scorer()) and not self.closed:
+        if long_term and refines_in_background(self._scorer()) and not self.closed:
             own = tuple(
                 o.record.id for o in written if o.record is not None and o.record.metadata.get("turn_id") == turn.id
             )
