@@ -16,6 +16,7 @@ import pytest
 from langchain_core.language_models import FakeListChatModel
 
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
+from hybrid_memory.inspector.app import InspectorApp
 from hybrid_memory.llm_call import LLMCallPolicy
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.write.importance import LLMImportanceScorer
@@ -194,5 +195,24 @@ def test_background_errors_land_in_trace_metrics_and_the_error_list(tmp_path: Pa
         snap = mem.metrics()
         assert snap.background_errors == {"extraction": 1}
         assert snap.operations["background_error"].errors == 1
+        # ... and in the inspector: the home page counts them, the user page lists them.
+        app = InspectorApp(mem)
+        home = app.get("/", {})[2].decode()
+        assert "background errors: 1 extraction" in home
+        user = app.get("/user", {"u": "u"})[2].decode()
+        assert "<h2>Background errors</h2>" in user and "extraction failed" in user
+        replay = app.get("/replay", {"u": "u", "s": "s"})[2].decode()
+        assert "background_error" in replay and "job: &quot;extraction&quot;" in replay
+    finally:
+        mem.close()
+
+
+def test_the_inspector_says_when_background_work_had_no_errors(tmp_path: Path) -> None:
+    mem = memory(FakeListChatModel(responses=[scores(5)]), tmp_path)
+    try:
+        mem.add_turn("u", "s", "user", "I live in Lyon", timestamp=T0)
+        app = InspectorApp(mem)
+        assert "background work: no errors in this process" in app.get("/", {})[2].decode()
+        assert "no failed background work for this user" in app.get("/user", {"u": "u"})[2].decode()
     finally:
         mem.close()
