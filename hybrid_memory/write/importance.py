@@ -431,6 +431,10 @@ _SYSTEM_PROMPT = (
 )
 
 
+#: Consecutive identical model scores of user turns (over any number of calls) that are degenerate.
+_DEGENERATE_RUN = 6
+
+
 def content_key(text: str, role: str = "user") -> str:
     """Cache key of a turn: SHA-256 of the role and the normalised text (the text is not kept)."""
     return hashlib.sha256(f"{role}\x1f{normalize_content(text)}".encode()).hexdigest()
@@ -458,7 +462,8 @@ class LLMImportanceScorer:
     :attr:`ScoreBatch.fallback_reason` says so; the scorer never raises because of the model.
 
     Sanity checks on valid answers (each a fallback reason, see the module docstring): a call
-    that gave every one of its ``>= 3`` turns the same score falls back; while the rank agreement
+    that gave every one of its ``>= 3`` turns the same score falls back, and so do the scores of
+    a call that ends a run of 6 identical user-turn scores over several calls; while the rank agreement
     (Spearman) with the heuristic over the last ``agreement_window`` user turns is below
     ``min_rank_agreement`` the model's scores are not used; a turn with a hard signal that the
     model scores below both the heuristic and ``key_frame_threshold`` gets the heuristic's score. Rejected answers are not cached.
@@ -584,11 +589,14 @@ class LLMImportanceScorer:
 
     def _agreement_note(self, fresh: list[tuple[float, float]]) -> str | None:
         """Add this call's (heuristic, model) pairs to the window; a note when agreement is too low."""
-        if self.min_rank_agreement is None:
-            return None
         with self._lock:
             self._agreement.extend(fresh)
             pairs = list(self._agreement)
+        recent = [b for _, b in pairs[-_DEGENERATE_RUN:]]
+        if fresh and len(recent) == _DEGENERATE_RUN and len(set(recent)) == 1:  # across small calls too
+            return f"degenerate answers: the model's last {_DEGENERATE_RUN} user-turn scores are all the same"
+        if self.min_rank_agreement is None:
+            return None
         if len(pairs) < max(4, (self._agreement.maxlen or 0) // 2):
             return None
         rho = spearman([a for a, _ in pairs], [b for _, b in pairs])

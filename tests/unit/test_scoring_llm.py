@@ -313,3 +313,14 @@ def test_a_model_that_agrees_with_the_heuristic_keeps_its_scores() -> None:
         b = s.score(texts)
         assert b.fallback_reason is None
     assert [x.importance for x in b.items][2] == pytest.approx(6 / 9, abs=1e-4)
+
+
+def test_the_same_score_over_several_small_calls_is_degenerate() -> None:
+    llm = FakeListChatModel(responses=[scores_json((0, 5), (1, 5))] * 3)
+    s = LLMImportanceScorer(llm, method="json_mode", cache_size=0, min_rank_agreement=None)
+    pairs = [["I prefer aisle seats", "My sister is called Mei"], ["I live in Leeds", "I work as a nurse"]]
+    assert s.score(pairs[0]).fallback_reason is None and s.score(pairs[1]).fallback_reason is None
+    third = s.score(["I drive a blue Renault", "My cat is called Pixel"])  # six 5/10 in a row
+    assert third.fallback_reason is not None and "last 6 user-turn scores are all the same" in third.fallback_reason
+    rules = HeuristicImportanceScorer().score(["I drive a blue Renault", "My cat is called Pixel"]).items
+    assert [x.importance for x in third.items] == [x.importance for x in rules]
