@@ -79,6 +79,8 @@ class ImportanceRefiner:
         promote: Writes a turn that the refined score lifts over the importance gate.
         observer: Receives the trace step and the metrics of each batch.
         min_importance: ``writer.turn_min_importance`` (the gate a promotion must clear).
+        report_error: Records a failed refinement ``(job, user, session, epoch, message)`` in the
+            worker's errors, the trace and the metrics (never raised).
     """
 
     def __init__(
@@ -91,6 +93,7 @@ class ImportanceRefiner:
         promote: PromoteFn,
         observer: Observer,
         min_importance: float,
+        report_error: Callable[[str, str, str | None, int | None, str], None],
     ) -> None:
         self.store = store
         self.writer = writer
@@ -99,6 +102,7 @@ class ImportanceRefiner:
         self._promote = promote
         self._observer = observer
         self.min_importance = min_importance
+        self._report_error = report_error
         self._lock = threading.Lock()
         self._pending: list[PendingTurn] = []
 
@@ -164,6 +168,9 @@ class ImportanceRefiner:
         except UserForgottenError:  # forgotten meanwhile (any process): nothing of before the forget is kept
             if m is not None:
                 m.observe_refinement(turns=len(group), refused=len(group), fallback=fallback)
+            return
+        except Exception as exc:  # e.g. the store is down: the heuristic scores stay, the failure is recorded
+            self._report_error("refinement", user, session, epoch, f"refinement failed: {type(exc).__name__}: {exc}")
             return
         if m is not None:
             m.observe_refinement(turns=len(group), changed=len(updated), promoted=len(promoted), fallback=fallback)

@@ -130,6 +130,7 @@ class Sessions:
             promote=self._promote,
             observer=observer,
             min_importance=config.writer.turn_min_importance,
+            report_error=self.report_error,
         )
 
     def hot_scorer(self) -> ImportanceScorer:

@@ -216,3 +216,25 @@ def test_the_inspector_says_when_background_work_had_no_errors(tmp_path: Path) -
         assert "no failed background work for this user" in app.get("/user", {"u": "u"})[2].decode()
     finally:
         mem.close()
+
+
+def test_a_refinement_the_store_cannot_take_is_reported_not_raised(tmp_path: Path) -> None:
+    from hybrid_memory.errors import StoreUnavailableError
+
+    mem = memory(FakeListChatModel(responses=[scores(9, 9)]), tmp_path)
+
+    def down(*args: Any, **kwargs: Any) -> None:  # a store outage cannot be caused on demand in-process
+        raise StoreUnavailableError("store down")
+
+    try:
+        a = mem.add_turn("u", "s", "user", "I started learning the cello last month", timestamp=T0)
+        mem.store.update = down  # type: ignore[method-assign]
+        mem.add_turn("u", "s", "user", "The cafe was loud today", timestamp=T0)
+        assert mem.flush(timeout=30)
+        assert any(e.startswith("refinement failed: StoreUnavailableError") for e in mem.background_errors)
+        assert mem.metrics().background_errors == {"refinement": 1}
+        (step,) = [s for s in mem.replay("s") if s.kind == "background_error"]
+        assert step.params == {"job": "refinement"}
+        assert by_turn(mem, "u")[a.id].importance == a.importance  # the heuristic score stays
+    finally:
+        mem.close()
