@@ -298,9 +298,9 @@ class HybridMemory:
 
         The turn is scored for importance (an LLM scorer, whose calls take seconds, is kept off
         this path: the heuristic scores the turn now and the LLM refines the stored score in the
-        background, in batches; see :mod:`hybrid_memory.write.refine`) and appended to the store's turn log, which is the
-        session's short-term window for every process (a restart or another worker continues it).
-        A turn that clears ``writer.turn_min_importance`` (or is a key frame) is also written to
+        background, in batches; see :mod:`hybrid_memory.write.refine`) and appended to the
+        store's turn log, which is the session's short-term window for every process (a restart
+        or another worker continues it). A turn that clears ``writer.turn_min_importance`` (or is a key frame) is also written to
         long-term memory at once, with the previous turn as its search context; key frames
         (explicit "remember", preferences, constraints, goals) stay pinned in the window. PII is
         redacted (``writer.redact_pii``) before the text reaches the store.
@@ -407,9 +407,9 @@ class HybridMemory:
         return got.content if got else None
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Extract partial batches now and wait for all background work to finish.
+        """Extract and refine partial batches now and wait for all background work to finish.
 
-        Afterwards every extracted memory and summary is stored and recallable.
+        Afterwards every extracted memory, summary and importance refinement is stored and recallable.
 
         Args:
             timeout: Seconds to wait at most (``None`` = until done).
