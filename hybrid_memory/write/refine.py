@@ -2,9 +2,10 @@
 
 With an LLM importance scorer configured, :meth:`HybridMemory.add_turn
 <hybrid_memory.HybridMemory.add_turn>` scores the turn with the heuristic and returns once the
-turn is durable; :class:`ImportanceRefiner` queues the turn and, once ``batch_size`` turns are
-waiting (or on ``flush()``, ``end_session`` and ``close``), the background worker scores them with
-the LLM in one call and refines what was stored:
+turn is durable; :class:`ImportanceRefiner` queues the turn and, once ``batch_size`` turns
+of a user are waiting (or on ``flush()``, ``end_session`` and ``close``), the background worker
+scores them with the LLM (one user per call: one user's text never steers the scores of another's)
+and refines what was stored:
 
 * a long-term memory written from the turn gets the new importance and, in its metadata,
   ``importance_refined = {"from", "to", "by": "heuristic→llm", "scorer", "why"}``;
@@ -21,6 +22,7 @@ traced). The short-term window keeps the heuristic key-frame flag (the turn log 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -104,43 +106,58 @@ class ImportanceRefiner:
         self.min_importance = min_importance
         self._report_error = report_error
         self._lock = threading.Lock()
-        self._pending: list[PendingTurn] = []
+        # One queue per user: a model call never mixes users (one user's text cannot steer the
+        # scores of another's turns).
+        self._pending: dict[str, list[PendingTurn]] = {}
 
     @property
     def pending(self) -> int:
         """Turns queued and not handed to the worker yet."""
         with self._lock:
-            return len(self._pending)
+            return sum(len(q) for q in self._pending.values())
 
     def add(self, item: PendingTurn) -> None:
-        """Queue a stored turn; hand a full batch (the scorer's ``batch_size``) to the worker."""
+        """Queue a stored turn; hand its user's full batch (the scorer's ``batch_size``) to the worker."""
         size = max(1, int(getattr(self._scorer(), "batch_size", 8)))
+        user = item.turn.user_id
         with self._lock:
-            self._pending.append(item)
-            full = len(self._pending) >= size
-        if full:
-            self.submit()
-
-    def submit(self) -> None:
-        """Hand every queued turn to the worker now (a partial batch too)."""
-        with self._lock:
-            batch, self._pending = self._pending, []
+            queue = self._pending.setdefault(user, [])
+            queue.append(item)
+            batch = self._pending.pop(user) if len(queue) >= size else []
         if batch:
             self._submit(lambda: self.refine(batch))
+
+    def submit(self) -> None:
+        """Hand every queued turn to the worker now (partial batches too), one job per user."""
+        with self._lock:
+            batches, self._pending = list(self._pending.values()), {}
+        for batch in batches:
+            self._submit(functools.partial(self.refine, batch))
 
     def forget_user(self, user_id: str) -> None:
         """Drop the queued turns of ``user_id`` (their writes would be refused anyway)."""
         with self._lock:
-            self._pending = [p for p in self._pending if p.turn.user_id != user_id]
+            self._pending.pop(user_id, None)
 
     # ------------------------------------------------------------------ the job
     def refine(self, items: Sequence[PendingTurn]) -> None:
-        """Score ``items`` with the scorer in one call and apply the scores (runs in the worker)."""
+        """Score ``items`` (one user's) with the scorer and apply the scores (runs in the worker)."""
         if not items:
             return
         scorer = self._scorer()
         t0 = time.perf_counter()
-        batch = scorer.score([p.turn.content for p in items], roles=[p.turn.role for p in items])
+        try:
+            batch = scorer.score([p.turn.content for p in items], roles=[p.turn.role for p in items])
+        except Exception as exc:  # a scorer that raises: the heuristic scores stay, the failure is recorded
+            p = items[0]
+            self._report_error(
+                "refinement",
+                p.turn.user_id,
+                p.turn.session_id,
+                p.epoch,
+                f"refinement failed: {type(exc).__name__}: {exc}",
+            )
+            return
         seconds = time.perf_counter() - t0
         self._observer.scored(batch)
         groups: dict[tuple[str, str, int], list[tuple[PendingTurn, ScoredText]]] = {}
