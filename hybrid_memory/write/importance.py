@@ -490,6 +490,8 @@ class LLMImportanceScorer:
             not trusted (``None`` disables the check).
         agreement_window: User turns in the rolling agreement window; the check starts once
             half of it is filled.
+        sanity_checks: ``False`` trusts every valid answer (no degenerate, agreement or floor
+            check): for measuring the model itself, not for production.
 
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
@@ -518,6 +520,7 @@ class LLMImportanceScorer:
         policy: LLMCallPolicy | None = None,
         min_rank_agreement: float | None = 0.2,
         agreement_window: int = 48,
+        sanity_checks: bool = True,
     ) -> None:
         if batch_size < 1 or cache_size < 0:
             raise ConfigurationError("batch_size must be >= 1 and cache_size >= 0")
@@ -542,6 +545,7 @@ class LLMImportanceScorer:
         self._lock = threading.Lock()
         self.calls = 0
         self.min_rank_agreement = min_rank_agreement
+        self.sanity_checks = sanity_checks
         #: Recent (heuristic, model) score pairs of user turns, for the rank-agreement check.
         self._agreement: deque[tuple[float, float]] = deque(maxlen=agreement_window)
 
@@ -618,7 +622,7 @@ class LLMImportanceScorer:
     ) -> ScoreBatch:
         rules = [self._rules.score_one(t, r) for t, r in zip(texts, roles, strict=True)]
         pairs = [(rules[i].importance, v) for i in sorted(fresh) if roles[i] == "user" and (v := imps[i]) is not None]
-        distrust = self._agreement_note(pairs)
+        distrust = self._agreement_note(pairs) if self.sanity_checks else None
         if distrust is not None:
             notes.append(distrust)
             for i in fresh:
@@ -644,7 +648,8 @@ class LLMImportanceScorer:
             rule = rules[i]
             note: str | None = None
             # A contradiction, not noise: the model would not even keep the turn a key frame.
-            signal = self._hard_signal(t, r) if imp < min(rule.importance, self.key_frame_threshold) else None
+            contradicts = self.sanity_checks and imp < min(rule.importance, self.key_frame_threshold)
+            signal = self._hard_signal(t, r) if contradicts else None
             if signal is not None:
                 note = (
                     f"hard signal ({signal}): model score {imp:.2f} raised to the heuristic floor {rule.importance:.2f}"
@@ -693,7 +698,7 @@ class LLMImportanceScorer:
             j = x.index - shift
             if 0 <= j < n and 1 <= x.score <= 10:
                 got[j] = x.score
-        if len(got) >= 3 and len(set(got.values())) == 1:
+        if self.sanity_checks and len(got) >= 3 and len(set(got.values())) == 1:
             return f"degenerate answer: the model gave all {len(got)} turns of a call the same score ({next(iter(got.values()))}/10)"
         for j, i in enumerate(chunk):
             if j in got:
