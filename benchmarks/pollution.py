@@ -23,6 +23,7 @@ The report also counts what the sanity checks caught (scorer fallbacks, extracti
 reason)::
 
     python -m benchmarks.pollution --out benchmarks/results/pollution.json
+    python -m benchmarks.pollution --base-url http://127.0.0.1:18091/v1 --model smollm2  # also a real model
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def polluted(content: str, user_texts: Sequence[str]) -> bool:
     return any(t not in said for t in key_terms(content))
 
 
-def _play(path: str, script: str | None) -> dict[str, Any]:
+def _play(path: str, script: str | None, base_url: str | None = None, model: str = "local") -> dict[str, Any]:
     from contextlib import ExitStack
 
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -134,9 +135,9 @@ def _play(path: str, script: str | None) -> dict[str, Any]:
             from hybrid_memory.llm_call import LLMCallPolicy
             from tests.reliability.fake_openai import serve
 
-            fake = stack.enter_context(serve([script]))
-            chat = ChatOpenAI(base_url=fake.base_url, api_key="sk-local", model="local", temperature=0, max_retries=0)
-            policy = LLMCallPolicy(timeout=30.0, max_retries=0)
+            url = base_url if base_url is not None else stack.enter_context(serve([script])).base_url
+            chat = ChatOpenAI(base_url=url, api_key="sk-local", model=model, temperature=0, max_retries=0)
+            policy = LLMCallPolicy(timeout=120.0, max_retries=0)
             scorer = LLMImportanceScorer(chat, method="json_mode", policy=policy, batch_size=4)
             extractor = FactExtractor(chat, method="json_mode", batch_turns=4, policy=policy)
         mem = HybridMemory(
@@ -183,7 +184,7 @@ def _play(path: str, script: str | None) -> dict[str, Any]:
         fallbacks = snap.scorer.fallback_items
         return {
             "path": path,
-            "llm": script or "none (offline heuristic)",
+            "llm": (model if base_url is not None else script) or "none (offline heuristic)",
             "stored": stored,
             "polluted": bad,
             "pollution_rate": round(bad / stored, 4) if stored else 0.0,
@@ -207,8 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run every (path, LLM script) pair and print (or append) the results as JSON."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None, help="write the results to this JSON file")
+    p.add_argument("--base-url", default=None, help="also run against this OpenAI-compatible endpoint (…/v1)")
+    p.add_argument("--model", default="local", help="the model name for --base-url")
     args = p.parse_args(argv)
     results = [_play(path, script) for script in (None, "ok", "junk") for path in ("core", "adapter")]
+    if args.base_url is not None:
+        results += [_play(path, "real", args.base_url, args.model) for path in ("core", "adapter")]
     for r in results:
         print(json.dumps(r, ensure_ascii=False))
     if args.out is not None:
