@@ -49,7 +49,12 @@ def run(base_url: str | None, model: str, fake: str | None, method: str, batch_s
             from tests.reliability.fake_openai import serve
 
             base_url = stack.enter_context(serve([fake])).base_url
-        chat = ChatOpenAI(base_url=base_url, api_key="sk-local", model=model, temperature=0, max_retries=0)
+        from langchain_core.caches import InMemoryCache
+
+        # The raw and the combined scorer send the same calls: the second one replays the first's answers.
+        chat = ChatOpenAI(
+            base_url=base_url, api_key="sk-local", model=model, temperature=0, max_retries=0, cache=InMemoryCache()
+        )
         policy = LLMCallPolicy(timeout=120.0, max_retries=0)
         kw: dict[str, Any] = {"method": method, "batch_size": batch_size, "policy": policy, "cache_size": 0}
         for name in LABELS:
