@@ -8,6 +8,16 @@ same machine::
 
     python -m benchmarks.turn_latency --turns 200 --out benchmarks/results/turn_latency.json
     PYTHONPATH=/path/to/other/checkout python -m benchmarks.turn_latency --label before ...
+
+``--scorer llm`` configures an :class:`~hybrid_memory.LLMImportanceScorer` over LangChain's
+``ChatOpenAI`` talking to a local OpenAI-compatible server (``tests/reliability/fake_openai.py``)
+that answers after ``--llm-latency`` seconds, like a small local model: ``add_turn`` keeps the
+heuristic score on the caller's thread and the LLM refines it in background batches; the report
+adds how long the refinements took to land after the last turn (``flush``) and what they did.
+``--scorer llm-sync`` scores on the caller's thread instead (the behaviour before issue 18; use
+few ``--turns``, every turn waits for the model)::
+
+    python -m benchmarks.turn_latency --embedder hashing --scorer llm --llm-latency 1.5
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -41,7 +53,39 @@ def _pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def run(turns: int, embedder: str) -> dict[str, Any]:
+@contextmanager
+def _scorer(kind: str, latency: float) -> Iterator[tuple[Any, Any]]:
+    """``(scorer, fake server)`` for ``kind``: ``offline`` (the default heuristic), ``llm``, ``llm-sync``."""
+    if kind == "offline":
+        yield None, None
+        return
+    from langchain_openai import ChatOpenAI
+
+    from hybrid_memory import LLMImportanceScorer
+    from hybrid_memory.llm_call import LLMCallPolicy
+    from tests.reliability.fake_openai import serve
+
+    with serve(["ok"], latency=latency) as fake:
+        chat = ChatOpenAI(base_url=fake.base_url, api_key="sk-local", model="local", temperature=0, max_retries=0)
+        # The fake answers 9 for the first turn of a call and 2 for the others, which the rank-agreement
+        # check would (rightly) distrust: switched off so that every refinement is written (the worst case).
+        scorer = LLMImportanceScorer(chat, policy=LLMCallPolicy(timeout=60.0, max_retries=0), min_rank_agreement=None)
+        scorer.background = kind == "llm"
+        yield scorer, fake
+
+
+def run(turns: int, embedder: str, scorer: str = "offline", llm_latency: float = 1.5) -> dict[str, Any]:
+    """Play ``turns`` turns with the given embedder and scorer; p50/p95 per call (see the module docstring)."""
+    with _scorer(scorer, llm_latency) as (sc, fake):
+        out = _run(turns, embedder, sc)
+        if fake is not None:
+            out.update(scorer=scorer, llm_latency_s=llm_latency, llm_requests=len(fake.requests))
+        else:
+            out["scorer"] = scorer
+    return out
+
+
+def _run(turns: int, embedder: str, scorer: Any) -> dict[str, Any]:
     from hybrid_memory import HybridMemory, LocalStore
 
     emb: Any = None
@@ -52,8 +96,9 @@ def run(turns: int, embedder: str) -> dict[str, Any]:
     t0 = datetime(2025, 5, 1, 9, tzinfo=timezone.utc)
     times: dict[str, list[float]] = {"build_context": [], "add_turn": [], "turn": []}
     with tempfile.TemporaryDirectory() as d:
-        mem = HybridMemory(store=LocalStore(Path(d) / "m.db"), embedder=emb, trace=False)
+        mem = HybridMemory(store=LocalStore(Path(d) / "m.db"), embedder=emb, scorer=scorer, trace=False)
         mem.add_turn("warm", "w", "user", "warm up the embedder and the store")  # not timed
+        mem.flush()
         for i in range(turns):
             now = t0 + timedelta(minutes=i)
             text = f"{LINES[i % len(LINES)]} ({i})"
@@ -66,12 +111,18 @@ def run(turns: int, embedder: str) -> dict[str, Any]:
             times["build_context"].append((b - a) * 1000)
             times["add_turn"].append((c - b) * 500)  # per add_turn call
             times["turn"].append((c - a) * 1000)
+        a = time.perf_counter()
+        mem.flush()  # the background refinements (LLM scorer) land
+        flush_s = time.perf_counter() - a
+        refined = mem.metrics(store_sizes=False).refinement
         memories = mem.store.count("u")
         mem.close()
     return {
         "turns": turns,
         "embedder": embedder,
         "memories": memories,
+        "flush_after_last_turn_s": round(flush_s, 2),
+        "refinement": {k: getattr(refined, k) for k in ("batches", "turns", "changed", "promoted", "fallback")},
         **{f"{k}_p50_ms": round(statistics.median(v), 2) for k, v in times.items()},
         **{f"{k}_p95_ms": round(_pct(v, 0.95), 2) for k, v in times.items()},
     }
@@ -81,10 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--turns", type=int, default=200)
     p.add_argument("--embedder", choices=("default", "hashing"), default="default")
+    p.add_argument("--scorer", choices=("offline", "llm", "llm-sync"), default="offline")
+    p.add_argument("--llm-latency", type=float, default=1.5, help="seconds the fake model takes per call")
     p.add_argument("--label", default="this checkout")
     p.add_argument("--out", type=Path, default=None, help="append the result to this JSON list")
     args = p.parse_args(argv)
-    result = {"label": args.label, **run(args.turns, args.embedder)}
+    result = {"label": args.label, **run(args.turns, args.embedder, args.scorer, args.llm_latency)}
     print(json.dumps(result))
     if args.out is not None:
         old = json.loads(args.out.read_text()) if args.out.exists() else []

@@ -188,6 +188,7 @@ class HybridMemory:
         self._outcomes: dict[str, deque[WriteOutcome]] = UserWriteLogs()  # per-user logs within the cache budget
         # Guards the write log only; never held across store, embedder or LLM calls.
         self._lock = threading.Lock()
+        self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
         self._sessions = Sessions(
             self.store,
             self.embedder,
@@ -198,11 +199,12 @@ class HybridMemory:
             redact=self._redact,
             bind=self._ensure_bound,
             record=self._record,
+            scorer=lambda: self.scorer,
+            observer=self._obs,
         )
         self._bound = False
         self._closed = False
         self._planner = RecallPlanner(self.store, self.embedder, self.config, fuser=self.fuser, bind=self._ensure_bound)
-        self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
         static_dim = self.embedder._dim if isinstance(self.embedder, _BaseEmbedder) else None
         if static_dim is not None and self.store.dimension is not None and static_dim != self.store.dimension:
             raise EmbeddingDimensionError(
@@ -269,11 +271,13 @@ class HybridMemory:
             self.store.bind_embedder(self.embedder.name, self.embedder.dimension)
             self._bound = True
 
-    def _score(self, texts: list[str], *, roles: list[str] | None = None) -> ScoreBatch:
+    def _score(self, texts: list[str], *, roles: list[str] | None = None, hot: bool = False) -> ScoreBatch:
+        # ``hot``: add_turn's path, where an LLM scorer is replaced by the heuristic (refined later).
+        scorer = self._sessions.hot_scorer() if hot else self.scorer
         # The heuristic scorer runs in-process; any other scorer (an LLM) gets redacted text.
-        if not isinstance(self.scorer, HeuristicImportanceScorer):
+        if not isinstance(scorer, HeuristicImportanceScorer):
             texts = [self._redact(t) for t in texts]
-        batch = self.scorer.score(texts, roles=roles)
+        batch = scorer.score(texts, roles=roles)
         self._obs.scored(batch)
         return batch
 
@@ -286,12 +290,16 @@ class HybridMemory:
         role: str,
         content: str,
         timestamp: datetime | None = None,
+        *,
+        long_term: bool = True,
     ) -> Turn:
         """Add a conversation turn: durable in the session's log and recallable when this returns.
 
-        The turn is scored for importance and appended to the store's turn log, which is the
-        session's short-term window for every process (a restart or another worker continues it).
-        A turn that clears ``writer.turn_min_importance`` (or is a key frame) is also written to
+        The turn is scored for importance (an LLM scorer, whose calls take seconds, is kept off
+        this path: the heuristic scores the turn now and the LLM refines the stored score in the
+        background, in batches; see :mod:`hybrid_memory.write.refine`) and appended to the
+        store's turn log, which is the session's short-term window for every process (a restart
+        or another worker continues it). A turn that clears ``writer.turn_min_importance`` (or is a key frame) is also written to
         long-term memory at once, with the previous turn as its search context; key frames
         (explicit "remember", preferences, constraints, goals) stay pinned in the window. PII is
         redacted (``writer.redact_pii``) before the text reaches the store.
@@ -302,6 +310,10 @@ class HybridMemory:
             role: ``"user"``, ``"assistant"``, ``"system"`` or ``"tool"``.
             content: The text of the turn.
             timestamp: When it was said (aware datetime; default now, UTC).
+            long_term: ``False``: the turn only joins the session's window (conversation context,
+                the search context of the next turn) and never becomes a long-term memory; the
+                framework adapters pass it for assistant, tool and system text, so that only
+                what the user said becomes a memory about the user.
 
         Returns:
             The stored :class:`~hybrid_memory.records.Turn` (redacted text, importance, key-frame
@@ -319,7 +331,7 @@ class HybridMemory:
         check_text(content)
         ts = self._stored_time(timestamp)
         self._flush_idle(user_id, session_id, ts)
-        batch = self._score([content], roles=[role])
+        batch = self._score([content], roles=[role], hot=True)
         scored = batch.items[0]
         key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance
         red = self.writer.redactor.redact(content) if self.config.writer.redact_pii else None
@@ -338,7 +350,7 @@ class HybridMemory:
             scoring_note=fallback_note(batch),
         )
         pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
-        return self._sessions.append(turn, pii_note=pii)
+        return self._sessions.append(turn, pii_note=pii, long_term=long_term)
 
     @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
@@ -394,9 +406,9 @@ class HybridMemory:
         return got.content if got else None
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Extract partial batches now and wait for all background work to finish.
+        """Extract and refine partial batches now and wait for all background work to finish.
 
-        Afterwards every extracted memory and summary is stored and recallable.
+        Afterwards every extracted memory, summary and importance refinement is stored and recallable.
 
         Args:
             timeout: Seconds to wait at most (``None`` = until done).
@@ -408,7 +420,10 @@ class HybridMemory:
 
     @property
     def background_errors(self) -> list[str]:
-        """Recent failures of background extraction/summaries (never raised to the agent)."""
+        """Recent failures of background extraction, summaries and refinements (never raised to the agent).
+
+        Each is also a ``background_error`` trace step and counted in ``metrics().background_errors``.
+        """
         return list(self._sessions.worker.errors)
 
     def review_queue(self, user_id: str) -> list[ConflictReview]:

@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.read.placement import BlockLedger, is_stable, place
 from hybrid_memory.records import FusedContext, Turn, check_id, check_text
+from hybrid_memory.write.sources import Role, source_turns
 from langchain_hybrid_memory._identity import check_bound_user
 from langchain_hybrid_memory._utils import message_text, require_core
 
@@ -33,10 +34,9 @@ def _turn_to_message(turn: Turn) -> BaseMessage:
     return ChatMessage(role=turn.role, content=turn.content, id=turn.id)
 
 
-def _role_of(message: BaseMessage) -> str:
-    if isinstance(message, ChatMessage) and message.role in ("user", "assistant", "system", "tool"):
-        return message.role
-    return _ROLE_OF_TYPE.get(message.type, "user")
+def _role_of(message: BaseMessage) -> Role:
+    role = message.role if isinstance(message, ChatMessage) else _ROLE_OF_TYPE.get(message.type, "user")
+    return role if role in ("user", "assistant", "system", "tool") else "user"  # type: ignore[return-value]
 
 
 class _SessionHistory(BaseChatMessageHistory):
@@ -65,27 +65,29 @@ class _SessionHistory(BaseChatMessageHistory):
         return [_turn_to_message(t) for t in turns]
 
     @staticmethod
-    def _turns(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
-        """``(role, text)`` of the messages with text, all validated before any is added.
+    def _turns(messages: Sequence[BaseMessage]) -> list[tuple[Role, str, bool]]:
+        """``(role, text, long_term)`` of the messages with text, all validated before any is added.
 
         An AI message that only calls tools carries no text to remember. Validating first keeps
-        ``save_context`` atomic: a bad output never leaves the input half-recorded.
+        ``save_context`` atomic: a bad output never leaves the input half-recorded. Only the
+        user's own words may become long-term memories (:func:`~hybrid_memory.write.sources.turn_source`):
+        AI, tool and system text and ReAct scaffolding are kept as conversation context only.
         """
         turns = [(_role_of(m), message_text(m)) for m in messages]
         turns = [(r, t) for r, t in turns if t.strip()]
         for _, text in turns:
             check_text(text)
-        return turns
+        return source_turns(turns)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         check_bound_user(self.user_id, "HybridChatMemory")
-        for role, text in self._turns(messages):
-            self.memory.add_turn(self.user_id, self.session_id, role, text)
+        for role, text, long_term in self._turns(messages):
+            self.memory.add_turn(self.user_id, self.session_id, role, text, long_term=long_term)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         check_bound_user(self.user_id, "HybridChatMemory")
-        for role, text in self._turns(messages):
-            await self.memory.aadd_turn(self.user_id, self.session_id, role, text)
+        for role, text, long_term in self._turns(messages):
+            await self.memory.aadd_turn(self.user_id, self.session_id, role, text, long_term=long_term)
 
     def clear(self) -> None:
         check_bound_user(self.user_id, "HybridChatMemory")

@@ -15,6 +15,7 @@ from hybrid_memory.errors import ConfigurationError, InvalidInputError
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.read.placement import BlockLedger, is_stable, place, prepend_block
 from hybrid_memory.records import FusedContext
+from hybrid_memory.write.sources import Role, source_turns
 from langchain_hybrid_memory._identity import ClientUserIds, authenticated_identity, run_config, settle_user
 from langchain_hybrid_memory._utils import lookup, message_text, require_core
 
@@ -348,9 +349,8 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         if turn is None:
             return None
         user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
-        self.memory.add_turn(user_id, session_id, "user", message_text(turn[0]))
-        if turn[1] is not None:
-            self.memory.add_turn(user_id, session_id, "assistant", turn[1])
+        for role, text, long_term in _sources(turn):
+            self.memory.add_turn(user_id, session_id, role, text, long_term=long_term)
         return _mark_recorded(state, turn[0])
 
     async def aafter_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -359,10 +359,21 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         if turn is None:
             return None
         user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
-        await self.memory.aadd_turn(user_id, session_id, "user", message_text(turn[0]))
-        if turn[1] is not None:
-            await self.memory.aadd_turn(user_id, session_id, "assistant", turn[1])
+        for role, text, long_term in _sources(turn):
+            await self.memory.aadd_turn(user_id, session_id, role, text, long_term=long_term)
         return _mark_recorded(state, turn[0])
+
+
+def _sources(turn: tuple[HumanMessage, str | None]) -> list[tuple[Role, str, bool]]:
+    """``(role, text, long_term)`` of a run's user message and final answer.
+
+    Only the user's own words may become long-term memories; the answer is conversation context
+    (:func:`~hybrid_memory.write.sources.turn_source`).
+    """
+    said: list[tuple[Role, str]] = [("user", message_text(turn[0]))]
+    if turn[1] is not None:
+        said.append(("assistant", turn[1]))
+    return source_turns(said)
 
 
 def _recorded(state: HybridMemoryState) -> str | None:

@@ -13,6 +13,7 @@ from hybrid_memory.errors import ConfigurationError
 from hybrid_memory.memory import HybridMemory, require_core
 from hybrid_memory.read.placement import BlockLedger, is_stable, place, prepend_block
 from hybrid_memory.records import FusedContext, Turn, check_id
+from hybrid_memory.write.sources import Role, turn_source
 from llamaindex_hybrid_memory._messages import core_role, message_text, turn_to_message
 
 try:
@@ -245,9 +246,13 @@ class HybridAgentMemory(BaseMemory):
         return out
 
     @staticmethod
-    def _turn_args(message: ChatMessage) -> tuple[str, str] | None:
+    def _turn_args(message: ChatMessage) -> tuple[Role, str, bool] | None:
+        """``(role, text, long_term)``: only the user's own words may become long-term memories."""
         text = message_text(message)
-        return (core_role(message), text) if text else None
+        if not text:
+            return None
+        role, long_term = turn_source(core_role(message), text)
+        return role, text, long_term
 
     # ------------------------------------------------------------------ read
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
@@ -295,13 +300,13 @@ class HybridAgentMemory(BaseMemory):
         """Add a message to the session (``add_turn``); messages without text are skipped."""
         args = self._turn_args(message)
         if args is not None:
-            self.memory.add_turn(self.user_id, self.session_id, *args)
+            self.memory.add_turn(self.user_id, self.session_id, args[0], args[1], long_term=args[2])
 
     async def aput(self, message: ChatMessage) -> None:
         """Async twin of :meth:`put`."""
         args = self._turn_args(message)
         if args is not None:
-            await self.memory.aadd_turn(self.user_id, self.session_id, *args)
+            await self.memory.aadd_turn(self.user_id, self.session_id, args[0], args[1], long_term=args[2])
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Add messages in order."""

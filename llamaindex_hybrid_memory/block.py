@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from hybrid_memory.memory import HybridMemory, require_core
 from hybrid_memory.records import check_id
 from hybrid_memory.stores.base import MemoryFilter
+from hybrid_memory.write.sources import source_turns, turn_source
 from llamaindex_hybrid_memory._messages import core_role, message_text, query_text
 
 try:
@@ -159,7 +160,14 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         run); only the first read records it.
         """
         latest = next(
-            (t for m in reversed(messages or []) if core_role(m) == "user" for t in (message_text(m),) if t), None
+            (
+                t
+                for m in reversed(messages or [])
+                if core_role(m) == "user"
+                for t in (message_text(m),)
+                if t and turn_source("user", t)[1]  # the user's own words, not a ReAct "Observation:"
+            ),
+            None,
         )
         if latest is None:
             return
@@ -169,7 +177,12 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
             await self.memory.aadd_turn(self.user_id, session_id, "user", latest)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        """Write flushed messages to long-term memory through the core's turn write path."""
+        """Write flushed messages through the core's turn write path.
+
+        Only the user's own words may become long-term memories; assistant replies, tool output,
+        system prompts and ReAct scaffolding (also when an agent sends it as a user message) join
+        the session's window as conversation context only (``add_turn(..., long_term=False)``).
+        """
         items = []
         for m in messages:
             text = message_text(m)
@@ -178,10 +191,10 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                 items.append((sid if isinstance(sid, str) and sid.strip() else DEFAULT_SESSION_ID, core_role(m), text))
         for session_id, group in groupby(items, key=lambda x: x[0]):
             recorded = self._recorded_user_texts(session_id)
-            for _, role, text in group:
+            for role, text, long_term in source_turns((role, text) for _, role, text in group):
                 if role == "user" and text in recorded:
                     continue  # recorded (and written) when Memory read the block
-                await self.memory.aadd_turn(self.user_id, session_id, role, text)
+                await self.memory.aadd_turn(self.user_id, session_id, role, text, long_term=long_term)
             # The flushed turns left Memory's chat history: they leave the core's window of the
             # session too (they are in long-term memory), so recall may bring them back.
             await self.memory.aend_session(self.user_id, session_id)

@@ -30,6 +30,10 @@ __all__ = ["InspectorServer", "make_server", "serve"]
 _ALL: tuple[Status, ...] = ("active", "superseded", "archived", "deleted")
 _CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
 _MAX_LIST = 500
+#: Background errors shown per page (the newest).
+_MAX_BG_ERRORS = 50
+#: Trace steps of background work, whose parameters say what it did.
+_BACKGROUND_KINDS = frozenset({"refine_importance", "extract", "background_error"})
 
 _CSS = """
 :root{--fg:#1d2330;--mut:#5b6475;--bg:#f6f7fb;--card:#fff;--line:#dfe3ec;--acc:#2f5bd3;--ok:#1f8a4c;--bad:#b3261e;--warn:#9a6700}
@@ -176,7 +180,26 @@ class InspectorApp:
             + f") · embedder {emb} · traces: {'on' if self.traces is not None else 'off'}</div>"
         )
         table = _table(["user", *_ALL, "total", "traced sessions"], rows, num=range(1, 7), cls="users")
-        return self._layout("Users", f"<h1>Users</h1>{summary}{table}")
+        return self._layout("Users", f"<h1>Users</h1>{summary}{self._background_summary()}{table}")
+
+    def _background_summary(self) -> str:
+        """Failures of background work (extraction, summaries, refinements) in this process."""
+        recent = list(getattr(self.mem, "background_errors", None) or [])
+        by_kind: dict[str, int] = {}
+        metrics = getattr(self.mem, "metrics", None)
+        if callable(metrics):
+            try:
+                by_kind = dict(metrics(store_sizes=False).background_errors)
+            except HybridMemoryError:  # metrics disabled
+                by_kind = {}
+        if not recent and not by_kind:
+            return '<div class="card bg-errors muted">background work: no errors in this process</div>'
+        counts = ", ".join(f"{n} {_e(k)}" for k, n in sorted(by_kind.items())) or f"{len(recent)}"
+        items = "".join(f"<li>{_e(e)}</li>" for e in recent[-_MAX_BG_ERRORS:])
+        return (
+            f'<div class="card bg-errors"><span class="err">background errors: {counts}</span>'
+            f"<details><summary>latest {min(len(recent), _MAX_BG_ERRORS)}</summary><ul>{items}</ul></details></div>"
+        )
 
     def _search_form(self, user: str, q: dict[str, str]) -> str:
         alpha = q.get("alpha", "")
@@ -233,6 +256,7 @@ class InspectorApp:
             body.append(f'<p class="muted">showing the first {_MAX_LIST}; use the command line for more</p>')
         body.append(self._chains(user))
         body.append(self._review(user))
+        body.append(self._user_background_errors(user))
         body.append(self._sessions(user))
         return self._layout(f"User {user}", "".join(body))
 
@@ -281,6 +305,25 @@ class InspectorApp:
             + note
             + _table(["action", "new", "old", "reason", "judge", "when"], rows, cls="review")
         )
+
+    def _user_background_errors(self, user: str) -> str:
+        """The user's ``background_error`` trace steps, newest first (needs tracing)."""
+        if self.traces is None:
+            return ""
+        steps = self.traces.steps(user_id=user, kind="background_error")[-_MAX_BG_ERRORS:]
+        if not steps:
+            return '<h2>Background errors</h2><p class="muted">no failed background work for this user</p>'
+        rows = [
+            [
+                f'<a href="/replay?{_hq(u=user, s=s.session_id if s.session_id is not None else "-")}#step-{s.seq}">#{s.seq}</a>',
+                _dt(s.at),
+                _e(str(s.params.get("job", ""))),
+                _e(s.session_id or ""),
+                f'<span class="err">{_e(s.error or "")}</span>',
+            ]
+            for s in reversed(steps)
+        ]
+        return "<h2>Background errors</h2>" + _table(["step", "when", "job", "session", "error"], rows, cls="bg-errors")
 
     def _sessions(self, user: str) -> str:
         if self.traces is None:
@@ -589,6 +632,9 @@ def _render_step(s: TraceStep, link: Callable[[str], str]) -> str:
         parts.append(f"<p>query: <b>{_e(s.query)}</b></p>")
     if s.scorer_fallback:
         parts.append(f'<p class="err">scorer fallback ({_e(s.scorer)}): {_e(s.scorer_fallback)}</p>')
+    if s.kind in _BACKGROUND_KINDS and s.params:
+        items = "".join(f"<li>{_e(k)}: {_e(json.dumps(v, ensure_ascii=False))}</li>" for k, v in s.params.items())
+        parts.append(f"<ul class='params'>{items}</ul>")
     if s.short_term:
         items = "".join(
             f"<li>{'★ ' if t.key_frame else ''}<span class='pill'>{_e(t.role)}</span> {_e(t.content)}</li>"

@@ -11,6 +11,12 @@ What is counted (nothing leaves the process unless you expose it):
   retries, e.g. a Weaviate outage);
 * **scorer fallbacks**: texts the importance scorer could not score itself (an LLM scorer that
   timed out and fell back to the heuristic);
+* **importance refinements**: ``add_turn`` scores that an LLM scorer refined in the background
+  (turns looked at, scores changed, turns promoted into long-term memory, refinements refused
+  because the user was forgotten meanwhile, turns whose refinement fell back), with the
+  ``refine_importance`` latency in the operation histograms;
+* **background errors** by kind (``extraction``, ``summary``, ``refinement``, ``job``): failures of
+  work done off the hot path, never raised to the agent;
 * **store size per user**, read from the store when a snapshot is taken.
 
 ``mem.metrics()`` returns a :class:`MetricsSnapshot`; :func:`prometheus_registry` and
@@ -58,6 +64,7 @@ __all__ = [
     "MetricsSnapshot",
     "OperationStats",
     "RecallStats",
+    "RefinementStats",
     "ScorerStats",
     "StoreStats",
     "prometheus_registry",
@@ -143,6 +150,27 @@ class ScorerStats:
 
 
 @dataclass(frozen=True)
+class RefinementStats:
+    """Background refinements of ``add_turn`` importance by an LLM scorer (see :mod:`hybrid_memory.write.refine`).
+
+    ``turns``: turns whose score was looked at; ``changed``: stored memories whose importance
+    changed; ``promoted``: turns written to long-term memory because the refined score cleared
+    ``writer.turn_min_importance``; ``refused``: turns whose user was forgotten meanwhile (nothing
+    written); ``fallback``: turns the LLM did not score (the heuristic score stays).
+    """
+
+    batches: int = 0
+    turns: int = 0
+    changed: int = 0
+    promoted: int = 0
+    refused: int = 0
+    fallback: int = 0
+
+
+_REFINEMENT_FIELDS = ("batches", "turns", "changed", "promoted", "refused", "fallback")
+
+
+@dataclass(frozen=True)
 class StoreStats:
     """Memories per user (all statuses) as the store reported them at snapshot time.
 
@@ -172,6 +200,8 @@ class MetricsSnapshot:
     store: StoreStats | None = None
     extra: dict[str, int] = field(default_factory=dict)
     cache: CacheStats | None = None  # the process's per-user caches (hybrid_memory.stores.budget)
+    refinement: RefinementStats = field(default_factory=RefinementStats)
+    background_errors: dict[str, int] = field(default_factory=dict)
 
     @property
     def recall_latency(self) -> OperationStats | None:
@@ -253,6 +283,8 @@ class MemoryMetrics:
             self._fallback_by = Counter[str]()
             self._last_fallback: str | None = None
             self._trace = Counter[str]()
+            self._refine = Counter[str]()
+            self._bg_errors = Counter[str]()
 
     # -- observations -------------------------------------------------------------------------
     def observe_op(self, op: str, seconds: float, *, error: bool = False) -> None:
@@ -305,6 +337,21 @@ class MemoryMetrics:
                 self._fallback_by[scorer] += fallback_items
                 self._last_fallback = reason
 
+    def observe_refinement(
+        self, *, turns: int, changed: int = 0, promoted: int = 0, refused: int = 0, fallback: int = 0
+    ) -> None:
+        """Record one background refinement batch (see :class:`RefinementStats`)."""
+        with self._lock:
+            self._refine["batches"] += 1
+            for k, v in (("turns", turns), ("changed", changed), ("promoted", promoted), ("refused", refused)):
+                self._refine[k] += v
+            self._refine["fallback"] += fallback
+
+    def observe_background_error(self, kind: str) -> None:
+        """Count one failure of background work of ``kind`` (extraction, summary, refinement, job)."""
+        with self._lock:
+            self._bg_errors[kind] += 1
+
     def observe_trace(self, *, error: bool = False) -> None:
         """Count a stored trace step (or a trace write that failed)."""
         with self._lock:
@@ -340,6 +387,8 @@ class MemoryMetrics:
                 trace_errors=self._trace["errors"],
                 store=store_stats,
                 cache=cache_budget().stats(),
+                refinement=RefinementStats(**{k: self._refine[k] for k in _REFINEMENT_FIELDS}),
+                background_errors=dict(self._bg_errors),
             )
 
 
@@ -430,6 +479,20 @@ class _Collector:
         for name, n in sorted(snap.scorer.fallbacks_by_scorer.items()):
             fb.add_metric([name], n)
         yield fb
+        refine = CounterMetricFamily(
+            "hybrid_memory_importance_refinements",
+            "Turns whose add_turn importance an LLM scorer refined in the background, by outcome",
+            labels=["outcome"],
+        )
+        for name in _REFINEMENT_FIELDS[1:]:
+            refine.add_metric([name], getattr(snap.refinement, name))
+        yield refine
+        bg = CounterMetricFamily(
+            "hybrid_memory_background_errors", "Failures of background work by kind", labels=["kind"]
+        )
+        for kind, n in sorted(snap.background_errors.items()):
+            bg.add_metric([kind], n)
+        yield bg
         traces = CounterMetricFamily("hybrid_memory_trace_steps", "Trace steps stored", labels=["result"])
         traces.add_metric(["stored"], snap.trace_steps)
         traces.add_metric(["failed"], snap.trace_errors)

@@ -17,7 +17,11 @@ trace=True)`` or ``HYBRID_MEMORY_TRACE__ENABLED=true``). Every ``add_turn``, ``r
 * the error, when the call raised.
 
 Writes made in the background (fact extraction, session summaries) are recorded as
-``background_write`` steps.
+``background_write`` steps; an LLM scorer's background refinement of ``add_turn`` scores as
+``refine_importance`` steps (the changed memories, old and new importance and why, and any
+fallback); a failure of background work (extraction, summary, refinement) as a
+``background_error`` step with the error. A background step of a user forgotten meanwhile is not
+kept.
 
 Where the trace lives (:func:`default_trace_path`): ``LocalStore("memory.db")`` traces to the
 sibling file ``memory.db.traces.sqlite``; ``LocalStore(":memory:")`` in memory; a Weaviate store
@@ -666,6 +670,55 @@ class Observer:
                     writes=tuple(self._write(o) for o in outs),
                 )
             )
+
+    def background(
+        self,
+        kind: str,
+        user_id: str,
+        session_id: str | None,
+        *,
+        epoch: int | None,
+        seconds: float = 0.0,
+        writes: Sequence[WriteOutcome] = (),
+        scorer: str | None = None,
+        scorer_fallback: str | None = None,
+        error: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        """Record work done off the hot path (a refinement, a failed job) as its own ``kind`` step.
+
+        Metrics: ``seconds`` joins the ``kind`` latency histogram (an error counts as a failed
+        call and in the background errors by kind); ``writes`` are counted. The trace step is
+        dropped again when ``user_id`` was forgotten since ``epoch`` (the user's forget epoch the
+        work started from).
+        """
+        if self.metrics is not None:
+            self.metrics.observe_op(kind, seconds, error=error is not None)
+            if error is not None:
+                self.metrics.observe_background_error(str((params or {}).get("job", kind)))
+            if writes:
+                self.metrics.observe_writes(o.action for o in writes)
+        if self.tracer is None:
+            return
+        try:
+            step = TraceStep(
+                kind=kind,
+                user_id=user_id,
+                session_id=session_id,
+                at=self.clock(),
+                duration_ms=round(seconds * 1000.0, 3),
+                params={k: _jsonable(v) for k, v in (params or {}).items()},
+                writes=tuple(self._write(o) for o in writes),
+                scorer=scorer,
+                scorer_fallback=self._r(scorer_fallback),
+                error=self._r(error),
+            )
+        except Exception:  # bookkeeping must never break background work
+            logger.warning("hybrid-memory: could not record a %s step", kind, exc_info=True)
+            return
+        stored = self._append(step)
+        if stored is not None and epoch is not None and self._epoch_of({"user_id": user_id}) != epoch:
+            self.tracer.delete_step(stored.seq)  # forgotten meanwhile: nothing of the user is kept
 
     def finish(self, b: _Builder, mem: Any, result: Any, exc: BaseException | None) -> None:
         """End the step started by :meth:`begin` (``result`` or ``exc``)."""

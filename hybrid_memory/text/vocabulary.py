@@ -44,6 +44,8 @@ __all__ = [
     "COLLEAGUES_ZH",
     "FRIENDS_EN",
     "FRIENDS_ZH",
+    "MEMORY_FRAME_EN",
+    "MEMORY_FRAME_ZH",
     "MONTHS",
     "PETS_EN",
     "PETS_ZH",
@@ -198,6 +200,14 @@ FRIENDS_EN = ("friend", "roommate", "neighbour", "neighbor")
 FRIENDS_ZH = ("朋友", "室友", "邻居")
 PETS_EN = ("dog", "cat", "pet")
 PETS_ZH = ("宠物", "狗", "猫")
+
+
+# --------------------------------------------------------------------------- memory framing
+#: How an extracted memory names its subject and asks to be kept ("The user …", "Remember: …"): not
+#: content, so not evidence that the user said it (the fact extractor's grounding check). English
+#: entries are analyzer stems.
+MEMORY_FRAME_EN = ("user", "remember", "note", "forget", "remind", "keep", "mind")
+MEMORY_FRAME_ZH = ("该用户", "用户", "记住", "记得", "别忘", "不要忘", "提醒")
 
 
 def english_words(words: Iterable[str]) -> str:

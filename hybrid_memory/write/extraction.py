@@ -2,9 +2,14 @@
 
 :class:`FactExtractor` asks any LangChain chat model for the facts, preferences, plans and
 temporary notes *the user stated* in a few turns, each with a category and a 1-10 importance, and
-the indexes of the turns it came from. Only memories grounded in at least one *user* turn are
-kept (assistant suggestions and model guesses are dropped); category ``none`` is dropped; every
-kept memory carries its provenance (the source turn ids). A model failure never raises: the batch
+the indexes of the turns it came from. Only memories grounded in the *user's own words* are
+kept: a memory must cite at least one user turn (assistant suggestions are dropped), must have
+content beyond "the user"/"remember" (an empty "记住！" is dropped), must not copy the instruction,
+and at least half of its key words (analyzer terms: English stems, Chinese bigrams) must occur in
+the user turns it cites (a hallucinated "Mia est allergique à l'hæblère." is dropped); category
+``none`` is dropped. Every drop is explained in :attr:`ExtractionResult.dropped` (and, through
+:class:`HybridMemory <hybrid_memory.HybridMemory>`, in an ``extract`` trace step). Every kept
+memory carries its provenance (the source turn ids). A model failure never raises: the batch
 yields no memories and :attr:`ExtractionResult.error` says why (the raw turns still reach
 long-term memory through the normal write path, so nothing is lost).
 
@@ -16,22 +21,26 @@ Example:
     >>> from datetime import datetime, timezone
     >>> from langchain_core.language_models import FakeListChatModel
     >>> from hybrid_memory.records import Turn
-    >>> reply = ('{"memories": [{"content": "The user is allergic to peanuts.", "category": "fact", '
+    >>> reply = ('{"memories": [{"content": "用户对花生过敏", "category": "fact", '
     ...          '"importance": 10, "source_turns": [0]}, {"content": "The assistant likes jazz.", '
-    ...          '"category": "preference", "importance": 3, "source_turns": [1]}]}')
+    ...          '"category": "preference", "importance": 3, "source_turns": [1]}, '
+    ...          '{"content": "The user plays the cello.", "category": "fact", "importance": 5, "source_turns": [0]}]}')
     >>> ex = FactExtractor(FakeListChatModel(responses=[reply]), method="json_mode")
     >>> ts = datetime(2024, 5, 1, tzinfo=timezone.utc)
     >>> turns = [Turn(id="t1", user_id="u", session_id="s", role="user", content="我对花生过敏", timestamp=ts),
     ...          Turn(id="t2", user_id="u", session_id="s", role="assistant", content="I like jazz", timestamp=ts)]
     >>> res = ex.extract(turns)
     >>> [(m.content, m.category, m.importance, m.provenance) for m in res.memories]
-    [('The user is allergic to peanuts.', 'fact', 1.0, ('t1',))]
-    >>> res.dropped
-    ['"The assistant likes jazz." not stated by the user']
+    [('用户对花生过敏', 'fact', 1.0, ('t1',))]
+    >>> for reason in res.dropped:
+    ...     print(reason)
+    "The assistant likes jazz." not stated by the user
+    "The user plays the cello." not supported by the user's words (0 of 2 key words)
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -44,8 +53,20 @@ from pydantic import BaseModel, Field
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy, StructuredCaller, StructuredMethod
 from hybrid_memory.records import MemoryRecord, Turn
+from hybrid_memory.text.analyzer import Analyzer
+from hybrid_memory.text.vocabulary import MEMORY_FRAME_EN, MEMORY_FRAME_ZH
 
-__all__ = ["BackgroundWorker", "ExtractedFact", "ExtractedMemory", "ExtractionResult", "FactExtractor", "FactList"]
+__all__ = [
+    "MIN_SUPPORT",
+    "BackgroundWorker",
+    "ExtractedFact",
+    "ExtractedMemory",
+    "ExtractionResult",
+    "FactExtractor",
+    "FactList",
+    "grounding_problem",
+    "key_terms",
+]
 
 
 class ExtractedFact(BaseModel):
@@ -110,7 +131,8 @@ _PROMPT = (
     "Extract long-term memories about the USER from the numbered conversation turns. Rules:\n"
     "- Only what the user stated about themselves (facts, preferences, constraints, plans, decisions). "
     "Never the assistant's suggestions, never guesses, never small talk.\n"
-    "- Each memory is one self-contained sentence that keeps numbers, dates, names and negations exactly.\n"
+    "- Each memory is one self-contained sentence in the user's language, reusing the user's own words; "
+    "it keeps numbers, dates, names and negations exactly.\n"
     "- category: fact, preference, project (plans, goals, work), temporary (true only for a short time), "
     "or none.\n"
     "- importance: 1 (trivial) to 10 (health, safety, explicit 'remember').\n"
@@ -118,6 +140,49 @@ _PROMPT = (
     'Answer with JSON only: {"memories": [{"content": "...", "category": "fact", "importance": 7, '
     '"source_turns": [0]}]}; use {"memories": []} when there is nothing to keep.'
 )
+
+
+_ANALYZER = Analyzer(cjk="bigram")
+_FRAME_ZH = re.compile("|".join(MEMORY_FRAME_ZH))
+_FRAME_EN = frozenset(MEMORY_FRAME_EN)
+_PROMPT_TERMS = frozenset(_ANALYZER.index_tokens(_PROMPT))
+#: Share of a memory's key words that must occur in the user turns it cites.
+MIN_SUPPORT = 0.5
+
+
+def key_terms(text: str) -> list[str]:
+    """The key words of a memory: analyzer query terms without the framing ("the user", "记住").
+
+    Example:
+        >>> key_terms("The user is allergic to peanuts."), key_terms("记住！"), key_terms("用户现在改喝咖啡")
+        (['allergic', 'peanut'], [], ['现在', '在改', '改喝', '喝咖', '咖啡'])
+    """
+    return [t for t in _ANALYZER.query_tokens(_FRAME_ZH.sub(" ", text)) if t not in _FRAME_EN]
+
+
+def grounding_problem(text: str, user_turns: Sequence[str]) -> str | None:
+    """Why the memory ``text`` is not grounded in ``user_turns`` (``None`` when it is).
+
+    Empty of content, a copy of the extraction instruction, or fewer than :data:`MIN_SUPPORT` of
+    its key words in the user's own words.
+
+    Example:
+        >>> grounding_problem("The user lives in Lyon with two roommates", ["I live in Lyon with 2 roommates"])
+        >>> grounding_problem("记住！", ["记住！"])
+        'is empty of content'
+        >>> grounding_problem("Mia est allergique à l'hæblère.", ["Mia is my sister"])
+        "not supported by the user's words (1 of 6 key words)"
+    """
+    terms = list(dict.fromkeys(key_terms(text)))
+    if not terms:
+        return "is empty of content"
+    said = {t for u in user_turns for t in _ANALYZER.index_tokens(u)}
+    found = sum(t in said for t in terms)
+    if sum(t in _PROMPT_TERMS for t in terms) >= 0.6 * len(terms) and found < MIN_SUPPORT * len(terms):
+        return "copies the instruction"
+    if found < MIN_SUPPORT * len(terms):
+        return f"not supported by the user's words ({found} of {len(terms)} key words)"
+    return None
 
 
 class FactExtractor:
@@ -194,6 +259,10 @@ class FactExtractor:
             users = [t for t in src if t.role == "user"]
             if not users:
                 dropped.append(f'"{text}" not stated by the user')
+                continue
+            problem = grounding_problem(text, [t.content for t in users])
+            if problem is not None:
+                dropped.append(f'"{text}" {problem}')
                 continue
             if text in seen:
                 dropped.append(f'"{text}" repeated')

@@ -12,7 +12,17 @@ Two scorers implement the :class:`ImportanceScorer` protocol:
 * :class:`LLMImportanceScorer`, over any LangChain chat model: a 1-10 score per turn (mapped to
   0..1), several turns per call, a cache by content hash, a timeout and retries with backoff,
   and a fallback to the heuristic scorer that is recorded in :attr:`ScoreBatch.fallback_reason`
-  (never silent, never raised to the agent).
+  (never silent, never raised to the agent). Valid but implausible answers are not trusted
+  either: a batch where every turn got the same score, a model whose rank agreement with the
+  heuristic over a rolling window falls below ``min_rank_agreement``, and a score below the
+  key-frame threshold for a turn with a hard signal (an explicit "remember"/"记住", a health or
+  safety fact, a constraint) each fall back or are raised to the heuristic's score, with the reason
+  in :attr:`ScoreBatch.fallback_reason`
+  and in the item's :attr:`ScoredText.note`.
+
+:class:`HybridMemory <hybrid_memory.HybridMemory>` keeps an LLM scorer off the hot path:
+``add_turn`` stores the heuristic score and the LLM refines it in the background (see
+:mod:`hybrid_memory.write.refine`).
 
 Both also tell whether a turn is a *key frame* (pinned by the short-term buffer) and why.
 
@@ -32,7 +42,7 @@ import hashlib
 import math
 import re
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -70,11 +80,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ScoredText:
-    """The score of one text: importance in 0..1 and, for key frames, why it is one."""
+    """The score of one text: importance in 0..1 and, for key frames, why it is one.
+
+    ``note`` says why the score is not the named scorer's own answer (a fallback, a sanity check
+    that rejected or floored it); ``None`` when it is.
+    """
 
     importance: float
     key_frame_reason: str | None = None
     category: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,12 @@ class ScoreBatch:
 
 @runtime_checkable
 class ImportanceScorer(Protocol):
-    """Scores texts for importance; sync and async."""
+    """Scores texts for importance; sync and async.
+
+    A scorer with a true ``background`` attribute (the LLM scorer) is kept off ``add_turn``'s hot
+    path by :class:`~hybrid_memory.HybridMemory`: the turn gets the heuristic score at once and
+    this scorer refines it in the background.
+    """
 
     name: str
 
@@ -411,6 +431,10 @@ _SYSTEM_PROMPT = (
 )
 
 
+#: Consecutive identical model scores of user turns (over any number of calls) that are degenerate.
+_DEGENERATE_RUN = 6
+
+
 def content_key(text: str, role: str = "user") -> str:
     """Cache key of a turn: SHA-256 of the role and the normalised text (the text is not kept)."""
     return hashlib.sha256(f"{role}\x1f{normalize_content(text)}".encode()).hexdigest()
@@ -437,6 +461,13 @@ class LLMImportanceScorer:
     malformed reply) are scored by ``fallback`` (the heuristic scorer by default) and
     :attr:`ScoreBatch.fallback_reason` says so; the scorer never raises because of the model.
 
+    Sanity checks on valid answers (each a fallback reason, see the module docstring): a call
+    that gave every one of its ``>= 3`` turns the same score falls back, and so do the scores of
+    a call that ends a run of 6 identical user-turn scores over several calls; while the rank agreement
+    (Spearman) with the heuristic over the last ``agreement_window`` user turns is below
+    ``min_rank_agreement`` the model's scores are not used; a turn with a hard signal that the
+    model scores below both the heuristic and ``key_frame_threshold`` gets the heuristic's score. Rejected answers are not cached.
+
     Structured output uses ``method="function_calling"`` (tool calls) or ``"json_mode"`` (JSON
     in the reply, ``response_format=json_object`` on OpenAI-compatible servers), both with an
     explicit ``max_tokens``; the default ``json_schema`` method of ``ChatOpenAI`` is avoided
@@ -455,6 +486,12 @@ class LLMImportanceScorer:
         policy: Deadline per call, retries and backoff as one
             :class:`~hybrid_memory.llm_call.LLMCallPolicy` (shareable between components; default
             ``LLMCallPolicy()``: 30 s, 2 retries, 0.5 s doubling).
+        min_rank_agreement: Spearman correlation with the heuristic below which the model is
+            not trusted (``None`` disables the check).
+        agreement_window: User turns in the rolling agreement window; the check starts once
+            half of it is filled.
+        sanity_checks: ``False`` trusts every valid answer (no degenerate, agreement or floor
+            check): for measuring the model itself, not for production.
 
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
@@ -466,6 +503,8 @@ class LLMImportanceScorer:
     """
 
     name = "llm"
+    #: Refine ``add_turn`` scores in the background instead of scoring on the caller's thread.
+    background = True
 
     def __init__(
         self,
@@ -479,9 +518,14 @@ class LLMImportanceScorer:
         fallback: ImportanceScorer | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         policy: LLMCallPolicy | None = None,
+        min_rank_agreement: float | None = 0.2,
+        agreement_window: int = 48,
+        sanity_checks: bool = True,
     ) -> None:
         if batch_size < 1 or cache_size < 0:
             raise ConfigurationError("batch_size must be >= 1 and cache_size >= 0")
+        if agreement_window < 4:
+            raise ConfigurationError("agreement_window must be >= 4")
         self.policy = policy if policy is not None else LLMCallPolicy()
         self._caller = StructuredCaller(
             chat_model,
@@ -500,6 +544,10 @@ class LLMImportanceScorer:
         self._cache: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
         self.calls = 0
+        self.min_rank_agreement = min_rank_agreement
+        self.sanity_checks = sanity_checks
+        #: Recent (heuristic, model) score pairs of user turns, for the rank-agreement check.
+        self._agreement: deque[tuple[float, float]] = deque(maxlen=agreement_window)
 
     # ---------------------------------------------------------------- cache
     def _cached(self, key: str) -> float | None:
@@ -530,21 +578,84 @@ class LLMImportanceScorer:
         lines = [f"[{i}] {r}: {' '.join(t.split())}" for i, (t, r) in enumerate(zip(texts, roles, strict=True))]
         return [("system", _SYSTEM_PROMPT), ("human", "Turns:\n" + "\n".join(lines))]
 
+    def _hard_signal(self, text: str, role: str) -> str | None:
+        """The hard signal of a user turn that no model score may go below (``None``: none)."""
+        if role != "user":
+            return None
+        f = self._rules.features(text.strip(), role)
+        if f["remember"]:
+            return "explicit remember"
+        if f["health"]:
+            return "health or safety"
+        if f["constraint"] and not (f["question"] or f["request"]):
+            return "constraint"
+        return None
+
+    def _agreement_note(self, fresh: list[tuple[float, float]]) -> str | None:
+        """Add this call's (heuristic, model) pairs to the window; a note when agreement is too low."""
+        with self._lock:
+            self._agreement.extend(fresh)
+            pairs = list(self._agreement)
+        recent = [b for _, b in pairs[-_DEGENERATE_RUN:]]
+        if fresh and len(recent) == _DEGENERATE_RUN and len(set(recent)) == 1:  # across small calls too
+            return f"degenerate answers: the model's last {_DEGENERATE_RUN} user-turn scores are all the same"
+        if self.min_rank_agreement is None:
+            return None
+        if len(pairs) < max(4, (self._agreement.maxlen or 0) // 2):
+            return None
+        rho = spearman([a for a, _ in pairs], [b for _, b in pairs])
+        if rho >= self.min_rank_agreement:
+            return None
+        return (
+            f"rank agreement with the heuristic {rho:.2f} < {self.min_rank_agreement:g} "
+            f"over the last {len(pairs)} user turns"
+        )
+
     def _finish(
-        self, texts: list[str], roles: list[str], imps: list[float | None], stats: dict[str, int], notes: list[str]
+        self,
+        texts: list[str],
+        roles: list[str],
+        imps: list[float | None],
+        stats: dict[str, int],
+        notes: list[str],
+        fresh: set[int],
     ) -> ScoreBatch:
+        rules = [self._rules.score_one(t, r) for t, r in zip(texts, roles, strict=True)]
+        pairs = [(rules[i].importance, v) for i in sorted(fresh) if roles[i] == "user" and (v := imps[i]) is not None]
+        distrust = self._agreement_note(pairs) if self.sanity_checks else None
+        if distrust is not None:
+            notes.append(distrust)
+            for i in fresh:
+                imps[i] = None
+        for i in fresh:
+            v = imps[i]
+            if v is not None:
+                self._store(content_key(texts[i], roles[i]), v)
         missing = [i for i, v in enumerate(imps) if v is None]
         fb_items: dict[int, ScoredText] = {}
         if missing:
             fb = self.fallback.score([texts[i] for i in missing], roles=[roles[i] for i in missing])
             fb_items = dict(zip(missing, fb.items, strict=True))
+        fb_note = f"scored by {self.fallback.name}: " + "; ".join(notes) if missing else None
         items: list[ScoredText] = []
+        floored: list[str] = []
         for i, (t, r) in enumerate(zip(texts, roles, strict=True)):
             imp = imps[i]
             if imp is None:
-                items.append(fb_items[i])
+                item = fb_items[i]
+                items.append(ScoredText(item.importance, item.key_frame_reason, item.category, fb_note))
                 continue
-            rule = self._rules.score_one(t, r)
+            rule = rules[i]
+            note: str | None = None
+            # A contradiction, not noise: the model would not even keep the turn a key frame.
+            contradicts = self.sanity_checks and imp < min(rule.importance, self.key_frame_threshold)
+            signal = self._hard_signal(t, r) if contradicts else None
+            if signal is not None:
+                note = (
+                    f"hard signal ({signal}): model score {imp:.2f} raised to the heuristic floor {rule.importance:.2f}"
+                )
+                floored.append(signal)
+                imp = rule.importance
             reason: str | None
             if rule.key_frame_reason == "remember":
                 reason = "remember"
@@ -554,32 +665,45 @@ class LLMImportanceScorer:
                 reason = rule.key_frame_reason
             else:
                 reason = None
-            items.append(ScoredText(imp, reason, rule.category))
-        fallback_reason = None
+            items.append(ScoredText(imp, reason, rule.category, note))
+        reasons: list[str] = []
         if missing:
-            fallback_reason = f"{len(missing)} of {len(texts)} turn(s) scored by {self.fallback.name}: " + "; ".join(
-                notes
+            reasons.append(f"{len(missing)} of {len(texts)} turn(s) {fb_note}")
+        if floored:
+            reasons.append(
+                f"{len(floored)} of {len(texts)} turn(s) raised to the heuristic floor (hard signal: "
+                + ", ".join(dict.fromkeys(floored))
+                + ")"
             )
         details = {k: str(v) for k, v in stats.items()}
-        details["fallback"] = str(len(missing))
-        return ScoreBatch(items, scorer=self.name, fallback_reason=fallback_reason, details=details)
+        details["fallback"] = str(len(missing) + len(floored))
+        details["floored"] = str(len(floored))
+        return ScoreBatch(items, scorer=self.name, fallback_reason="; ".join(reasons) or None, details=details)
 
     def _apply(
-        self, chunk: list[int], texts: list[str], roles: list[str], parsed: BaseModel, imps: list[float | None]
+        self,
+        chunk: list[int],
+        texts: list[str],
+        roles: list[str],
+        parsed: BaseModel,
+        imps: list[float | None],
+        fresh: set[int],
     ) -> str | None:
         assert isinstance(parsed, ImportanceScores)
         n = len(chunk)
         # Some models number from 1: shift a complete 1..n answer.
         shift = 1 if sorted(x.index for x in parsed.scores) == list(range(1, n + 1)) else 0
-        got: dict[int, float] = {}
+        got: dict[int, int] = {}
         for x in parsed.scores:
             j = x.index - shift
             if 0 <= j < n and 1 <= x.score <= 10:
-                got[j] = (x.score - 1) / 9.0
+                got[j] = x.score
+        if self.sanity_checks and len(got) >= 3 and len(set(got.values())) == 1:
+            return f"degenerate answer: the model gave all {len(got)} turns of a call the same score ({next(iter(got.values()))}/10)"
         for j, i in enumerate(chunk):
             if j in got:
-                imps[i] = round(got[j], 4)
-                self._store(content_key(texts[i], roles[i]), imps[i] or 0.0)
+                imps[i] = round((got[j] - 1) / 9.0, 4)
+                fresh.add(i)
         lost = len(chunk) - len(got)
         return f"model returned no valid score for {lost} of {len(chunk)} turn(s)" if lost else None
 
@@ -607,6 +731,7 @@ class LLMImportanceScorer:
         """Score ``texts``; failures fall back per batch and are reported, never raised."""
         items, rs, imps, chunks, stats = self._plan(texts, roles)
         notes: list[str] = []
+        fresh: set[int] = set()
         for chunk in chunks:
             stats["llm_calls"] += 1
             self.calls += 1
@@ -617,15 +742,16 @@ class LLMImportanceScorer:
                 notes.append(f"model call failed: {exc}")
                 continue
             stats["attempts"] += attempts
-            lost = self._apply(chunk, items, rs, parsed, imps)
+            lost = self._apply(chunk, items, rs, parsed, imps, fresh)
             if lost:
                 notes.append(lost)
-        return self._finish(items, rs, imps, stats, notes)
+        return self._finish(items, rs, imps, stats, notes, fresh)
 
     async def ascore(self, texts: Sequence[str], *, roles: Sequence[str] | None = None) -> ScoreBatch:
         """Async twin of :meth:`score` (native ``ainvoke``)."""
         items, rs, imps, chunks, stats = self._plan(texts, roles)
         notes: list[str] = []
+        fresh: set[int] = set()
         for chunk in chunks:
             stats["llm_calls"] += 1
             self.calls += 1
@@ -638,7 +764,7 @@ class LLMImportanceScorer:
                 notes.append(f"model call failed: {exc}")
                 continue
             stats["attempts"] += attempts
-            lost = self._apply(chunk, items, rs, parsed, imps)
+            lost = self._apply(chunk, items, rs, parsed, imps, fresh)
             if lost:
                 notes.append(lost)
-        return await asyncio.to_thread(self._finish, items, rs, imps, stats, notes)
+        return await asyncio.to_thread(self._finish, items, rs, imps, stats, notes, fresh)

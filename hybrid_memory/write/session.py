@@ -4,7 +4,9 @@ The store's turn log is the single source of truth of a session's short-term win
 process appends to it and reads it); :class:`Sessions` keeps this process's cache of each window
 (the replayed :class:`~hybrid_memory.buffer.KeyFrameBuffer`, the turns' vectors), writes turns to
 long-term memory, and hands finished batches of turns to the background fact extractor and
-summarizer.
+summarizer, and stored turns to the background importance refiner when the scorer is an LLM
+(:mod:`hybrid_memory.write.refine`). Failures of background work are reported to the observer
+(a ``background_error`` trace step, the metrics) as well as kept in :attr:`BackgroundWorker.errors`.
 
 Locking: one lock per session window orders this process's writers of that session (other
 processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
@@ -15,10 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,7 +34,12 @@ from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
 from hybrid_memory.scoring import infer_category
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
 from hybrid_memory.summary import SessionSummarizer
+from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer
+from hybrid_memory.write.refine import ImportanceRefiner, PendingTurn, refines_in_background
 from hybrid_memory.writer import MemoryWriter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hybrid_memory.observe.trace import Observer
 
 __all__ = ["Sessions"]
 
@@ -70,6 +78,9 @@ class Sessions:
         redact: Replaces PII in a text an LLM component is about to see.
         bind: Binds the embedder to the store before the first embedding (idempotent).
         record: Logs write outcomes (the facade's write log and observer) and returns them.
+        scorer: Returns the memory's current importance scorer (one with a true ``background``
+            attribute refines ``add_turn`` scores in the background).
+        observer: Receives refinement steps and background errors (trace and metrics).
     """
 
     def __init__(
@@ -84,6 +95,8 @@ class Sessions:
         redact: Callable[[str], str],
         bind: Callable[[], None],
         record: Callable[[list[WriteOutcome]], list[WriteOutcome]],
+        scorer: Callable[[], ImportanceScorer],
+        observer: Observer,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -105,6 +118,28 @@ class Sessions:
         self._pending_extract: dict[_Key, list[Turn]] = {}
         self._since_summary: dict[_Key, list[Turn]] = {}
         self._last_turn_at: dict[_Key, datetime] = {}
+        self._scorer = scorer
+        self._observer = observer
+        self._heuristic = HeuristicImportanceScorer(key_frame_threshold=config.buffer.key_frame_importance)
+        #: Refines ``add_turn`` scores with an LLM scorer in the background.
+        self.refiner = ImportanceRefiner(
+            store=store,
+            writer=writer,
+            scorer=scorer,
+            submit=self.worker.submit,
+            promote=self._promote,
+            observer=observer,
+            min_importance=config.writer.turn_min_importance,
+            report_error=self.report_error,
+        )
+
+    def hot_scorer(self) -> ImportanceScorer:
+        """The scorer ``add_turn`` uses on the caller's thread: the heuristic when the scorer refines later."""
+        scorer = self._scorer()
+        if not refines_in_background(scorer):
+            return scorer
+        fallback = getattr(scorer, "fallback", None)
+        return fallback if isinstance(fallback, HeuristicImportanceScorer) else self._heuristic
 
     # ------------------------------------------------------------------ the window cache
     def cached(self) -> list[_Key]:
@@ -178,8 +213,10 @@ class Sessions:
         return np.stack([known[t.id] for t in turns])
 
     # ------------------------------------------------------------------ turns
-    def append(self, turn: Turn, *, pii_note: str | None = None) -> Turn:
+    def append(self, turn: Turn, *, pii_note: str | None = None, long_term: bool = True) -> Turn:
         """Write ``turn`` (scored and redacted) to long-term memory and the session's log; return it stored.
+
+        ``long_term=False``: the session's log only (conversation context, never a memory).
 
         Raises:
             UserForgottenError: the user was forgotten (by any process) while the turn was written.
@@ -188,8 +225,9 @@ class Sessions:
         w = self._window(user_id, session_id)
         with w.lock:  # one writer per session in this process; other processes are ordered by the log
             epoch = self._sync(w, user_id, session_id)
+            context = w.last_content or ""
             # Long-term first, then the log: a turn in the window is always recallable too.
-            self._write_turns([turn], contexts=[w.last_content or ""], epoch=epoch, pii_note=pii_note)
+            written = self._write_turns([turn], contexts=[context], epoch=epoch, pii_note=pii_note) if long_term else []
             (stored,) = self.store.append_turns([turn], epoch=epoch)
             # Into the cache without a re-read: a turn another process appended meanwhile makes the
             # next sync's count disagree, and that sync rebuilds the window from the log.
@@ -197,11 +235,26 @@ class Sessions:
             w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
         with self._lock:
             self._last_turn_at[(user_id, session_id)] = turn.timestamp
+        if long_term and refines_in_background(self._scorer()) and not self.closed:
+            own = tuple(
+                o.record.id for o in written if o.record is not None and o.record.metadata.get("turn_id") == turn.id
+            )
+            self.refiner.add(PendingTurn(stored, own, context, epoch))
         self._after_turn(stored)
         return stored
 
+    def _promote(self, turn: Turn, context: str, epoch: int, metadata: dict[str, Any]) -> list[WriteOutcome]:
+        """Write a turn whose refined importance cleared the gate (the refiner's promotion)."""
+        return self._write_turns([turn], contexts=[context], epoch=epoch, metadata=metadata)
+
     def _write_turns(
-        self, turns: Sequence[Turn], *, contexts: Sequence[str], epoch: int, pii_note: str | None = None
+        self,
+        turns: Sequence[Turn],
+        *,
+        contexts: Sequence[str],
+        epoch: int,
+        pii_note: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[WriteOutcome]:
         if not self.config.writer.store_turns:
             return []
@@ -223,7 +276,7 @@ class Sessions:
                     if t.role == "assistant"
                     else ("system" if t.role in ("system", "tool") else "user"),
                     timestamp=t.timestamp,
-                    metadata={"role": t.role, "turn_id": t.id},
+                    metadata={**(metadata or {}), "role": t.role, "turn_id": t.id},
                     provenance=(t.id,),
                     context=context,
                 )
@@ -276,9 +329,10 @@ class Sessions:
             ]
 
     def end(self, user_id: str, session_id: str) -> None:
-        """Drop the session's log and hand its last turns to the extractor and the summarizer."""
+        """Drop the session's log and hand its last turns to the extractor, the summarizer and the refiner."""
         self.drop(user_id, session_id)
         self._submit_session_jobs((user_id, session_id), summary=True)
+        self.refiner.submit()
 
     def drop(self, user_id: str, session_id: str) -> None:
         """Delete the session's turn log in the store and this process's cache of it."""
@@ -292,6 +346,7 @@ class Sessions:
 
     def forget_user(self, user_id: str) -> None:
         """Drop everything this process holds about ``user_id`` (the store was wiped by the caller)."""
+        self.refiner.forget_user(user_id)
         with self._lock:
             for table in (self._pending_extract, self._since_summary, self._last_turn_at):
                 for key in [k for k in table if k[0] == user_id]:
@@ -301,6 +356,26 @@ class Sessions:
             self._drop_vectors(w.buffer.clear())
 
     # ------------------------------------------------------------------ background jobs
+    def report_error(self, job: str, user_id: str, session_id: str | None, epoch: int | None, error: str) -> None:
+        """Record a failure of background work: in the worker's errors, the trace and the metrics."""
+        self.worker.errors.append(error)
+        self._observer.background(
+            "background_error", user_id, session_id, epoch=epoch, error=error, params={"job": job}
+        )
+
+    def _guarded(self, job: str, key: _Key, epoch: int, fn: Callable[[], None]) -> Callable[[], None]:
+        """``fn`` as a worker job whose unexpected failure is reported for ``key`` (never raised)."""
+
+        def run() -> None:
+            try:
+                fn()
+            except UserForgottenError:
+                return  # forgotten meanwhile (any process): nothing from before the forget is kept
+            except Exception as exc:  # recorded, never fatal for the worker
+                self.report_error(job, key[0], key[1], epoch, f"{job} failed: {type(exc).__name__}: {exc}")
+
+        return run
+
     def _after_turn(self, turn: Turn) -> None:
         key = (turn.user_id, turn.session_id)
         batch: list[Turn] = []
@@ -343,19 +418,27 @@ class Sessions:
         user = turns[0].user_id
         epoch = self.store.user_epoch(user)
 
+        key = (user, turns[0].session_id)
+
         def job() -> None:
+            t0 = time.perf_counter()
             result = extractor.extract([self._redacted_turn(t) for t in turns])
             if result.error is not None:
-                self.worker.errors.append(result.error)
+                self.report_error("extraction", *key, epoch, result.error)
+            elif result.dropped:  # what the sanity checks refused is visible, not silent
+                self._observer.background(
+                    "extract",
+                    *key,
+                    epoch=epoch,
+                    seconds=time.perf_counter() - t0,
+                    params={"turns": len(turns), "kept": len(result.memories), "dropped": result.dropped},
+                )
             drafts = [m.to_record() for m in result.memories]
             if self.closed or not drafts:
                 return
-            try:
-                self._record(self.write(drafts, epochs={user: epoch}))
-            except UserForgottenError:
-                return  # forgotten meanwhile (any process): nothing from before the forget is kept
+            self._record(self.write(drafts, epochs={user: epoch}))
 
-        self.worker.submit(job)
+        self.worker.submit(self._guarded("extraction", key, epoch, job))
 
     def _submit_summary(self, key: _Key) -> None:
         summarizer = self.summarizer
@@ -374,6 +457,8 @@ class Sessions:
                 [self._redact(t.content) for t in turns],
                 roles=[t.role for t in turns],
             )
+            if result.fallback_reason is not None:  # the model failed (an extractive summary is used)
+                self.report_error("summary", *key, epoch, result.fallback_reason)
             if not result.text.strip() or self.closed:
                 return
             covered = tuple(dict.fromkeys((*(prev.provenance if prev else ()), *(t.id for t in turns))))
@@ -382,29 +467,26 @@ class Sessions:
                 meta["fallback_reason"] = result.fallback_reason
             old = [prev] if prev else []
             version = old[0].version + 1 if old else 1
-            try:
-                draft = MemoryRecord.create(
-                    user_id=key[0],
-                    content=result.text,
-                    id=str(uuid.uuid5(_SUMMARY_NAMESPACE, f"{key[0]}\x1f{key[1]}\x1f{version}")),
-                    session_id=key[1],
-                    category="summary",
-                    importance=0.5,
-                    source="inferred",
-                    timestamp=max(t.timestamp for t in turns),
-                    provenance=covered,
-                    metadata=meta,
-                    supersedes=old[0].id if old else None,
-                    version=version,
-                )
-                out = self._record(self.write([draft], epochs={key[0]: epoch}))[0]
-                stored = out.record if out.record is not None else draft
-                if old and out.action == "added" and stored.id != old[0].id:
-                    self.writer.mark_superseded(key[0], old[0].id, stored, epoch=epoch)
-            except UserForgottenError:
-                return  # forgotten meanwhile (any process): nothing from before the forget is kept
+            draft = MemoryRecord.create(
+                user_id=key[0],
+                content=result.text,
+                id=str(uuid.uuid5(_SUMMARY_NAMESPACE, f"{key[0]}\x1f{key[1]}\x1f{version}")),
+                session_id=key[1],
+                category="summary",
+                importance=0.5,
+                source="inferred",
+                timestamp=max(t.timestamp for t in turns),
+                provenance=covered,
+                metadata=meta,
+                supersedes=old[0].id if old else None,
+                version=version,
+            )
+            out = self._record(self.write([draft], epochs={key[0]: epoch}))[0]
+            stored = out.record if out.record is not None else draft
+            if old and out.action == "added" and stored.id != old[0].id:
+                self.writer.mark_superseded(key[0], old[0].id, stored, epoch=epoch)
 
-        self.worker.submit(job)
+        self.worker.submit(self._guarded("summary", key, epoch, job))
 
     def latest_summary(self, user_id: str, session_id: str) -> MemoryRecord | None:
         """The session's newest active summary memory, read from the store (any process made it)."""
@@ -418,13 +500,15 @@ class Sessions:
             keys = list(self._pending_extract)
         for key in keys:
             self._submit_session_jobs(key, summary=False)
+        self.refiner.submit()
         return self.worker.join(timeout)
 
     def close(self, timeout: float | None = None) -> None:
         """Stop the background worker (waiting up to ``timeout`` s) and drop the caches.
 
-        Loses nothing: every turn is already durable in the store.
+        Loses nothing: every turn is already durable in the store (queued refinements run first).
         """
+        self.refiner.submit()
         self.worker.close(timeout=timeout)
         self.closed = True
         with self._lock:

@@ -12,7 +12,9 @@ CI replays them (pytest-recording's default ``--record-mode=none``); no server, 
 They prove the plumbing -- request shape (tools / JSON mode, explicit ``max_tokens``), parsing of
 what a real server sends back, truncation, retries on HTTP errors, the recorded fallback -- not
 quality: a 135M model scores and extracts badly, and several tests assert exactly that the
-library notices and falls back instead of trusting garbage.
+library notices and falls back instead of trusting garbage. The two ``*_on_a_real_model`` cassettes
+(issue 18) show the sanity checks on the answers that issue reported: an allergy scored 5/10 and a
+bare "记住！" extracted as a fact.
 """
 
 from __future__ import annotations
@@ -90,9 +92,13 @@ def test_scorer_json_mode_partial_answer(vcr: Any) -> None:
     req = sent(vcr)
     assert req["response_format"] == {"type": "json_object"}
     assert req["max_tokens"] == 200 and "tools" not in req
-    # the model answered {"scores":[1, 5]}: two positional scores, the third turn falls back
-    assert b.items[0].importance == 0.0 and b.items[1].importance == pytest.approx(4 / 9, abs=1e-4)
+    # the model answered {"scores":[1, 5]}: two positional scores, the third turn falls back; the
+    # 1/10 for an explicit "remember" contradicts a hard signal and is raised to the heuristic floor
+    rules = HeuristicImportanceScorer().score(TEXTS).items
+    assert b.items[0].importance == rules[0].importance and b.items[1].importance == pytest.approx(4 / 9, abs=1e-4)
+    assert b.items[0].note is not None and "model score 0.00 raised to the heuristic floor" in b.items[0].note
     assert b.fallback_reason is not None and "1 of 3 turn(s)" in b.fallback_reason
+    assert "1 of 3 turn(s) raised to the heuristic floor (hard signal: explicit remember)" in b.fallback_reason
     assert s.score(TEXTS[:2]).details["cached"] == "2"  # cached: no second request
 
 
@@ -212,3 +218,60 @@ def test_session_summarizer(vcr: Any) -> None:
     feedback = sent(vcr, 1)["messages"][1]["content"]
     assert "Your last summary lost: number 3000, negation ×1" in feedback and "name 李雷" in feedback
     assert res.check.ok and not res.kept_originals and "3000" in res.text
+
+
+# ------------------------------------------------------------------ issue 18: the sanity checks on a real model
+SANITY_TURNS = [
+    ("user", "记住：我对花生严重过敏，吃了会休克"),
+    ("user", "I never fly at night, it makes me anxious."),
+    ("user", "今天天气不错啊"),
+    ("assistant", "Sure, here is a recipe for pancakes."),
+    ("user", "My sister Mei is a nurse in Porto."),
+    ("user", "lol that's funny"),
+    ("user", "我下个月20号要去成都出差"),
+    ("user", "What's the capital of Australia?"),
+]
+
+
+@pytest.mark.vcr
+def test_scorer_sanity_checks_on_a_real_model(vcr: Any) -> None:
+    s = LLMImportanceScorer(
+        model(), method="function_calling", max_tokens=300, policy=LLMCallPolicy(timeout=120, max_retries=0)
+    )
+    texts, roles = [t for _, t in SANITY_TURNS], [r for r, _ in SANITY_TURNS]
+    b = s.score(texts, roles=roles)
+    rules = HeuristicImportanceScorer().score(texts, roles=roles).items
+    assert sent(vcr)["tools"][0]["function"]["name"] == "ImportanceScores"
+    # recorded (SmolLM2-135M, as in issue 18): the peanut allergy got 5/10 and "I never fly at night"
+    # 4/10, valid answers that contradict hard signals: both are raised to the heuristic's score
+    assert b.items[0].importance == rules[0].importance and b.items[1].importance == rules[1].importance
+    assert b.items[0].note == "hard signal (explicit remember): model score 0.44 raised to the heuristic floor 0.95"
+    assert b.items[1].note is not None and b.items[1].note.startswith("hard signal (constraint): model score 0.33")
+    assert b.items[0].key_frame_reason == "remember" and b.items[1].key_frame_reason == "constraint"
+    # the other turns had no valid score and fell back, "lol" never went to the model
+    assert b.fallback_reason == (
+        "5 of 8 turn(s) scored by heuristic: model returned no valid score for 5 of 7 turn(s); "
+        "2 of 8 turn(s) raised to the heuristic floor (hard signal: explicit remember, constraint)"
+    )
+    assert [x.importance for x in b.items[2:]] == [x.importance for x in rules[2:]]
+
+
+@pytest.mark.vcr
+def test_extractor_grounding_on_a_real_model(vcr: Any) -> None:
+    said = [
+        ("user", "记住！"),
+        ("assistant", "Thought: the user wants me to remember something.\nAnswer: Mia est allergique à l'hæblère."),
+        ("user", "My daughter Mia is allergic to peanuts."),
+        ("assistant", "Noted. Any other allergies?"),
+    ]
+    ts = [
+        Turn(id=f"t{i}", user_id="u", session_id="s", role=r, content=c, timestamp=TS) for i, (r, c) in enumerate(said)
+    ]
+    ex = FactExtractor(
+        model(), method="function_calling", max_tokens=300, policy=LLMCallPolicy(timeout=120, max_retries=0)
+    )
+    res = ex.extract(ts)
+    assert sent(vcr)["tools"][0]["function"]["name"] == "FactList"
+    # recorded (as in issue 18): the model's only memory is the bare cue "记住！", dropped as empty
+    assert res.error is None and res.memories == []
+    assert res.dropped == ['"记住！" is empty of content']

@@ -15,7 +15,13 @@ request to ``/v1/chat/completions`` takes the next action from the script (the l
 * ``"malformed"``: prose instead of a tool call or JSON;
 * ``"wrong_schema"``: valid JSON of the wrong shape;
 * ``"bad_body"``: HTTP 200 whose body is not JSON;
-* ``"cut"``: a ``Content-Length`` larger than the body, then the connection is closed.
+* ``"cut"``: a ``Content-Length`` larger than the body, then the connection is closed;
+* ``"junk"``: well-formed but wrong, like a too-small model: the same score (5) for every turn,
+  and facts that echo the instruction, are empty ("记住！") or are hallucinated
+  (:data:`JUNK_FACTS`), each citing every turn of the call.
+
+``latency`` (seconds) delays every ``ok`` answer, like a real model's generation time (the
+latency benchmark, ``benchmarks/turn_latency.py``, uses it; fault tests leave it at 0).
 
 Every request is recorded (monotonic time, path, headers, JSON body). Tests assert on the
 requests and on the delays the client *asked for* (an injected ``sleep``), never on the
@@ -47,6 +53,7 @@ class Seen:
 class FakeOpenAI:
     script: list[str]
     slow_seconds: float = 60.0
+    latency: float = 0.0
     requests: list[Seen] = field(default_factory=list)
     _lock: threading.Condition = field(default_factory=threading.Condition)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -72,10 +79,25 @@ def _turn_count(body: dict[str, Any]) -> int:
     return max(1, len(re.findall(r"^\[(\d+)\]", text, re.M)))
 
 
-def _answer(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+#: What the ``junk`` action extracts from any turns.
+JUNK_FACTS = (
+    "Extract long-term memories about the USER from the numbered conversation turns.",
+    "记住！",
+    "Mia est allergique à l'hæblère.",
+    "The user enjoys skydiving every weekend with Captain Nemo.",
+)
+
+
+def _answer(body: dict[str, Any], *, junk: bool = False) -> tuple[str, dict[str, Any]]:
     tools = body.get("tools") or []
     name = tools[0]["function"]["name"] if tools else None
     system = " ".join(str(m.get("content", "")) for m in body.get("messages", []) if m.get("role") == "system")
+    if junk and (name == "FactList" or (name is None and "Extract long-term memories" in system)):
+        every = list(range(_turn_count(body)))  # cite every turn: the user's are among them
+        facts = [{"content": c, "category": "fact", "importance": 9, "source_turns": every} for c in JUNK_FACTS]
+        return "FactList", {"memories": facts}
+    if junk:
+        return "ImportanceScores", {"scores": [{"index": i, "score": 5} for i in range(_turn_count(body))]}
     if name == "FactList" or (name is None and "Extract long-term memories" in system):
         args = {
             "memories": [
@@ -87,8 +109,10 @@ def _answer(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return "ImportanceScores", {"scores": [{"index": i, "score": 9 if i == 0 else 2} for i in range(n)]}
 
 
-def _completion(body: dict[str, Any], *, finish: str = "tool_calls", args_text: str | None = None) -> dict[str, Any]:
-    name, args = _answer(body)
+def _completion(
+    body: dict[str, Any], *, finish: str = "tool_calls", args_text: str | None = None, junk: bool = False
+) -> dict[str, Any]:
+    name, args = _answer(body, junk=junk)
     text = args_text if args_text is not None else json.dumps(args)
     if body.get("tools"):
         message: dict[str, Any] = {
@@ -139,8 +163,10 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if action == "timeout":
                 fake.stopping.wait(fake.slow_seconds)
                 action = "ok"
-            if action == "ok":
-                self._send(200, json.dumps(_completion(body)).encode())
+            if action in ("ok", "junk"):
+                if fake.latency > 0:
+                    fake.stopping.wait(fake.latency)
+                self._send(200, json.dumps(_completion(body, junk=action == "junk")).encode())
             elif action in ("429", "500", "503"):
                 err = {"error": {"message": f"fake {action}", "type": "server_error", "code": action}}
                 self._send(int(action), json.dumps(err).encode())
@@ -168,9 +194,9 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve(script: Sequence[str], *, slow_seconds: float = 60.0) -> Iterator[FakeOpenAI]:
-    """Run the scripted server on a free loopback port for the ``with`` block."""
-    fake = FakeOpenAI(list(script), slow_seconds=slow_seconds)
+def serve(script: Sequence[str], *, slow_seconds: float = 60.0, latency: float = 0.0) -> Iterator[FakeOpenAI]:
+    """Run the scripted server on a free loopback port for the ``with`` block (``latency``: delay of each ``ok``)."""
+    fake = FakeOpenAI(list(script), slow_seconds=slow_seconds, latency=latency)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     server.daemon_threads = True
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"

@@ -47,7 +47,11 @@ def test_keeps_only_grounded_user_memories_with_provenance() -> None:
         ("Ghost.", "fact", 5, [9]),  # no such turn
     )
     ex = FactExtractor(FakeListChatModel(responses=[reply]), method="json_mode")
-    ts = [turn(0, "user", "My cat is Pixel"), turn(1, "assistant", "Cats are great"), turn(2, "user", "aisle please")]
+    ts = [
+        turn(0, "user", "My cat is Pixel"),
+        turn(1, "assistant", "Cats are great"),
+        turn(2, "user", "I prefer aisle seats please"),
+    ]
     res = ex.extract(ts)
     assert [(m.content, m.category, m.importance, m.provenance) for m in res.memories] == [
         ("The user has a cat named Pixel.", "fact", 0.7, ("u-s-0",)),
@@ -188,3 +192,63 @@ def test_background_worker_runs_in_order_and_closes() -> None:
     assert w.close(timeout=5)
     with pytest.raises(RuntimeError):
         w.submit(lambda: None)
+
+
+# ------------------------------------------------------------------ grounding in the user's own words
+def test_empty_echoed_and_unsupported_memories_are_dropped_with_reasons() -> None:
+    reply = facts(
+        ("记住！", "fact", 10, [0]),  # the cue alone: nothing to remember
+        ("Extract long-term memories about the USER from the numbered conversation turns", "fact", 5, [0]),
+        ("Mia est allergique à l'hæblère.", "fact", 9, [2]),  # hallucinated, not in the user's words
+        ("用户对花生过敏", "fact", 10, [0]),
+        ("The user's sister Mia is a nurse.", "fact", 6, [2]),
+    )
+    ex = FactExtractor(FakeListChatModel(responses=[reply]), method="json_mode")
+    ts = [
+        turn(0, "user", "记住！我对花生过敏"),
+        turn(1, "assistant", "好的，我记住了。Thought: the user has an allergy. Answer: noted"),
+        turn(2, "user", "My sister Mia works as a nurse"),
+    ]
+    res = ex.extract(ts)
+    assert [m.content for m in res.memories] == ["用户对花生过敏", "The user's sister Mia is a nurse."]
+    assert res.dropped == [
+        '"记住！" is empty of content',
+        '"Extract long-term memories about the USER from the numbered conversation turns" copies the instruction',
+        "\"Mia est allergique à l'hæblère.\" not supported by the user's words (1 of 6 key words)",
+    ]
+
+
+def test_a_memory_citing_only_the_assistants_words_is_not_grounded_by_them() -> None:
+    # The assistant's ReAct text mentions the allergy; the user turn it also cites does not.
+    reply = facts(("The user has a severe shellfish allergy", "fact", 9, [0, 1]))
+    ex = FactExtractor(FakeListChatModel(responses=[reply]), method="json_mode")
+    ts = [
+        turn(0, "user", "What should I cook tonight?"),
+        turn(1, "assistant", "Thought: the user has a severe shellfish allergy. Action: search"),
+        turn(2, "user", "ok"),
+    ]
+    res = ex.extract(ts)
+    assert res.memories == []
+    assert res.dropped == [
+        '"The user has a severe shellfish allergy" not supported by the user\'s words (0 of 3 key words)'
+    ]
+
+
+def test_dropped_memories_are_visible_in_an_extract_trace_step(tmp_path: Any) -> None:
+    reply = facts(("记住！", "fact", 10, [0]), ("用户对花生过敏", "fact", 10, [0]))
+    mem = HybridMemory(
+        store=LocalStore(":memory:"),
+        embedder=HashingEmbedder(),
+        extractor=FactExtractor(FakeListChatModel(responses=[reply]), method="json_mode", batch_turns=3),
+        clock=lambda: T0,
+        trace=tmp_path / "t.sqlite",
+    )
+    try:
+        for i, text in enumerate(["记住！我对花生过敏", "好的", "谢谢"]):
+            mem.add_turn("u", "s", "user" if i != 1 else "assistant", text, timestamp=T0)
+        assert mem.flush(timeout=30)
+        (step,) = [s for s in mem.replay("s") if s.kind == "extract"]
+        assert step.params == {"turns": 3, "kept": 1, "dropped": ['"记住！" is empty of content']}
+        assert [r.content for r in mem.list_memories("u") if r.metadata.get("extracted")] == ["用户对花生过敏"]
+    finally:
+        mem.close()

@@ -91,7 +91,7 @@ def test_a_blocked_background_extraction_does_not_stall_writes_of_another_user()
     ex = FactExtractor(FakeListChatModel(responses=[reply]), method="json_mode", batch_turns=3)
     mem = HybridMemory(store=LocalStore(":memory:"), embedder=emb, extractor=ex)
     try:
-        for text in ("hey there, long day", "btw shellfish makes me really sick", "anyway, dinner?"):
+        for text in ("hey there, long day", "btw I am allergic to shellfish, it makes me sick", "anyway, dinner?"):
             mem.add_turn("ann", "s", "user", text)  # the third fills a batch for the extractor
         assert emb.entered.wait(WAIT)  # the background job embeds the extracted fact now
         seen: list[str] = []

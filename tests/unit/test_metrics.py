@@ -97,12 +97,19 @@ def test_scorer_fallbacks_are_counted(tmp_path: Path) -> None:
     )
     try:
         m.add_turn("alice", "s1", "user", "I prefer window seats on long flights", timestamp=T0)
+        # add_turn scored with the heuristic on the caller's thread; the LLM runs in the background.
         sc = m.metrics().scorer
-        assert (sc.calls, sc.items, sc.fallback_items, sc.fallback_calls) == (1, 1, 1, 1)
+        assert (sc.calls, sc.items, sc.fallback_items) == (1, 1, 0)
+        assert m.flush(timeout=30)
+        sc = m.metrics().scorer
+        assert (sc.calls, sc.items, sc.fallback_items, sc.fallback_calls) == (2, 2, 1, 1)
         assert sc.fallbacks_by_scorer == {"llm": 1}
         assert sc.last_fallback_reason is not None and "heuristic" in sc.last_fallback_reason
-        (step,) = m.replay("s1")
-        assert step.scorer == "llm" and step.scorer_fallback == sc.last_fallback_reason
+        assert m.metrics().refinement.fallback == 1
+        turn_step, refine_step = m.replay("s1")
+        assert turn_step.scorer == "heuristic" and turn_step.scorer_fallback is None
+        assert refine_step.kind == "refine_importance"
+        assert refine_step.scorer == "llm" and refine_step.scorer_fallback == sc.last_fallback_reason
     finally:
         m.close()
 

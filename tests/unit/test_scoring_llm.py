@@ -245,3 +245,82 @@ def test_generic_fake_chat_model_streaming_source_is_consumed_once_per_call() ->
     assert s.score(["I work at a bank"]).items[0].importance == pytest.approx(3 / 9, abs=1e-4)
     second = s.score(["I drive a Civic"])
     assert second.fallback_reason is not None and "no valid score" in second.fallback_reason
+
+
+# ------------------------------------------------------------------ sanity checks on valid answers
+SANITY_TEXTS = ["记住：我对花生过敏", "I prefer aisle seats on planes", "今天天气不错啊", "My sister is called Mei"]
+
+
+def test_a_batch_with_one_score_for_every_turn_falls_back_and_is_not_cached() -> None:
+    llm = FakeListChatModel(responses=[scores_json((0, 5), (1, 5), (2, 5), (3, 5))])
+    s = LLMImportanceScorer(llm, method="json_mode", min_rank_agreement=None)
+    b = s.score(SANITY_TEXTS)
+    heuristic = HeuristicImportanceScorer().score(SANITY_TEXTS)
+    assert [x.importance for x in b.items] == [x.importance for x in heuristic.items]
+    assert b.fallback_reason is not None and "degenerate answer" in b.fallback_reason and "(5/10)" in b.fallback_reason
+    assert all(x.note is not None and "degenerate" in x.note for x in b.items)
+    assert b.details["fallback"] == "4"
+    assert not s._cache
+
+
+def test_two_turns_with_one_score_are_not_degenerate() -> None:
+    llm = FakeListChatModel(responses=[scores_json((0, 7), (1, 7))])
+    b = LLMImportanceScorer(llm, method="json_mode").score(["I prefer aisle seats", "My sister is called Mei"])
+    assert b.fallback_reason is None and [x.note for x in b.items] == [None, None]
+
+
+def test_a_model_contradicting_a_hard_signal_is_raised_to_the_heuristic_floor() -> None:
+    llm = FakeListChatModel(responses=[scores_json((0, 5), (1, 2), (2, 9))])
+    s = LLMImportanceScorer(llm, method="json_mode", min_rank_agreement=None)
+    texts = ["Remember: I am allergic to peanuts", "I never eat pork", "I prefer aisle seats"]
+    b = s.score(texts)
+    rules = HeuristicImportanceScorer().score(texts).items
+    assert b.items[0].importance == rules[0].importance and b.items[1].importance == rules[1].importance
+    assert b.items[0].note is not None and "explicit remember" in b.items[0].note
+    assert b.items[1].note is not None and "constraint" in b.items[1].note
+    assert b.items[2].importance == pytest.approx(8 / 9, abs=1e-4) and b.items[2].note is None
+    assert (
+        b.fallback_reason == "2 of 3 turn(s) raised to the heuristic floor (hard signal: explicit remember, constraint)"
+    )
+    assert b.details["floored"] == "2"
+
+
+def test_a_model_scoring_a_hard_signal_high_is_not_floored() -> None:
+    llm = FakeListChatModel(responses=[scores_json((0, 8))])
+    b = LLMImportanceScorer(llm, method="json_mode").score(["记住：我对花生过敏"])
+    assert b.fallback_reason is None and b.items[0].importance == pytest.approx(7 / 9, abs=1e-4)
+
+
+def test_a_model_that_ranks_against_the_heuristic_over_the_window_is_not_trusted() -> None:
+    texts = ["记住：我对花生过敏", "lol what", "I prefer aisle seats on planes", "今天天气不错啊"]
+    inverted = scores_json((0, 2), (1, 9), (2, 3), (3, 8))  # high for small talk, low for the facts
+    llm = FakeListChatModel(responses=[inverted] * 4)
+    s = LLMImportanceScorer(llm, method="json_mode", cache_size=0, agreement_window=10, min_rank_agreement=0.2)
+    first = s.score(texts)  # 4 pairs < half the window (5): not judged yet
+    assert first.fallback_reason is None or "rank agreement" not in first.fallback_reason
+    second = s.score(texts)
+    assert second.fallback_reason is not None and "rank agreement with the heuristic" in second.fallback_reason
+    heuristic = HeuristicImportanceScorer().score(texts)
+    assert [x.importance for x in second.items] == [x.importance for x in heuristic.items]
+
+
+def test_a_model_that_agrees_with_the_heuristic_keeps_its_scores() -> None:
+    texts = ["记住：我对花生过敏", "lol what", "I prefer aisle seats on planes", "今天天气不错啊"]
+    agreeing = scores_json((0, 10), (1, 2), (2, 7), (3, 3))
+    llm = FakeListChatModel(responses=[agreeing] * 3)
+    s = LLMImportanceScorer(llm, method="json_mode", cache_size=0, agreement_window=8)
+    for _ in range(3):
+        b = s.score(texts)
+        assert b.fallback_reason is None
+    assert [x.importance for x in b.items][2] == pytest.approx(6 / 9, abs=1e-4)
+
+
+def test_the_same_score_over_several_small_calls_is_degenerate() -> None:
+    llm = FakeListChatModel(responses=[scores_json((0, 5), (1, 5))] * 3)
+    s = LLMImportanceScorer(llm, method="json_mode", cache_size=0, min_rank_agreement=None)
+    pairs = [["I prefer aisle seats", "My sister is called Mei"], ["I live in Leeds", "I work as a nurse"]]
+    assert s.score(pairs[0]).fallback_reason is None and s.score(pairs[1]).fallback_reason is None
+    third = s.score(["I drive a blue Renault", "My cat is called Pixel"])  # six 5/10 in a row
+    assert third.fallback_reason is not None and "last 6 user-turn scores are all the same" in third.fallback_reason
+    rules = HeuristicImportanceScorer().score(["I drive a blue Renault", "My cat is called Pixel"]).items
+    assert [x.importance for x in third.items] == [x.importance for x in rules]

@@ -75,7 +75,7 @@ def test_llm_component_snippets_execute(
         _close(ns)
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("0.888") and printed[0].endswith("True")  # 9 of 10, a key frame
-    assert printed[1] == "['Alice is vegetarian']"
+    assert printed[1] == "['Alice stopped eating meat and fish']"
     assert ns["turn"].key_frame and ns["mem"]._closed
 
 
