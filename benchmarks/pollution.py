@@ -131,8 +131,8 @@ def _play(path: str, script: str | None, base_url: str | None = None, model: str
             from langchain_openai import ChatOpenAI
 
             from hybrid_memory import LLMImportanceScorer
-            from hybrid_memory.extraction import FactExtractor
             from hybrid_memory.llm_call import LLMCallPolicy
+            from hybrid_memory.write.extraction import FactExtractor
             from tests.reliability.fake_openai import serve
 
             url = base_url if base_url is not None else stack.enter_context(serve([script])).base_url

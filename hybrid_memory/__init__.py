@@ -63,16 +63,16 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Analyzer": "hybrid_memory.analyzer",
+    "Analyzer": "hybrid_memory.text.analyzer",
     "ContextFuser": "hybrid_memory.read.context",
     "FusedContext": "hybrid_memory.records",
-    "HeuristicImportanceScorer": "hybrid_memory.scoring",
+    "HeuristicImportanceScorer": "hybrid_memory.write.importance",
     "HybridMemory": "hybrid_memory.memory",
     "HybridMemoryConfig": "hybrid_memory.config",
-    "KeyFrameBuffer": "hybrid_memory.buffer",
-    "LLMImportanceScorer": "hybrid_memory.scoring",
+    "KeyFrameBuffer": "hybrid_memory.write.buffer",
+    "LLMImportanceScorer": "hybrid_memory.write.importance",
     "LocalStore": "hybrid_memory.stores.local",
-    "MemoryFilter": "hybrid_memory.stores.base",
+    "MemoryFilter": "hybrid_memory.values",
     "MemoryRecord": "hybrid_memory.records",
     "MemoryStore": "hybrid_memory.stores.base",
     "RecallHit": "hybrid_memory.records",
@@ -112,8 +112,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hybrid_memory.analyzer import Analyzer
-    from hybrid_memory.buffer import KeyFrameBuffer
     from hybrid_memory.config import HybridMemoryConfig
     from hybrid_memory.embeddings import UniversalSentenceEncoder
     from hybrid_memory.errors import (
@@ -134,7 +132,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from hybrid_memory.memory import HybridMemory
     from hybrid_memory.read.context import ContextFuser
     from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, WriteOutcome
-    from hybrid_memory.scoring import HeuristicImportanceScorer, LLMImportanceScorer
     from hybrid_memory.stores.base import MemoryFilter, MemoryStore
     from hybrid_memory.stores.local import LocalStore
     from hybrid_memory.stores.weaviate import WeaviateStore
+    from hybrid_memory.text.analyzer import Analyzer
+    from hybrid_memory.write.buffer import KeyFrameBuffer
+    from hybrid_memory.write.importance import HeuristicImportanceScorer, LLMImportanceScorer

@@ -63,9 +63,8 @@ from hybrid_memory.errors import (
     NotFoundError,
     StoreUnavailableError,
 )
-from hybrid_memory.extraction import FactExtractor
-from hybrid_memory.lifecycle import ConsolidationReport, consolidate
-from hybrid_memory.metrics import MetricsSnapshot
+from hybrid_memory.observe.metrics import MetricsSnapshot
+from hybrid_memory.observe.trace import Observer, TraceSetting, TraceStep, observed
 from hybrid_memory.read.context import ContextFuser
 from hybrid_memory.read.planner import Recalled, RecallPlanner, WindowDedup, check_alpha, check_k
 from hybrid_memory.records import (
@@ -81,15 +80,17 @@ from hybrid_memory.records import (
     ensure_utc,
     utcnow,
 )
-from hybrid_memory.scoring import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
-from hybrid_memory.summary import SessionSummarizer
-from hybrid_memory.tokens import TokenCounter
-from hybrid_memory.trace import Observer, TraceSetting, TraceStep, observed
+from hybrid_memory.text.tokens import TokenCounter
+from hybrid_memory.write.conflict import ConflictJudge, ConflictReview
 from hybrid_memory.write.drafts import draft, fallback_note
+from hybrid_memory.write.extraction import FactExtractor
+from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
+from hybrid_memory.write.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.write.outcome_log import UserWriteLogs
 from hybrid_memory.write.session import Sessions
-from hybrid_memory.writer import ConflictJudge, ConflictReview, MemoryWriter
+from hybrid_memory.write.summary import SessionSummarizer
+from hybrid_memory.write.writer import MemoryWriter
 
 __all__ = ["HybridMemory", "require_core"]
 

@@ -85,8 +85,8 @@ from langgraph.store.base import (
 from hybrid_memory.errors import IdentityMismatchError, InvalidInputError, NotFoundError
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.records import Category, MemoryRecord, RecallHit, check_id
-from hybrid_memory.scoring import infer_category
 from hybrid_memory.stores.base import MemoryFilter
+from hybrid_memory.write.importance import infer_category
 from langchain_hybrid_memory._identity import authenticated_identity, run_config
 from langchain_hybrid_memory._utils import require_core
 

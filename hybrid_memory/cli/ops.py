@@ -221,7 +221,7 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
 
 
 def _trace_path(args: argparse.Namespace, store: Any) -> str:
-    from hybrid_memory.trace import default_trace_path
+    from hybrid_memory.observe.trace import default_trace_path
 
     return str(args.traces) if getattr(args, "traces", None) else default_trace_path(store)
 
@@ -786,8 +786,8 @@ def _file_size(path: str) -> int | None:
 
 def store_stats(store: Any, trace_path: str | None = None) -> dict[str, Any]:
     """Counts by user, status and category, plus embedder, files, traces and dead letters."""
+    from hybrid_memory.observe.trace import TraceStore
     from hybrid_memory.stores.base import MemoryFilter
-    from hybrid_memory.trace import TraceStore
 
     users: dict[str, dict[str, Any]] = {}
     statuses: Counter[str] = Counter()
@@ -1027,7 +1027,7 @@ def _cmd_reembed(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- replay / inspect
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from hybrid_memory.trace import TraceStore, format_steps
+    from hybrid_memory.observe.trace import TraceStore, format_steps
 
     if args.traces:
         path = args.traces

@@ -21,9 +21,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from hybrid_memory.errors import HybridMemoryError, InvalidInputError, NotFoundError
+from hybrid_memory.observe.trace import TraceStep, TraceStore
 from hybrid_memory.records import MemoryRecord, RecallHit, Status
 from hybrid_memory.stores.base import MemoryFilter
-from hybrid_memory.trace import TraceStep, TraceStore
 
 __all__ = ["InspectorServer", "make_server", "serve"]
 
@@ -547,7 +547,7 @@ class InspectorApp:
         if path == "/healthz":
             return HTTPStatus.OK, "text/plain; charset=utf-8", b"ok\n"
         if path == "/metrics":
-            from hybrid_memory.metrics import prometheus_registry
+            from hybrid_memory.observe.metrics import prometheus_registry
 
             try:
                 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

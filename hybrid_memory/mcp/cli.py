@@ -79,7 +79,7 @@ def open_server_memory(args: argparse.Namespace) -> Any:
     """
     from hybrid_memory.cli.ops import open_store, resolve_embedder
     from hybrid_memory.memory import HybridMemory
-    from hybrid_memory.trace import default_trace_path
+    from hybrid_memory.observe.trace import default_trace_path
 
     store = open_store(args, create=True)
     try:

@@ -89,8 +89,8 @@ from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, Turn, W
 from hybrid_memory.text.privacy import PiiRedactor
 
 if TYPE_CHECKING:  # pragma: no cover
-    from hybrid_memory.scoring import ScoreBatch
     from hybrid_memory.stores.base import MemoryStore
+    from hybrid_memory.write.importance import ScoreBatch
 
 __all__ = [
     "TRACE_FORMAT",

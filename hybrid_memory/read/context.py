@@ -47,7 +47,7 @@ from hybrid_memory.read.gate import InjectionGate, term_overlap
 from hybrid_memory.records import FusedContext, RecallHit, utcnow
 from hybrid_memory.stores.base import Vector
 from hybrid_memory.text.analyzer import Analyzer
-from hybrid_memory.tokens import TokenCounter
+from hybrid_memory.text.tokens import TokenCounter
 
 __all__ = [
     "DEFAULT_MIN_SIMILARITY",

@@ -32,7 +32,7 @@ from datetime import datetime
 from hybrid_memory.config import RerankConfig
 from hybrid_memory.records import MemoryRecord, RecallHit
 from hybrid_memory.stores.base import FusionType, StoreHit
-from hybrid_memory.temporal import TimeWindow
+from hybrid_memory.text.temporal import TimeWindow
 
 __all__ = ["freshness", "recency", "relevance_of", "rerank"]
 

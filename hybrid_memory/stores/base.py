@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, cast, runtime_checkable
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.records import MemoryRecord, Turn
+from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import (
     FusionType,
     MemoryFilter,

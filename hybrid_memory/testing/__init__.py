@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.analyzer import ENGLISH_STOPWORDS, Analyzer
 from hybrid_memory.embeddings import _BaseEmbedder
+from hybrid_memory.text.analyzer import ENGLISH_STOPWORDS, Analyzer
 
 __all__ = ["HashingEmbedder"]
 

@@ -35,9 +35,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from hybrid_memory.analyzer import ENGLISH_STOPWORDS
 from hybrid_memory.errors import ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy, StructuredCaller, StructuredMethod
+from hybrid_memory.text.analyzer import ENGLISH_STOPWORDS
 from hybrid_memory.text.vocabulary import (
     CHANGE_DECLARED,
     CJK_COUNTERS,

@@ -8,7 +8,7 @@ from typing import Any
 
 from hybrid_memory.errors import InvalidInputError
 from hybrid_memory.records import MemoryRecord, check_id, check_text
-from hybrid_memory.scoring import ScoreBatch, infer_category
+from hybrid_memory.write.importance import ScoreBatch, infer_category
 
 __all__ = ["ITEM_KEYS", "draft", "fallback_note", "str_tuple"]
 

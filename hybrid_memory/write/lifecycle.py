@@ -45,8 +45,8 @@ import numpy as np
 
 from hybrid_memory.config import LifecycleConfig
 from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.read.rerank import freshness
 from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
-from hybrid_memory.retrieval import freshness
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
 from hybrid_memory.write.conflict import HeuristicConflictJudge
 

@@ -25,18 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hybrid_memory.buffer import KeyFrameBuffer
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import StoreUnavailableError, UserForgottenError
-from hybrid_memory.extraction import BackgroundWorker, FactExtractor
 from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
-from hybrid_memory.scoring import infer_category
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
-from hybrid_memory.summary import SessionSummarizer
-from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer
+from hybrid_memory.write.buffer import KeyFrameBuffer
+from hybrid_memory.write.extraction import BackgroundWorker, FactExtractor
+from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, infer_category
 from hybrid_memory.write.refine import ImportanceRefiner, PendingTurn, refines_in_background
-from hybrid_memory.writer import MemoryWriter
+from hybrid_memory.write.summary import SessionSummarizer
+from hybrid_memory.write.writer import MemoryWriter
 
 if TYPE_CHECKING:  # pragma: no cover
     from hybrid_memory.observe.trace import Observer

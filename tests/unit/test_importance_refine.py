@@ -177,7 +177,7 @@ def test_a_scorer_without_background_still_scores_on_the_callers_thread(tmp_path
 
 
 def test_background_errors_land_in_trace_metrics_and_the_error_list(tmp_path: Path) -> None:
-    from hybrid_memory.extraction import FactExtractor
+    from hybrid_memory.write.extraction import FactExtractor
 
     mem = memory(FakeListChatModel(responses=[scores(5)]), tmp_path, batch_size=8)
     mem.extractor = FactExtractor(

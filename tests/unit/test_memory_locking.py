@@ -15,8 +15,8 @@ from typing import Any
 from langchain_core.language_models import FakeListChatModel
 
 from hybrid_memory import HybridMemory, LocalStore
-from hybrid_memory.extraction import FactExtractor
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.extraction import FactExtractor
 
 WAIT = 30.0  # seconds; only reached when something is stuck
 

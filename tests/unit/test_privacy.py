@@ -12,11 +12,11 @@ from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import CallableEmbedder
 from hybrid_memory.errors import ConfigurationError
 from hybrid_memory.records import MemoryRecord
-from hybrid_memory.scoring import HeuristicImportanceScorer
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.text.privacy import PiiRedactor, china_id_valid, luhn_valid, redact_pii
-from hybrid_memory.writer import MemoryWriter
+from hybrid_memory.write.importance import HeuristicImportanceScorer
+from hybrid_memory.write.writer import MemoryWriter
 
 T0 = datetime(2025, 4, 1, 9, tzinfo=timezone.utc)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.errors import SchemaError
+from hybrid_memory.text.analyzer import Analyzer
 
 SCHEMA_VERSION = "1"
 _BUSY_TIMEOUT_MS = 5000

@@ -20,7 +20,6 @@ from types import TracebackType
 
 import numpy as np
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.errors import (
     EmbeddingDimensionError,
     InvalidInputError,
@@ -39,6 +38,7 @@ from hybrid_memory.stores.local.rows import _RECORD_COLUMNS, _chunks, _iso, _mar
 from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS, _create_or_migrate
 from hybrid_memory.stores.local.turns import _TurnLog
 from hybrid_memory.stores.nearest import Neighbour
+from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
 
 _REEMBED_HINT = "run `hybrid-memory reembed` to re-embed the store with the new embedder, or use another store"

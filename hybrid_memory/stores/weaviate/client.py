@@ -24,7 +24,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -38,6 +37,7 @@ from hybrid_memory.stores.weaviate.errors import UnreachableError, is_tenant_mis
 from hybrid_memory.stores.weaviate.mapping import _record, _vector_of, object_uuid, tenant_name
 from hybrid_memory.stores.weaviate.runtime import _WORKERS, _live_url_of
 from hybrid_memory.stores.weaviate.server import WeaviateServer
+from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, Vector
 
 logger = logging.getLogger("hybrid_memory.stores.weaviate")

@@ -24,7 +24,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hybrid_memory.analyzer import Analyzer
 from hybrid_memory.errors import (
     ConfigurationError,
     EmbeddingDimensionError,
@@ -61,6 +60,7 @@ from hybrid_memory.stores.weaviate.mapping import (
 from hybrid_memory.stores.weaviate.runtime import _GRPC_CHANNEL_OPTIONS
 from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
 from hybrid_memory.stores.weaviate.turns import _TurnLog
+from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
 
 _KEYWORD_EXPLAIN = re.compile(
