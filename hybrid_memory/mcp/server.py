@@ -41,6 +41,7 @@ from hybrid_memory.mcp.schemas import (
 )
 from hybrid_memory.mcp.tokens import TokenTable, token_digest
 from hybrid_memory.records import MAX_ID_CHARS
+from hybrid_memory.write.sources import turn_source
 
 try:
     import anyio
@@ -346,10 +347,13 @@ def _register(server: MemoryMCPServer) -> None:
     ) -> TurnResult:
         """Log one turn of the conversation into the user's short-term memory.
 
-        Important turns (stated preferences, constraints, goals, 'remember that ...') are kept
-        long-term automatically; the others age out of the short-term window.
+        Important things the user said (stated preferences, constraints, goals, 'remember that
+        ...') are kept long-term automatically; the others age out of the short-term window. Your
+        own replies (role 'assistant') and agent scaffolding ('Thought:', 'Action:', 'Observation:')
+        are kept as conversation context only, never as memories about the user.
         """
-        turn = await mem.aadd_turn(me(), session_id, role, content)
+        real, long_term = turn_source(role, content)  # only the user's own words become memories
+        turn = await mem.aadd_turn(me(), session_id, real, content, long_term=long_term)
         return TurnResult.of(turn)
 
     @server.tool(

@@ -110,3 +110,21 @@ async def test_every_tool_call_is_traced_and_counted(mem: HybridMemory) -> None:
     assert kinds == ["remember", "recall"]
     assert [s.kind for s in mem.replay("s1", user_id="alice")] == ["build_context", "add_turn"]
     assert all(s.user_id == "alice" for s in mem.replay("s1", user_id="alice"))
+
+
+async def test_add_turn_keeps_only_the_users_own_words_as_memories(mem: HybridMemory) -> None:
+    """Source discipline over MCP: replies and agent scaffolding stay conversation context only."""
+    said = [
+        ("user", "Remember that I am allergic to peanuts."),
+        ("assistant", "Remember: you told me your sister is allergic to shellfish."),
+        ("user", "Observation: the satay recipe is made with peanut sauce."),
+        ("user", "Thought: the user wants dinner ideas\nAction: search recipes"),
+    ]
+    async with connect(mem) as client:
+        for role, content in said:
+            result = await client.call_tool("add_turn", {"session_id": "s1", "role": role, "content": content})
+            assert not result.isError
+    assert [t.content for t in mem.short_term("alice", "s1")] == [c for _, c in said]  # all kept as context
+    assert [t.role for t in mem.short_term("alice", "s1")] == ["user", "assistant", "tool", "assistant"]
+    stored = [r.content for r in mem.list_memories("alice")]
+    assert stored == ["Remember that I am allergic to peanuts."]
