@@ -136,6 +136,21 @@ class MemoryStore(Protocol):
         """Delete the session's turn log (long-term memories stay); return how many turns it held."""
         ...
 
+    def extracted_upto(self, user_id: str, session_id: str) -> int:
+        """The session's extraction watermark: ``seq`` of its last extracted turn (0: none yet).
+
+        Deleted with the session's log (:meth:`delete_session`) and the user (:meth:`delete_user`).
+        """
+        ...
+
+    def mark_extracted(self, user_id: str, session_id: str, seq: int, *, epoch: int) -> bool:
+        """Advance the session's extraction watermark to ``seq`` once its facts were written.
+
+        A compare-and-set: the watermark never moves back; returns whether it moved. Refused with
+        UserForgottenError (nothing written) when the user's epoch is no longer ``epoch``.
+        """
+        ...
+
     def search(self, request: SearchRequest) -> builtins.list[StoreHit]:
         """Hybrid search within ``request.user_id``'s memories."""
         ...
@@ -255,3 +270,10 @@ class AsyncFromSyncStore:
 
     async def adelete_session(self, user_id: str, session_id: str) -> int:  # noqa: D102
         return await asyncio.to_thread(self._sync.delete_session, user_id, session_id)
+
+    async def aextracted_upto(self, user_id: str, session_id: str) -> int:  # noqa: D102
+        return await asyncio.to_thread(self._sync.extracted_upto, user_id, session_id)
+
+    async def amark_extracted(self, user_id: str, session_id: str, seq: int, *, epoch: int) -> bool:  # noqa: D102
+        store = self._sync
+        return await asyncio.to_thread(lambda: store.mark_extracted(user_id, session_id, seq, epoch=epoch))

@@ -785,6 +785,40 @@ class StoreContract:
         append(store, turn("alice", "s1", "a fresh start"))
         assert contents(store.load_session("alice", "s1")) == ["a fresh start"]
 
+    def test_the_extraction_watermark_only_moves_forward_per_session(self, store: MemoryStore) -> None:
+        stored = append(store, *(turn("alice", "s1", f"turn {i}") for i in range(4)))
+        append(store, turn("alice", "s2", "other session"))
+        assert store.extracted_upto("alice", "s1") == 0
+        assert store.mark_extracted("alice", "s1", stored[1].seq, epoch=0) is True
+        assert store.extracted_upto("alice", "s1") == stored[1].seq
+        assert store.mark_extracted("alice", "s1", stored[0].seq, epoch=0) is False  # never back
+        assert store.mark_extracted("alice", "s1", stored[1].seq, epoch=0) is False  # a second mark of one batch
+        assert store.extracted_upto("alice", "s1") == stored[1].seq
+        assert store.mark_extracted("alice", "s1", stored[3].seq, epoch=0) is True
+        assert store.extracted_upto("alice", "s1") == stored[3].seq
+        assert (store.extracted_upto("alice", "s2"), store.extracted_upto("bob", "s1")) == (0, 0)
+        assert contents(store.load_session("alice", "s1", after_seq=stored[3].seq)) == []
+        assert store.load_session("alice", "s1").count == 4  # the watermark is not a turn
+        with pytest.raises(InvalidInputError):
+            store.mark_extracted("alice", "s1", 0, epoch=0)
+
+    def test_the_watermark_goes_with_its_session_and_its_user(self, store: MemoryStore) -> None:
+        [a1] = append(store, turn("alice", "s1", "one"))
+        [a2] = append(store, turn("alice", "s2", "two"))
+        store.mark_extracted("alice", "s1", a1.seq, epoch=0)
+        store.mark_extracted("alice", "s2", a2.seq, epoch=0)
+        assert store.delete_session("alice", "s1") == 1  # the watermark is not counted as a turn
+        assert (store.extracted_upto("alice", "s1"), store.extracted_upto("alice", "s2")) == (0, a2.seq)
+        store.delete_user("alice")
+        assert store.extracted_upto("alice", "s2") == 0
+        with pytest.raises(UserForgottenError):  # a batch extracted before the forget marks nothing
+            store.mark_extracted("alice", "s2", a2.seq, epoch=0)
+        assert store.extracted_upto("alice", "s2") == 0
+        epoch = store.user_epoch("alice")
+        [fresh] = store.append_turns([turn("alice", "s2", "after the forget")], epoch=epoch)
+        assert store.mark_extracted("alice", "s2", fresh.seq, epoch=epoch) is True
+        assert store.extracted_upto("alice", "s2") == fresh.seq
+
     def test_append_and_load_check_their_input(self, store: MemoryStore) -> None:
         assert store.append_turns([], epoch=0) == []
         with pytest.raises(InvalidInputError):
@@ -808,6 +842,8 @@ class StoreContract:
             r = rec("alice", "async memory")
             await twins.aupsert([r], mat(vec(1)), epochs={"alice": 0})
             await twins.aupdate([r.evolve(content="async edit")], epochs={"alice": 0})
+            assert await twins.amark_extracted("alice", "s1", stored[0].seq, epoch=0) is True
+            assert await twins.aextracted_upto("alice", "s1") == stored[0].seq
             assert await twins.adelete_session("alice", "s1") == 1
             assert await twins.adelete_user("alice") == 1
             with pytest.raises(UserForgottenError):

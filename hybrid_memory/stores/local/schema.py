@@ -62,6 +62,12 @@ CREATE TABLE IF NOT EXISTS turns (
     scoring_note TEXT
 );
 CREATE INDEX IF NOT EXISTS turns_by_session ON turns (user_id, session_id, seq);
+CREATE TABLE IF NOT EXISTS extracted (
+    user_id    TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    upto       INTEGER NOT NULL,
+    PRIMARY KEY (user_id, session_id)
+);
 CREATE TABLE IF NOT EXISTS forget_epochs (
     user_hash TEXT PRIMARY KEY,
     epoch     INTEGER NOT NULL

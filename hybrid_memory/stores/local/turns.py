@@ -2,7 +2,8 @@
 
 Table ``turns`` is the durable, ordered log of every turn ``add_turn`` accepted (``seq`` orders
 it across processes); ``forget_epochs`` holds each forgotten user's epoch under a SHA-256 of the
-user id (so a forgotten id is not kept in clear). Writes that carry ``epochs`` check them inside
+user id (so a forgotten id is not kept in clear); ``extracted`` holds each session's extraction
+watermark (the ``seq`` of the last turn whose facts were extracted). Writes that carry ``epochs`` check them inside
 their own transaction (:meth:`_TurnLog._check_epochs`).
 """
 
@@ -138,6 +139,40 @@ class _TurnLog(_PartitionCache):
                 n = int(
                     c.execute("DELETE FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)).rowcount
                 )
+                c.execute("DELETE FROM extracted WHERE user_id = ? AND session_id = ?", (user_id, session_id))
             if n:
                 self._forget_traces()
             return n
+
+    def extracted_upto(self, user_id: str, session_id: str) -> int:
+        """The session's extraction watermark: ``seq`` of its last extracted turn (0: none yet)."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        with self._guard():
+            row = self._conn.execute(
+                "SELECT upto FROM extracted WHERE user_id = ? AND session_id = ?", (user_id, session_id)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def mark_extracted(self, user_id: str, session_id: str, seq: int, *, epoch: int) -> bool:
+        """Advance the session's extraction watermark to ``seq`` (compare-and-set: never moves back).
+
+        Returns:
+            Whether the watermark moved (``False``: it was already at or past ``seq``).
+
+        Raises:
+            UserForgottenError: the user's epoch is no longer ``epoch`` (nothing is written).
+            InvalidInputError: ``seq`` is not a positive int.
+        """
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise InvalidInputError("seq must be a positive int")
+        with self._guard(), self._tx() as c:
+            self._check_epochs({user_id: epoch})
+            moved = c.execute(
+                "INSERT INTO extracted (user_id, session_id, upto) VALUES (?, ?, ?) "
+                "ON CONFLICT (user_id, session_id) DO UPDATE SET upto = excluded.upto WHERE upto < excluded.upto",
+                (user_id, session_id, seq),
+            ).rowcount
+        return bool(moved)

@@ -2,25 +2,39 @@
 
 :class:`_TurnLog` appends turns to ``<collection>Turns`` (one tenant per user, one object per
 turn, ordered by ``seq``), reads a session back by keyset pagination and deletes a session's
-log (package docstring, *Conversation state without transactions*).
+log (package docstring, *Conversation state without transactions*). A session's extraction
+watermark is one more object of the user's tenant, at a UUID derived from the session, whose
+``epoch`` property is negative (:func:`_mark_epoch`), so it is never read or counted as a turn.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from hybrid_memory.errors import InvalidInputError, StoreError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
+from hybrid_memory.stores.base import user_hash
 from hybrid_memory.stores.weaviate.client import _chunks
 from hybrid_memory.stores.weaviate.errors import is_tenant_missing, object_error
-from hybrid_memory.stores.weaviate.mapping import _turn, _turn_properties, _turn_uuid, tenant_name
+from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, _turn, _turn_properties, _turn_uuid, tenant_name
 from hybrid_memory.stores.weaviate.runtime import _SEQ_CLOCK
 from hybrid_memory.stores.weaviate.writes import _Writes
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, SessionLog
 
 #: Turns per page when a session log is read (keyset pagination on ``seq``).
 _TURN_PAGE = 1000
+
+
+def _mark_uuid(user_id: str, session_id: str) -> str:
+    """Object UUID of a session's extraction watermark (never a turn's: another name space)."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"extracted:{user_hash(user_id)}:{session_id}"))
+
+
+def _mark_epoch(epoch: int) -> int:
+    """The ``epoch`` property of a watermark object: negative, so no turn query ever matches it."""
+    return -1 - epoch
 
 
 class _TurnLog(_Writes):
@@ -147,7 +161,10 @@ class _TurnLog(_Writes):
         check_id(user_id)
         check_id(session_id, name="session_id")
         h = self._turns(tenant_name(user_id), write=True)
-        where = Filter.by_property("session_id").equal(session_id)
+        self._delete_objects(h, [_mark_uuid(user_id, session_id)], "delete extraction watermark")
+        where = Filter.all_of(
+            [Filter.by_property("session_id").equal(session_id), Filter.by_property("epoch").greater_or_equal(0)]
+        )
         deleted = 0
         while True:
 
@@ -166,3 +183,70 @@ class _TurnLog(_Writes):
             deleted += matches
             if matches < QUERY_MAXIMUM_RESULTS:  # one call deletes at most that many
                 return deleted
+
+    def _read_mark(self, h: Any, user_id: str, session_id: str, epoch: int) -> int:
+        """The watermark stored under ``epoch`` (0: none, or one of a forgotten epoch)."""
+        uid = _mark_uuid(user_id, session_id)
+
+        def run() -> Any:
+            return h.query.fetch_object_by_id(uid, return_properties=["seq", "epoch"])
+
+        try:
+            obj = self._call("read extraction watermark", run)
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return 0
+            raise
+        if obj is None or obj.properties.get("epoch") != _mark_epoch(epoch):
+            return 0
+        return int(obj.properties.get("seq") or 0)
+
+    def extracted_upto(self, user_id: str, session_id: str) -> int:
+        """The session's extraction watermark: ``seq`` of its last extracted turn (0: none yet)."""
+        self._check_open()
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        return self._read_mark(self._turns(tenant_name(user_id)), user_id, session_id, self._read_epoch(user_id))
+
+    def mark_extracted(self, user_id: str, session_id: str, seq: int, *, epoch: int) -> bool:
+        """Advance the session's extraction watermark to ``seq`` (it never moves back on purpose).
+
+        Without transactions the compare-and-set is read, compare, write, re-read: of two racing
+        marks the lower one may land last; it is then raised again (once), and a watermark that
+        still ends up lower only makes the next batch re-read turns whose facts the writer's
+        dedup already holds.
+
+        Returns:
+            Whether the watermark moved (``False``: it was already at or past ``seq``).
+
+        Raises:
+            UserForgottenError: the user's epoch is no longer ``epoch`` (nothing is kept).
+            InvalidInputError: ``seq`` is not a positive int.
+        """
+        self._check_open()
+        from weaviate.classes.data import DataObject
+
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            raise InvalidInputError("seq must be a positive int")
+        self._check_epochs({user_id: epoch})
+        h = self._turns(tenant_name(user_id), write=True)
+        uid = _mark_uuid(user_id, session_id)
+        props = {"user_id": user_id, "session_id": session_id, "seq": seq, "epoch": _mark_epoch(epoch)}
+        moved = False
+        for _ in range(2):
+            if self._read_mark(h, user_id, session_id, epoch) >= seq:
+                break
+
+            def run() -> None:
+                res = h.data.insert_many([DataObject(properties=props, uuid=uid)])
+                for err in res.errors.values():
+                    raise object_error(f"the extraction watermark was not stored: {getattr(err, 'message', err)}")
+
+            self._call("mark extracted", run)  # idempotent: the object replaces itself
+            moved = True
+        if self._read_epoch(user_id) != epoch:
+            self._delete_objects(h, [uid], "undo a forgotten watermark")
+            raise UserForgottenError(user_id)
+        return moved
