@@ -8,6 +8,17 @@ summarizer, and stored turns to the background importance refiner when the score
 (:mod:`hybrid_memory.write.refine`). Failures of background work are reported to the observer
 (a ``background_error`` trace step, the metrics) as well as kept in :attr:`BackgroundWorker.errors`.
 
+Fact extraction is driven by the log too: the store keeps each session's extraction watermark
+(:meth:`~hybrid_memory.stores.base.MemoryStore.extracted_upto`, the ``seq`` of its last extracted
+turn), the pending batch is the log's turns above it, and a batch is marked
+(:meth:`~hybrid_memory.stores.base.MemoryStore.mark_extracted`) only after its facts were written.
+So turns a killed process never extracted are picked up by the next process that adds a turn to
+the session, flushes or ends it. Duplicates are avoided in this process by a claimed floor per
+session (a batch is handed to the extractor once), and bounded across processes: a batch whose
+turns another process marked meanwhile writes nothing, the mark is a forward-only
+compare-and-set, and the rare double extraction of two processes racing on one full batch
+reaches the writer, whose dedup merges the repeated facts.
+
 Locking: one lock per session window orders this process's writers of that session (other
 processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
 is never held across a store, embedder or LLM call.
@@ -27,7 +38,7 @@ import numpy as np
 
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.errors import StoreUnavailableError, UserForgottenError
+from hybrid_memory.errors import StoreError, StoreUnavailableError, UserForgottenError
 from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
 from hybrid_memory.write.buffer import KeyFrameBuffer
@@ -114,7 +125,8 @@ class Sessions:
         self._lock = threading.Lock()
         self._windows: dict[_Key, _Window] = {}
         self._turn_vectors: dict[str, Vector] = {}
-        self._pending_extract: dict[_Key, list[Turn]] = {}
+        #: Per session: ``seq`` of the last turn this process handed to the extractor (its claim).
+        self._extract_floor: dict[_Key, int] = {}
         self._since_summary: dict[_Key, list[Turn]] = {}
         self._last_turn_at: dict[_Key, datetime] = {}
         self._scorer = scorer
@@ -330,24 +342,33 @@ class Sessions:
     def end(self, user_id: str, session_id: str) -> None:
         """Drop the session's log and hand its last turns to the extractor, the summarizer and the refiner."""
         self.drop(user_id, session_id)
-        self._submit_session_jobs((user_id, session_id), summary=True)
+        self._submit_summary((user_id, session_id))
         self.refiner.submit()
 
     def drop(self, user_id: str, session_id: str) -> None:
-        """Delete the session's turn log in the store and this process's cache of it."""
+        """Delete the session's turn log in the store and this process's cache of it.
+
+        Turns not extracted yet are read first and handed to the extractor (the log, and with it
+        the session's extraction watermark, is gone afterwards).
+        """
+        key = (user_id, session_id)
         w = self._window(user_id, session_id)
         with w.lock:
+            pending = self._claim(key, whole=True) if self.extractor is not None else []
             self.store.delete_session(user_id, session_id)
             self._drop_vectors(w.buffer.clear())
             with self._lock:
-                self._windows.pop((user_id, session_id), None)
-                self._last_turn_at.pop((user_id, session_id), None)
+                self._windows.pop(key, None)
+                self._last_turn_at.pop(key, None)
+                self._extract_floor.pop(key, None)
+        for batch in pending:
+            self._submit_extract(batch, mark=False)
 
     def forget_user(self, user_id: str) -> None:
         """Drop everything this process holds about ``user_id`` (the store was wiped by the caller)."""
         self.refiner.forget_user(user_id)
         with self._lock:
-            for table in (self._pending_extract, self._since_summary, self._last_turn_at):
+            for table in (self._extract_floor, self._since_summary, self._last_turn_at):
                 for key in [k for k in table if k[0] == user_id]:
                     table.pop(key, None)
             windows = [self._windows.pop(k) for k in [k for k in self._windows if k[0] == user_id]]
@@ -377,47 +398,79 @@ class Sessions:
 
     def _after_turn(self, turn: Turn) -> None:
         key = (turn.user_id, turn.session_id)
-        batch: list[Turn] = []
         summarize = False
+        if self.extractor is not None:
+            for batch in self._claim_or_report(key, whole=False):
+                self._submit_extract(batch)
         with self._lock:
-            if self.extractor is not None:
-                pending = self._pending_extract.setdefault(key, [])
-                pending.append(turn)
-                if len(pending) >= self.extractor.batch_turns:
-                    batch = pending[:]
-                    pending.clear()
             every = self.config.buffer.summary_every
             if self.summarizer is not None and every > 0:
                 since = self._since_summary.setdefault(key, [])
                 since.append(turn)
                 summarize = len(since) >= every
-        if batch:
-            self._submit_extract(batch)
         if summarize:
             self._submit_summary(key)
 
-    def _submit_session_jobs(self, key: _Key, *, summary: bool) -> None:
+    def _claim(self, key: _Key, *, whole: bool) -> list[list[Turn]]:
+        """Claim the session's turns not extracted yet, in batches of ``extractor.batch_turns``.
+
+        The pending turns are the log's turns above the store's watermark and this process's
+        floor (turns already handed to the extractor). ``whole=False`` claims full batches only
+        (the rest stays pending); ``whole=True`` claims everything, the last batch partial.
+        """
+        extractor = self.extractor
+        if extractor is None:
+            return []
+        size = max(1, extractor.batch_turns)
         with self._lock:
-            batch = self._pending_extract.pop(key, [])
-            has_summary = bool(self._since_summary.get(key))
-        if batch:
-            self._submit_extract(batch)
-        if summary and has_summary:
-            self._submit_summary(key)
+            floor = self._extract_floor.get(key)
+        if floor is None:  # first look at this session in this process
+            floor = self.store.extracted_upto(*key)
+        turns = list(self.store.load_session(*key, after_seq=floor).turns)
+        if len(turns) < (1 if whole else size):
+            self._raise_floor(key, floor)
+            return []
+        # Another process may have extracted some of them: the watermark is re-read before a claim.
+        floor = max(floor, self.store.extracted_upto(*key))
+        with self._lock:
+            floor = max(floor, self._extract_floor.get(key, 0))
+            turns = [t for t in turns if t.seq > floor]
+            take = len(turns) if whole else len(turns) - len(turns) % size
+            claimed = turns[:take]
+            self._extract_floor[key] = claimed[-1].seq if claimed else floor
+        return [claimed[i : i + size] for i in range(0, len(claimed), size)]
+
+    def _claim_or_report(self, key: _Key, *, whole: bool) -> list[list[Turn]]:
+        """:meth:`_claim`, an unreachable store reported instead of raised (the turns stay pending)."""
+        try:
+            return self._claim(key, whole=whole)
+        except StoreError as exc:
+            self.report_error("extraction", *key, None, f"extraction deferred: {type(exc).__name__}: {exc}")
+            return []
+
+    def _raise_floor(self, key: _Key, floor: int) -> None:
+        with self._lock:
+            self._extract_floor[key] = max(floor, self._extract_floor.get(key, 0))
 
     def _redacted_turn(self, turn: Turn) -> Turn:
         """``turn`` as an LLM component may see it (PII replaced when ``writer.redact_pii``)."""
         text = self._redact(turn.content)
         return turn if text == turn.content else turn.model_copy(update={"content": text})
 
-    def _submit_extract(self, turns: list[Turn]) -> None:
+    def _submit_extract(self, turns: list[Turn], *, mark: bool = True) -> None:
+        """Extract facts from ``turns`` in the background; with ``mark``, then advance the watermark.
+
+        A batch whose turns another process marked meanwhile writes nothing. A failed model call
+        marks the batch too (the error is reported; it is not retried on every later turn); an
+        unexpected failure, or a closed memory, leaves it unmarked for the next process.
+        """
         extractor = self.extractor
         if extractor is None:
             return
         user = turns[0].user_id
         epoch = self.store.user_epoch(user)
-
         key = (user, turns[0].session_id)
+        last = turns[-1].seq
 
         def job() -> None:
             t0 = time.perf_counter()
@@ -433,9 +486,14 @@ class Sessions:
                     params={"turns": len(turns), "kept": len(result.memories), "dropped": result.dropped},
                 )
             drafts = [m.to_record() for m in result.memories]
-            if self.closed or not drafts:
+            if self.closed:
                 return
-            self._record(self.write(drafts, epochs={user: epoch}))
+            if mark and drafts and self.store.extracted_upto(*key) >= last:
+                return  # another process extracted these turns meanwhile
+            if drafts:
+                self._record(self.write(drafts, epochs={user: epoch}))
+            if mark:
+                self.store.mark_extracted(*key, last, epoch=epoch)
 
         self.worker.submit(self._guarded("extraction", key, epoch, job))
 
@@ -495,10 +553,12 @@ class Sessions:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Extract partial batches now and wait up to ``timeout`` s for every background job."""
-        with self._lock:
-            keys = list(self._pending_extract)
-        for key in keys:
-            self._submit_session_jobs(key, summary=False)
+        if self.extractor is not None:
+            with self._lock:
+                keys = list(dict.fromkeys([*self._windows, *self._extract_floor]))
+            for key in keys:
+                for batch in self._claim_or_report(key, whole=True):
+                    self._submit_extract(batch)
         self.refiner.submit()
         return self.worker.join(timeout)
 
