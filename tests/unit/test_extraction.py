@@ -252,3 +252,81 @@ def test_dropped_memories_are_visible_in_an_extract_trace_step(tmp_path: Any) ->
         assert [r.content for r in mem.list_memories("u") if r.metadata.get("extracted")] == ["用户对花生过敏"]
     finally:
         mem.close()
+
+
+# ------------------------------------------------------------------ the pending batch lives in the store
+class Counting(FakeListChatModel):
+    """A fake chat model that records the turn texts of every prompt it is asked."""
+
+    prompts: list[str] = []
+
+    def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
+        self.prompts.append(str(messages))
+        return super()._call(messages, stop, run_manager, **kwargs)
+
+
+def extracting_memory(path: Any, llm: FakeListChatModel) -> HybridMemory:
+    return HybridMemory(
+        store=LocalStore(path),
+        embedder=HashingEmbedder(),
+        extractor=FactExtractor(llm, method="json_mode", batch_turns=3),
+    )
+
+
+def test_turns_a_stopped_process_left_unextracted_are_extracted_once_by_the_next(tmp_path: Any) -> None:
+    path = tmp_path / "m.sqlite"
+    first_llm = Counting(responses=["unused"], prompts=[])
+    first = extracting_memory(path, first_llm)
+    first.add_turn("u", "s", "user", "I keep bees on my roof", timestamp=T0)
+    first.add_turn("u", "s", "assistant", "Lovely!", timestamp=T0)
+    # ``first`` stops here (as if killed): the batch of 3 was never full; its turns stay pending in the log.
+    reply = facts(("The user keeps bees on their roof.", "fact", 7, [0]), ("The user plays oboe.", "fact", 6, [2]))
+    llm = Counting(responses=[reply, facts()], prompts=[])
+    second = extracting_memory(path, llm)
+    try:
+        stored = second.add_turn("u", "s", "user", "I play the oboe", timestamp=T0)  # completes the batch
+        assert second.flush(timeout=10)
+        assert len(llm.prompts) == 1 and "bees" in llm.prompts[0] and "oboe" in llm.prompts[0]
+        extracted = sorted(r.content for r in second.list_memories("u") if r.metadata.get("extracted"))
+        assert extracted == ["The user keeps bees on their roof.", "The user plays oboe."]
+        assert second.store.extracted_upto("u", "s") == stored.seq
+        assert second.flush(timeout=10) and len(llm.prompts) == 1  # nothing pending: nothing asked again
+        first.close()  # its flush finds the batch marked by ``second``
+        assert first_llm.prompts == []
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_batch_another_process_marked_is_not_extracted_again(tmp_path: Any) -> None:
+    path = tmp_path / "m.sqlite"
+    reply = facts(("The user grows tomatoes.", "fact", 6, [0]))
+    a_llm, b_llm = Counting(responses=[reply], prompts=[]), Counting(responses=[reply], prompts=[])
+    a, b = extracting_memory(path, a_llm), extracting_memory(path, b_llm)
+    try:
+        a.add_turn("u", "s", "user", "I grow tomatoes", timestamp=T0)
+        b.add_turn("u", "s", "user", "and basil too", timestamp=T0)  # one log, one pending batch
+        a.add_turn("u", "s", "user", "in the garden", timestamp=T0)  # A claims the full batch
+        assert a.flush(timeout=10) and b.flush(timeout=10)
+        assert (len(a_llm.prompts), len(b_llm.prompts)) == (1, 0)
+        assert [r.content for r in b.list_memories("u") if r.metadata.get("extracted")] == ["The user grows tomatoes."]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_ending_a_session_extracts_its_rest_before_the_log_is_deleted(tmp_path: Any) -> None:
+    reply = facts(("The user is moving to Oslo.", "fact", 8, [0]))
+    llm = Counting(responses=[reply], prompts=[])
+    mem = extracting_memory(tmp_path / "m.sqlite", llm)
+    try:
+        mem.add_turn("u", "s", "user", "I am moving to Oslo", timestamp=T0)
+        mem.end_session("u", "s")
+        assert mem.flush(timeout=10)
+        assert len(llm.prompts) == 1 and "Oslo" in llm.prompts[0]
+        assert mem.store.load_session("u", "s").count == 0 and mem.store.extracted_upto("u", "s") == 0
+        assert [r.content for r in mem.list_memories("u") if r.metadata.get("extracted")] == [
+            "The user is moving to Oslo."
+        ]
+    finally:
+        mem.close()
