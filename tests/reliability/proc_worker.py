@@ -6,7 +6,9 @@ names the store (``{"kind": "local", "path": ...}`` or ``{"kind": "weaviate", "u
 
 * ``add``: ``add_turn`` each of ``turns`` (``[session, role, text]``), print ``ADDED <json>`` with
   the stored turns and the window, then ``close()`` and exit; with ``"hang": true`` it neither
-  closes nor exits after printing (the test kills it with SIGKILL).
+  closes nor exits after printing (the test kills it with SIGKILL). With ``"extract":
+  {"responses": [...], "batch_turns": n}`` the memory extracts facts with a fake chat model
+  answering ``responses`` in turn.
 * ``talk``: ``add_turn`` numbered user turns into ``session`` until the file ``stop`` exists, then
   ``end_session`` and ``close``; every call is logged to ``log`` as one JSON line with its start and
   end on ``time.monotonic()`` (one clock for every process of the machine) and its outcome.
@@ -55,8 +57,20 @@ def open_memory(spec: dict[str, Any]) -> HybridMemory:
         buffer={"max_tokens": spec.get("max_tokens", 2000), "idle_flush_minutes": 0},  # type: ignore[arg-type]
         writer={"turn_min_importance": 0.0},  # type: ignore[arg-type]
     )
+    extractor = None
+    if spec.get("extract"):
+        from langchain_core.language_models import FakeListChatModel
+
+        from hybrid_memory.write.extraction import FactExtractor
+
+        llm = FakeListChatModel(responses=spec["extract"]["responses"])
+        extractor = FactExtractor(llm, method="json_mode", batch_turns=spec["extract"]["batch_turns"])
     return HybridMemory(
-        store=open_store(spec["store"]), embedder=HashingEmbedder(), config=config, trace=spec.get("trace") or False
+        store=open_store(spec["store"]),
+        embedder=HashingEmbedder(),
+        config=config,
+        trace=spec.get("trace") or False,
+        extractor=extractor,
     )
 
 

@@ -5,6 +5,9 @@ Every scenario runs real OS processes (``tests/reliability/proc_worker.py``) ove
 
 * a process killed with SIGKILL right after ``add_turn`` returned loses nothing: a new process
   recalls the turn and continues the session with the same short-term window;
+* turns of a process killed before their extraction batch ran are extracted, exactly once, by the
+  next process that continues the session (the pending batch is the log above the store's
+  extraction watermark);
 * a session continued across processes keeps one window (turn 1 in process A, turn 2 in B);
 * the CLI's ``forget --user`` while three processes keep talking for that user, which then end
   their sessions: nothing any of them said before the forget is left (memories, turns, vectors,
@@ -162,6 +165,53 @@ def test_kill_9_right_after_add_turn_loses_nothing(backend: Backend) -> None:
         # and the session goes on with the same window
         mem.add_turn("alice", "s1", "user", "Also, my sister arrives on Friday.")
         assert len(mem.short_term("alice", "s1")) == 4
+
+
+def _facts(*items: tuple[str, int]) -> str:
+    return json.dumps(
+        {"memories": [{"content": c, "category": "fact", "importance": 7, "source_turns": [i]} for c, i in items]}
+    )
+
+
+def test_kill_9_before_the_extraction_batch_ran_loses_no_fact_and_extracts_once(backend: Backend) -> None:
+    store = backend.spec
+    never = {"responses": [_facts(("The user keeps bees on the roof.", 0))], "batch_turns": 3}
+    first = [["s1", "user", "I keep bees on the roof."], ["s1", "assistant", "How lovely!"]]
+    proc = spawn({"mode": "add", "store": store, "user": "ann", "turns": first, "hang": True, "extract": never})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("ADDED "), proc.stderr.read() if proc.stderr else line
+    os.kill(proc.pid, signal.SIGKILL)  # 2 of 3 turns: the batch never ran
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    reply = _facts(("The user keeps bees on the roof.", 0), ("The user plays the oboe.", 2))
+    second = run(
+        {
+            "mode": "add",
+            "store": store,
+            "user": "ann",
+            "turns": [["s1", "user", "I play the oboe."]],  # completes the batch; close() waits for it
+            "extract": {"responses": [reply], "batch_turns": 3},
+        }
+    )
+    # A third process on the session finds nothing pending: its model (which would add a fact) is not asked.
+    run(
+        {
+            "mode": "add",
+            "store": store,
+            "user": "ann",
+            "turns": [],
+            "extract": {"responses": [_facts(("The user keeps bees on the roof.", 0))], "batch_turns": 3},
+        }
+    )
+    s = backend.store()
+    try:
+        extracted = [r.content for r in s.list("ann") if r.metadata.get("extracted")]
+        assert sorted(extracted) == ["The user keeps bees on the roof.", "The user plays the oboe."]
+        assert s.extracted_upto("ann", "s1") == second["turns"][0]["seq"]
+    finally:
+        s.close()
 
 
 def test_a_session_continued_across_processes_keeps_one_window(backend: Backend) -> None:

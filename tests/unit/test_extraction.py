@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models import FakeListChatModel
+from pydantic import Field
 
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.errors import ConfigurationError, InvalidInputError
@@ -258,7 +259,7 @@ def test_dropped_memories_are_visible_in_an_extract_trace_step(tmp_path: Any) ->
 class Counting(FakeListChatModel):
     """A fake chat model that records the turn texts of every prompt it is asked."""
 
-    prompts: list[str] = []
+    prompts: list[str] = Field(default_factory=list)
 
     def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
         self.prompts.append(str(messages))
@@ -275,13 +276,13 @@ def extracting_memory(path: Any, llm: FakeListChatModel) -> HybridMemory:
 
 def test_turns_a_stopped_process_left_unextracted_are_extracted_once_by_the_next(tmp_path: Any) -> None:
     path = tmp_path / "m.sqlite"
-    first_llm = Counting(responses=["unused"], prompts=[])
+    first_llm = Counting(responses=["unused"])
     first = extracting_memory(path, first_llm)
     first.add_turn("u", "s", "user", "I keep bees on my roof", timestamp=T0)
     first.add_turn("u", "s", "assistant", "Lovely!", timestamp=T0)
     # ``first`` stops here (as if killed): the batch of 3 was never full; its turns stay pending in the log.
     reply = facts(("The user keeps bees on their roof.", "fact", 7, [0]), ("The user plays oboe.", "fact", 6, [2]))
-    llm = Counting(responses=[reply, facts()], prompts=[])
+    llm = Counting(responses=[reply, facts()])
     second = extracting_memory(path, llm)
     try:
         stored = second.add_turn("u", "s", "user", "I play the oboe", timestamp=T0)  # completes the batch
@@ -301,7 +302,7 @@ def test_turns_a_stopped_process_left_unextracted_are_extracted_once_by_the_next
 def test_a_batch_another_process_marked_is_not_extracted_again(tmp_path: Any) -> None:
     path = tmp_path / "m.sqlite"
     reply = facts(("The user grows tomatoes.", "fact", 6, [0]))
-    a_llm, b_llm = Counting(responses=[reply], prompts=[]), Counting(responses=[reply], prompts=[])
+    a_llm, b_llm = Counting(responses=[reply]), Counting(responses=[reply])
     a, b = extracting_memory(path, a_llm), extracting_memory(path, b_llm)
     try:
         a.add_turn("u", "s", "user", "I grow tomatoes", timestamp=T0)
@@ -317,7 +318,7 @@ def test_a_batch_another_process_marked_is_not_extracted_again(tmp_path: Any) ->
 
 def test_ending_a_session_extracts_its_rest_before_the_log_is_deleted(tmp_path: Any) -> None:
     reply = facts(("The user is moving to Oslo.", "fact", 8, [0]))
-    llm = Counting(responses=[reply], prompts=[])
+    llm = Counting(responses=[reply])
     mem = extracting_memory(tmp_path / "m.sqlite", llm)
     try:
         mem.add_turn("u", "s", "user", "I am moving to Oslo", timestamp=T0)
