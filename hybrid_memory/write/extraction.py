@@ -13,8 +13,9 @@ memory carries its provenance (the source turn ids). A model failure never raise
 yields no memories and :attr:`ExtractionResult.error` says why (the raw turns still reach
 long-term memory through the normal write path, so nothing is lost).
 
-:class:`HybridMemory <hybrid_memory.HybridMemory>` runs the extractor off the hot path: turns are
-queued after ``add_turn`` and extracted in a background thread once a batch is full; ``flush()``
+:class:`HybridMemory <hybrid_memory.HybridMemory>` runs the extractor off the hot path: the pending
+turns are the session's turn log above the store's extraction watermark (so any process, or a
+restart, picks them up) and are extracted in a background thread once a batch is full; ``flush()``
 / ``aflush()`` process partial batches and wait, after which every extracted memory is recallable.
 
 Example:
