@@ -2,8 +2,9 @@
 
 Tables: ``meta`` (schema version, analyzer and embedder names, embedder dimension, a pending
 wipe), ``memories`` (one row per memory with its analysed text and unit vector), ``turns`` (the
-durable turn log), ``forget_epochs`` and ``user_versions`` (per-user counters under a SHA-256 of
-the user id).
+durable turn log), ``extracted`` (each session's fact-extraction watermark; created in place in
+older files), ``forget_epochs`` and ``user_versions`` (per-user counters under a SHA-256 of the
+user id).
 """
 
 from __future__ import annotations
