@@ -47,8 +47,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import threading
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -184,9 +182,7 @@ class HybridMemory:
         self.counter = TokenCounter(self.config.tokenizer_model)
         self.fuser = ContextFuser.for_embedder(self.config.fuser, self.embedder, counter=self.counter)
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
-        self._outcomes: dict[str, deque[WriteOutcome]] = UserWriteLogs()  # per-user logs within the cache budget
-        # Guards the write log only; never held across store, embedder or LLM calls.
-        self._lock = threading.Lock()
+        self._outcomes = UserWriteLogs()  # per-user logs within the cache budget
         self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
         self._sessions = Sessions(
             self.store,
@@ -357,13 +353,7 @@ class HybridMemory:
 
     # ------------------------------------------------------------------ background write path
     def _record(self, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
-        with self._lock:
-            for o in outcomes:
-                if o.record is not None:
-                    log = self._outcomes.get(o.record.user_id)
-                    if log is None:
-                        log = self._outcomes[o.record.user_id] = deque(maxlen=self.write_log_size)
-                    log.append(o)
+        self._outcomes.add(outcomes, maxlen=self.write_log_size)
         self._obs.writes(outcomes)
         return outcomes
 
@@ -373,8 +363,7 @@ class HybridMemory:
         Includes the writes of ``add_turn``, background extraction and summaries, with reasons.
         """
         check_id(user_id)
-        with self._lock:
-            return list(self._outcomes.get(user_id, ()))
+        return self._outcomes.recent(user_id)
 
     def _flush_idle(self, user_id: str, session_id: str, now: datetime) -> None:
         """End the user's *other* sessions that have been idle for ``buffer.idle_flush_minutes``."""
@@ -817,8 +806,7 @@ class HybridMemory:
         n = self.store.delete_user(user_id)  # first: from here on, stale writes are refused
         self._obs.forget_user(user_id)  # after the epoch bump (see Observer: late steps delete themselves)
         self._sessions.forget_user(user_id)
-        with self._lock:
-            self._outcomes.pop(user_id, None)
+        self._outcomes.drop(user_id)
         self.writer.forget_user(user_id)
         clear = getattr(self.scorer, "clear_cache", None)
         if callable(clear):
