@@ -47,10 +47,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import sys
-import threading
-import uuid
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -66,7 +62,7 @@ from hybrid_memory.errors import (
 from hybrid_memory.observe.metrics import MetricsSnapshot
 from hybrid_memory.observe.trace import Observer, TraceSetting, TraceStep, observed
 from hybrid_memory.read.context import ContextFuser
-from hybrid_memory.read.planner import Recalled, RecallPlanner, WindowDedup, check_alpha, check_k
+from hybrid_memory.read.planner import Recalled, RecallPlanner, check_alpha, check_fusion, check_k
 from hybrid_memory.records import (
     ForgetCount,
     FusedContext,
@@ -83,11 +79,11 @@ from hybrid_memory.records import (
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
 from hybrid_memory.text.tokens import TokenCounter
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview
-from hybrid_memory.write.drafts import draft, fallback_note
 from hybrid_memory.write.extraction import FactExtractor
-from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
+from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer
 from hybrid_memory.write.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.write.outcome_log import UserWriteLogs
+from hybrid_memory.write.remember import DirectWrites
 from hybrid_memory.write.session import Sessions
 from hybrid_memory.write.summary import SessionSummarizer
 from hybrid_memory.write.writer import MemoryWriter
@@ -186,9 +182,7 @@ class HybridMemory:
         self.counter = TokenCounter(self.config.tokenizer_model)
         self.fuser = ContextFuser.for_embedder(self.config.fuser, self.embedder, counter=self.counter)
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
-        self._outcomes: dict[str, deque[WriteOutcome]] = UserWriteLogs()  # per-user logs within the cache budget
-        # Guards the write log only; never held across store, embedder or LLM calls.
-        self._lock = threading.Lock()
+        self._outcomes = UserWriteLogs()  # per-user logs within the cache budget
         self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
         self._sessions = Sessions(
             self.store,
@@ -202,6 +196,20 @@ class HybridMemory:
             record=self._record,
             scorer=lambda: self.scorer,
             observer=self._obs,
+        )
+        self._direct = DirectWrites(
+            self.store,
+            self.embedder,
+            self.config,
+            writer=self.writer,
+            sessions=self._sessions,
+            observer=self._obs,
+            counter=self.counter,
+            scorer=lambda: self.scorer,
+            redact=self._redact,
+            record=self._record,
+            bind=self._ensure_bound,
+            stored_time=self._stored_time,
         )
         self._bound = False
         self._closed = False
@@ -272,16 +280,6 @@ class HybridMemory:
             self.store.bind_embedder(self.embedder.name, self.embedder.dimension)
             self._bound = True
 
-    def _score(self, texts: list[str], *, roles: list[str] | None = None, hot: bool = False) -> ScoreBatch:
-        # ``hot``: add_turn's path, where an LLM scorer is replaced by the heuristic (refined later).
-        scorer = self._sessions.hot_scorer() if hot else self.scorer
-        # The heuristic scorer runs in-process; any other scorer (an LLM) gets redacted text.
-        if not isinstance(scorer, HeuristicImportanceScorer):
-            texts = [self._redact(t) for t in texts]
-        batch = scorer.score(texts, roles=roles)
-        self._obs.scored(batch)
-        return batch
-
     # ------------------------------------------------------------------ write path
     @observed("add_turn")
     def add_turn(
@@ -332,26 +330,7 @@ class HybridMemory:
         check_text(content)
         ts = self._stored_time(timestamp)
         self._flush_idle(user_id, session_id, ts)
-        batch = self._score([content], roles=[role], hot=True)
-        scored = batch.items[0]
-        key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance
-        red = self.writer.redactor.redact(content) if self.config.writer.redact_pii else None
-        text = red.text if red is not None else content
-        turn = Turn(
-            id=str(uuid.uuid4()),  # unique even across clear_session and process restarts
-            user_id=user_id,
-            session_id=session_id,
-            role=role,  # type: ignore[arg-type]
-            content=text,
-            timestamp=ts,
-            importance=scored.importance,
-            key_frame=key,
-            key_frame_reason=(scored.key_frame_reason or "importance") if key else None,
-            tokens=max(1, self.counter.count(text)),
-            scoring_note=fallback_note(batch),
-        )
-        pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
-        return self._sessions.append(turn, pii_note=pii, long_term=long_term)
+        return self._direct.add_turn(user_id, session_id, role, content, ts, long_term=long_term)
 
     @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:
@@ -374,13 +353,7 @@ class HybridMemory:
 
     # ------------------------------------------------------------------ background write path
     def _record(self, outcomes: list[WriteOutcome]) -> list[WriteOutcome]:
-        with self._lock:
-            for o in outcomes:
-                if o.record is not None:
-                    log = self._outcomes.get(o.record.user_id)
-                    if log is None:
-                        log = self._outcomes[o.record.user_id] = deque(maxlen=self.write_log_size)
-                    log.append(o)
+        self._outcomes.add(outcomes, maxlen=self.write_log_size)
         self._obs.writes(outcomes)
         return outcomes
 
@@ -390,8 +363,7 @@ class HybridMemory:
         Includes the writes of ``add_turn``, background extraction and summaries, with reasons.
         """
         check_id(user_id)
-        with self._lock:
-            return list(self._outcomes.get(user_id, ()))
+        return self._outcomes.recent(user_id)
 
     def _flush_idle(self, user_id: str, session_id: str, now: datetime) -> None:
         """End the user's *other* sessions that have been idle for ``buffer.idle_flush_minutes``."""
@@ -479,20 +451,6 @@ class HybridMemory:
         check_id(session_id, name="session_id")
         self._ensure_open()
         self._sessions.drop(user_id, session_id)
-
-    def _score_missing(
-        self, items: Sequence[str | Mapping[str, Any]], drafts: list[MemoryRecord]
-    ) -> tuple[list[MemoryRecord], dict[int, str]]:
-        """Score drafts without an importance; also return a note per draft whose score fell back."""
-        missing = [i for i, it in enumerate(items) if isinstance(it, str) or it.get("importance") is None]
-        if not missing:
-            return drafts, {}
-        batch = self._score([drafts[i].content for i in missing])
-        out = list(drafts)
-        for i, s in zip(missing, batch.items, strict=True):
-            out[i] = drafts[i].evolve(importance=s.importance)
-        note = fallback_note(batch)
-        return out, ({i: note for i in missing} if note else {})
 
     @observed("remember")
     def remember(
@@ -588,41 +546,7 @@ class HybridMemory:
             raise InvalidInputError("batch_size must be a positive int")
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
             raise InvalidInputError("items must be an iterable of memories, not a single memory")
-        materialized = list(items)
-        drafts: list[MemoryRecord] = []
-        for n, item in enumerate(materialized):
-            try:
-                drafts.append(draft(user_id, item, stored_time=self._stored_time))
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"item {n}: {exc}") from exc
-        drafts, notes = self._score_missing(materialized, drafts)
-        if not drafts:
-            return []
-        self._ensure_bound()
-        epochs = {user_id: self.store.user_epoch(user_id)}
-        show = progress if progress is not None else (len(drafts) > 1000 and sys.stderr.isatty())
-        bar: Any = None
-        if show:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(drafts), unit="mem", desc="remember")
-        outcomes: list[WriteOutcome] = []
-        try:
-            for i in range(0, len(drafts), batch_size):
-                chunk = drafts[i : i + batch_size]
-                written = self._sessions.write(chunk, epochs=epochs)
-                if notes:
-                    written = [
-                        o.model_copy(update={"notes": (*o.notes, notes[i + j])}) if (i + j) in notes else o
-                        for j, o in enumerate(written)
-                    ]
-                outcomes.extend(self._record(written))
-                if bar is not None:
-                    bar.update(len(chunk))
-        finally:
-            if bar is not None:
-                bar.close()
-        return outcomes
+        return self._direct.remember_many(user_id, list(items), progress=progress, batch_size=batch_size)
 
     # ------------------------------------------------------------------ read path
     def _recall(
@@ -642,9 +566,7 @@ class HybridMemory:
         check_id(user_id)
         k = check_k(k)
         a = self.config.retrieval.alpha if alpha is None else check_alpha(alpha)
-        fz = self.config.retrieval.fusion if fusion is None else fusion
-        if fz not in ("relative", "ranked"):
-            raise InvalidInputError(f"fusion must be 'relative' or 'ranked', got {fz!r}")
+        fz = check_fusion(self.config.retrieval.fusion if fusion is None else fusion)
         if filter is not None and not isinstance(filter, MemoryFilter):
             raise InvalidInputError("filter must be a MemoryFilter")
         ranked = self._planner.recall(
@@ -652,7 +574,7 @@ class HybridMemory:
             user_id=user_id,
             k=k,
             alpha=a,
-            fusion=fz,  # type: ignore[arg-type]
+            fusion=fz,
             filter=filter,
             include_archived=include_archived,
             now=self._now(now),
@@ -762,35 +684,17 @@ class HybridMemory:
                 query, user_id=user_id, k=kk, alpha=None, include_archived=False, now=when, filter=filter, fusion=None
             )
         except StoreUnavailableError as exc:
-            if not self.config.fuser.degrade_on_store_error:
-                raise
-            return FusedContext(
-                text="",
-                token_count=0,
-                skipped=True,
-                skipped_reason=f"long-term store unavailable: {exc}",
-                degraded=True,
-                token_counter=self.counter.name,
-            )
-        dedup = WindowDedup()
-        if session_id is not None and hits:
-            dedup = self._planner.window_dedup(
-                hits,
-                user_id=user_id,
-                turns=self.short_term(user_id, session_id),
-                asked=self._redact(query),
-                turn_vectors=self._sessions.turn_matrix,
-                vectors=hits.vectors,
-            )
-        ctx = self.fuser.fuse(
+            return self._planner.unavailable(exc)
+        with_window = session_id is not None and bool(hits)
+        ctx = self._planner.context(
             hits,
             query=query,
+            user_id=user_id,
             now=when,
             max_tokens=max_tokens,
-            hit_vectors=dedup.hit_vectors,
-            stm_vectors=dedup.stm_vectors,
-            stm_threshold=self.embedder.stm_threshold,
-            stm_turn_ids=dedup.turn_ids,
+            turns=self.short_term(user_id, session_id) if with_window and session_id is not None else None,
+            asked=self._redact(query) if with_window else "",
+            turn_vectors=self._sessions.turn_matrix,
         )
         if ctx.hits and self.config.rerank.touch_on_inject:
             self.store.touch(user_id, [h.id for h in ctx.hits], self._access_time(now))
@@ -823,18 +727,7 @@ class HybridMemory:
         check_text(record.content)
         for field in ("created_at", "updated_at", "last_accessed_at"):
             self._stored_time(getattr(record, field), name=f"record.{field}")
-        if self.config.writer.redact_pii:
-            red = self.writer.redactor.redact(record.content)
-            if red.changed:
-                record = record.evolve(content=red.text)
-        if score:  # after redaction: an LLM scorer never sees the raw text
-            record = record.evolve(importance=self._score([record.content]).items[0].importance)
-        self._ensure_bound()
-        epoch = self.store.user_epoch(record.user_id)
-        existed = bool(self.store.get(record.user_id, [record.id]))
-        self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
-        self.writer.invalidate(record.user_id)
-        return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
+        return self._direct.put(record, score=score)
 
     def touch(self, user_id: str, memory_ids: Sequence[str], *, now: datetime | None = None) -> None:
         """Count a use of these memories (``access_count += 1``, ``last_accessed_at = now``).
@@ -913,8 +806,7 @@ class HybridMemory:
         n = self.store.delete_user(user_id)  # first: from here on, stale writes are refused
         self._obs.forget_user(user_id)  # after the epoch bump (see Observer: late steps delete themselves)
         self._sessions.forget_user(user_id)
-        with self._lock:
-            self._outcomes.pop(user_id, None)
+        self._outcomes.drop(user_id)
         self.writer.forget_user(user_id)
         clear = getattr(self.scorer, "clear_cache", None)
         if callable(clear):

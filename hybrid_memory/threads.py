@@ -3,7 +3,8 @@
 The one helper behind every "run it in a thread and give up after N seconds" in the library:
 :func:`settle` runs a callable into a :class:`~concurrent.futures.Future`, :func:`start_daemon`
 does so in a new daemon thread and :func:`call_with_deadline` waits for that future at most
-``timeout`` seconds. Daemon threads (not a ``ThreadPoolExecutor``, whose workers are joined at
+``timeout`` seconds; :class:`DaemonPool` reuses idle daemon threads for frequent short calls (a
+client's requests) while still giving every call a thread of its own. Daemon threads (not a ``ThreadPoolExecutor``, whose workers are joined at
 interpreter exit) mean that a call hanging on a dead server or model never blocks the exit; a call
 that misses its deadline is abandoned and what it returns later is dropped.
 
@@ -17,11 +18,12 @@ Example:
 from __future__ import annotations
 
 import concurrent.futures
+import queue
 import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["call_with_deadline", "settle", "start_daemon"]
+__all__ = ["DaemonPool", "call_with_deadline", "settle", "start_daemon"]
 
 T = TypeVar("T")
 
@@ -69,3 +71,61 @@ def call_with_deadline(
         if future.done():  # finished meanwhile, or fn itself raised a TimeoutError: its own outcome
             return future.result()
         raise TimeoutError(f"{what} did not answer within {timeout:g}s") from None
+
+
+class DaemonPool:
+    """Reusable daemon threads: each call takes an idle thread or starts a new one.
+
+    Unlike a ``ThreadPoolExecutor`` there is no cap and no queue: a call that hangs (on a dead
+    server) holds only its own thread and never delays the next call, and daemon threads never
+    block interpreter exit. A thread idle for ``idle_timeout`` seconds ends.
+
+    Args:
+        name: Name of the threads (shows in stack dumps).
+        idle_timeout: Seconds an idle thread waits for a call before it ends.
+
+    Example:
+        >>> pool = DaemonPool(name="example")
+        >>> pool.submit(lambda: 6 * 7).result(timeout=5)
+        42
+    """
+
+    def __init__(self, *, name: str, idle_timeout: float = 30.0) -> None:
+        self.name = name
+        self.idle_timeout = idle_timeout
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+
+    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Start ``fn()`` in a pool thread; its outcome (result or exception) as a future."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self.run(lambda: settle(future, fn))
+        return future
+
+    def run(self, task: Callable[[], None]) -> None:
+        """Start ``task()`` in a pool thread (it must not raise: use :meth:`submit` for outcomes)."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._loop, args=(inbox,), name=self.name, daemon=True).start()
+        inbox.put(task)
+
+    def idle(self) -> int:
+        """Threads waiting for a call."""
+        with self._lock:
+            return len(self._idle)
+
+    def _loop(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            try:
+                task = inbox.get(timeout=self.idle_timeout)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                continue  # taken by a caller just now: its task is on the way
+            task()
+            with self._lock:
+                self._idle.append(inbox)

@@ -10,7 +10,8 @@ keyword/BM25), then
 * the re-rank (:func:`hybrid_memory.read.rerank.rerank`).
 
 Before fusing, :meth:`RecallPlanner.window_dedup` gathers what the context builder needs to
-skip memories already in the session's short-term window.
+skip memories already in the session's short-term window; :meth:`RecallPlanner.context` fuses
+the recalled memories into the block for the prompt (or the skipped block of a store outage).
 
 The planner receives validated arguments and redacted text: validation and redaction are the
 facade's, once, at the door.
@@ -24,15 +25,15 @@ from datetime import datetime
 
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.errors import InvalidInputError, StoreUnavailableError
 from hybrid_memory.read.context import ContextFuser, passes_floor
 from hybrid_memory.read.rerank import rerank
-from hybrid_memory.records import RecallHit, Turn
+from hybrid_memory.records import FusedContext, RecallHit, Turn
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.text.temporal import TimeWindow, find_time_windows
 from hybrid_memory.values import FusionType, MemoryFilter, SearchRequest, StoreHit, Vector
 
-__all__ = ["RecallPlanner", "Recalled", "WindowDedup", "check_alpha", "check_k"]
+__all__ = ["RecallPlanner", "Recalled", "WindowDedup", "check_alpha", "check_fusion", "check_k"]
 
 _MAX_K = 1000
 
@@ -52,6 +53,13 @@ def check_alpha(alpha: object) -> float:
     if not 0.0 <= a <= 1.0:  # also rejects NaN
         raise InvalidInputError(f"alpha must be in [0, 1] (1.0 = pure vector, 0.0 = pure BM25), got {alpha!r}")
     return a
+
+
+def check_fusion(fusion: object) -> FusionType:
+    """``fusion`` of a recall: ``"relative"`` or ``"ranked"``."""
+    if fusion not in ("relative", "ranked"):
+        raise InvalidInputError(f"fusion must be 'relative' or 'ranked', got {fusion!r}")
+    return fusion
 
 
 class Recalled(list[RecallHit]):
@@ -283,3 +291,60 @@ class RecallPlanner:
         if missing:
             hit_vectors.update(self.store.get_vectors(user_id, missing))
         return WindowDedup(turn_ids=ids, stm_vectors=stm_vectors, hit_vectors=hit_vectors)
+
+    def context(
+        self,
+        hits: Recalled,
+        *,
+        query: str,
+        user_id: str,
+        now: datetime,
+        max_tokens: int | None,
+        turns: Sequence[Turn] | None = None,
+        asked: str = "",
+        turn_vectors: Callable[[Sequence[Turn]], Vector] | None = None,
+    ) -> FusedContext:
+        """The context block of ``hits``, skipping the memories already in the window ``turns``.
+
+        Args:
+            hits: The recalled memories, best first.
+            query: The current user message.
+            user_id: Whose memories.
+            now: Reference time.
+            max_tokens: Token cap for the block (``None``: the fuser's default).
+            turns: The session's short-term window (``None``: no session, no window dedup).
+            asked: The (redacted) query (see :meth:`window_dedup`).
+            turn_vectors: Embeds turns (needed with ``turns``).
+        """
+        dedup = WindowDedup()
+        if turns is not None and turn_vectors is not None and hits:
+            dedup = self.window_dedup(
+                hits, user_id=user_id, turns=turns, asked=asked, turn_vectors=turn_vectors, vectors=hits.vectors
+            )
+        return self.fuser.fuse(
+            hits,
+            query=query,
+            now=now,
+            max_tokens=max_tokens,
+            hit_vectors=dedup.hit_vectors,
+            stm_vectors=dedup.stm_vectors,
+            stm_threshold=self.embedder.stm_threshold,
+            stm_turn_ids=dedup.turn_ids,
+        )
+
+    def unavailable(self, exc: StoreUnavailableError) -> FusedContext:
+        """The skipped, degraded block of a context whose recall found the store down.
+
+        Raises:
+            StoreUnavailableError: ``exc`` itself, unless ``fuser.degrade_on_store_error``.
+        """
+        if not self.config.fuser.degrade_on_store_error:
+            raise exc
+        return FusedContext(
+            text="",
+            token_count=0,
+            skipped=True,
+            skipped_reason=f"long-term store unavailable: {exc}",
+            degraded=True,
+            token_counter=self.fuser.counter.name,
+        )

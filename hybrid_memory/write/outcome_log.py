@@ -19,10 +19,12 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
+from hybrid_memory.records import WriteOutcome
 from hybrid_memory.stores.budget import CacheBudget, cache_budget
 
 __all__ = ["OUTCOME_BYTES", "UserWriteLogs"]
@@ -34,8 +36,10 @@ OUTCOME_BYTES = 2048
 class UserWriteLogs(dict[str, "deque[Any]"]):
     """``user -> deque of outcomes``, accounted in the cache budget (LRU users' logs evicted).
 
-    Only :meth:`get`, item assignment and :meth:`pop` are accounted (what the facade uses); a
-    log's size is re-accounted on each :meth:`get`, i.e. before the facade appends to it.
+    Only :meth:`get`, item assignment and :meth:`pop` are accounted (what :meth:`add`,
+    :meth:`recent` and :meth:`drop` use); a log's size is re-accounted on each :meth:`get`, i.e.
+    before an outcome is appended to it. :meth:`add`, :meth:`recent` and :meth:`drop` are
+    thread-safe.
 
     Args:
         budget: The cache budget (default: the process's).
@@ -45,6 +49,28 @@ class UserWriteLogs(dict[str, "deque[Any]"]):
         super().__init__()
         self._budget = budget if budget is not None else cache_budget()
         self._evict = self._budget.owner(self, UserWriteLogs._evicted)
+        # Guards the logs only; never held across store, embedder or LLM calls.
+        self._lock = threading.Lock()
+
+    def add(self, outcomes: Iterable[WriteOutcome], *, maxlen: int) -> None:
+        """Append each outcome that has a record to its user's log (a new log keeps the last ``maxlen``)."""
+        with self._lock:
+            for o in outcomes:
+                if o.record is not None:
+                    log = self.get(o.record.user_id)
+                    if log is None:
+                        log = self[o.record.user_id] = deque(maxlen=maxlen)
+                    log.append(o)
+
+    def recent(self, user_id: str) -> list[WriteOutcome]:
+        """The outcomes logged for ``user_id``, oldest first."""
+        with self._lock:
+            return list(self.get(user_id, ()))
+
+    def drop(self, user_id: str) -> None:
+        """Forget the log of ``user_id``."""
+        with self._lock:
+            self.pop(user_id, None)
 
     def _evicted(self, user_id: Hashable) -> None:
         dict.pop(self, str(user_id), None)

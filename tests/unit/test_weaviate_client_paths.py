@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -23,7 +22,6 @@ from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.stores.weaviate import WeaviateStore, object_uuid, tenant_name
 from hybrid_memory.stores.weaviate.mapping import _Cosine
-from hybrid_memory.stores.weaviate.runtime import _submit, _Workers
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 
@@ -176,85 +174,6 @@ def test_write_concurrency_is_checked() -> None:
         WeaviateStore(SimpleNamespace(), write_concurrency=0, health_check_interval=None)
     with pytest.raises(ConfigurationError):
         WeaviateStore(SimpleNamespace(), write_concurrency=99, health_check_interval=None)
-
-
-def test_submit_inline_and_threaded_hand_back_results_and_errors() -> None:
-    caller = threading.get_ident()
-    assert _submit(threading.get_ident, inline=True).result() == caller
-    assert _submit(threading.get_ident, inline=False).result(timeout=5) != caller
-    boom = _submit(int, "not a number", inline=False)
-    with pytest.raises(ValueError):
-        boom.result(timeout=5)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
-    """Poll ``condition`` until it holds; ``False`` after ``timeout`` (a hang guard, not a measurement)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
-def test_workers_reuse_an_idle_thread() -> None:
-    # An idle timeout far longer than the test: the reuse cannot race with retirement under load.
-    workers = _Workers(idle_timeout=300)
-    seen: list[int] = []
-    done = threading.Event()
-
-    def task() -> None:
-        seen.append(threading.get_ident())
-        done.set()
-
-    workers.run(task)
-    assert done.wait(30)
-    assert wait_until(lambda: workers.idle() == 1)
-    done.clear()
-    workers.run(task)
-    assert done.wait(30)
-    assert seen[0] == seen[1]  # the same thread ran both calls
-    assert wait_until(lambda: workers.idle() == 1)
-
-
-def test_workers_retire_after_the_idle_timeout() -> None:
-    workers = _Workers(idle_timeout=0.05)
-    seen: list[int] = []
-    done = threading.Event()
-
-    def task() -> None:
-        seen.append(threading.get_ident())
-        done.set()
-
-    workers.run(task)
-    assert done.wait(30)
-    # Retired: no idle worker left and its thread has ended.
-    assert wait_until(lambda: workers.idle() == 0 and all(t.ident != seen[0] for t in threading.enumerate()))
-
-
-def test_workers_start_a_new_thread_while_one_is_busy() -> None:
-    workers = _Workers(idle_timeout=1.0)
-    release = threading.Event()
-    started = threading.Event()
-    idents: list[int] = []
-
-    def blocked() -> None:
-        idents.append(threading.get_ident())
-        started.set()
-        release.wait(60)  # set below; the long guard keeps the first worker busy however slow the machine
-
-    second = threading.Event()
-
-    def quick() -> None:
-        idents.append(threading.get_ident())
-        second.set()
-
-    workers.run(blocked)
-    assert started.wait(5)
-    workers.run(quick)
-    assert second.wait(5)  # not stuck behind the blocked call
-    release.set()
-    assert idents[0] != idents[1]
 
 
 def test_cosine_with_the_query_prepared_once_equals_the_plain_formula() -> None:

@@ -9,7 +9,9 @@ client's query timeout, while a liveness probe turns an outage into a fast
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -38,6 +40,7 @@ from hybrid_memory.stores.weaviate.mapping import _record, _vector_of, object_uu
 from hybrid_memory.stores.weaviate.runtime import _WORKERS, _live_url_of
 from hybrid_memory.stores.weaviate.server import WeaviateServer
 from hybrid_memory.text.analyzer import Analyzer
+from hybrid_memory.threads import start_daemon
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, Vector
 
 logger = logging.getLogger("hybrid_memory.stores.weaviate")
@@ -335,7 +338,7 @@ class _Client:
                 self._node, self._live_url = j, node.live_url
                 self._handles = {}
                 logger.warning("Weaviate node %s is unreachable; using %s", failed, node.live_url)
-                threading.Thread(target=_close_quietly, args=(old,), daemon=True).start()
+                start_daemon(functools.partial(_close_quietly, old), name="hybrid-memory-weaviate-close")
                 return True
         return False
 
@@ -359,30 +362,17 @@ class _Client:
         transient error. Only used for reads, deletes and schema calls: an abandoned call may
         still complete later, which is harmless for those (idempotent), unlike for batch writes.
         """
-        box: dict[str, Any] = {}
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box["out"] = fn()
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["err"] = exc
-            finally:
-                done.set()
-
-        _WORKERS.run(run)
+        future = _WORKERS.submit(fn)
         next_probe = time.monotonic() + self._watch_interval
-        while not done.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic()))):
+        while not concurrent.futures.wait([future], timeout=max(0.0, min(0.05, deadline - time.monotonic()))).done:
             now = time.monotonic()
             if now >= deadline:
                 raise TimeoutError("Weaviate did not answer in time")
             if self._live_url is not None and now >= next_probe:
-                if not self._probe(min(self._probe_timeout, deadline - now)) and not done.is_set():
+                if not self._probe(min(self._probe_timeout, deadline - now)) and not future.done():
                     raise UnreachableError(f"server not reachable at {self._live_url}")
                 next_probe = time.monotonic() + self._watch_interval
-        if "err" in box:
-            raise box["err"]
-        return box["out"]  # type: ignore[no-any-return]
+        return future.result()
 
     def _call(self, what: str, fn: Callable[[], T], *, timeout: float | None = None) -> T:
         """Run ``fn`` with retries on transient errors; translate what finally fails.

@@ -2,24 +2,21 @@
 
 * :class:`_SeqClock` issues the ``seq`` of appended turns (one per process, see the package
   docstring, *Conversation state without transactions*);
-* :class:`_Workers` / :func:`_submit` run client calls in daemon threads, so a call hanging on a
-  dead server never blocks the caller past its deadline nor the interpreter's exit.
+* ``_WORKERS`` (a :class:`~hybrid_memory.threads.DaemonPool`) runs client calls in daemon threads,
+  so a call hanging on a dead server never blocks the caller past its deadline nor the
+  interpreter's exit.
 """
 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import os
-import queue
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from hybrid_memory.errors import StoreError
-
-T = TypeVar("T")
+from hybrid_memory.threads import DaemonPool
 
 #: Low bits of a turn's ``seq`` that hold the per-process tie-break.
 SEQ_TIE_BREAK_BITS = 10
@@ -104,67 +101,5 @@ class _SeqClock:
 _SEQ_CLOCK = _SeqClock()
 
 
-class _Workers:
-    """Reusable daemon threads for :meth:`WeaviateStore._watched` calls.
-
-    A call takes an idle worker or starts a new one, so a call that hangs on a dead server holds
-    only its own thread and never delays the next call; daemon threads never block interpreter
-    exit. A worker idle for ``idle_timeout`` seconds ends.
-    """
-
-    def __init__(self, idle_timeout: float = 30.0) -> None:
-        self.idle_timeout = idle_timeout
-        self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
-
-    def run(self, task: Callable[[], None]) -> None:
-        """Start ``task`` in a worker thread (it must not raise)."""
-        with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._loop, args=(inbox,), name="hybrid-memory-weaviate-call", daemon=True).start()
-        inbox.put(task)
-
-    def idle(self) -> int:
-        """Workers waiting for a call."""
-        with self._lock:
-            return len(self._idle)
-
-    def _loop(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
-        while True:
-            try:
-                task = inbox.get(timeout=self.idle_timeout)
-            except queue.Empty:
-                with self._lock:
-                    if inbox in self._idle:
-                        self._idle.remove(inbox)
-                        return
-                continue  # taken by a caller just now: its task is on the way
-            task()
-            with self._lock:
-                self._idle.append(inbox)
-
-
-_WORKERS = _Workers()
-
-
-def _submit(fn: Callable[..., T], *args: Any, inline: bool) -> concurrent.futures.Future[T]:
-    """Run ``fn(*args)`` inline or in a short-lived daemon thread; its outcome as a future.
-
-    A daemon thread (not a ``ThreadPoolExecutor``, whose workers are joined at interpreter exit)
-    so that a request hanging on a dead server never blocks the exit.
-    """
-    fut: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-    def run() -> None:
-        try:
-            fut.set_result(fn(*args))
-        except BaseException as exc:  # handed to the caller through the future
-            fut.set_exception(exc)
-
-    if inline:
-        run()
-    else:
-        threading.Thread(target=run, name="hybrid-memory-weaviate-batch", daemon=True).start()
-    return fut
+#: Daemon threads for :meth:`WeaviateStore._watched` calls (see :class:`~hybrid_memory.threads.DaemonPool`).
+_WORKERS = DaemonPool(name="hybrid-memory-weaviate-call")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,8 +28,8 @@ from hybrid_memory.stores.weaviate.mapping import (
     object_uuid,
     tenant_name,
 )
-from hybrid_memory.stores.weaviate.runtime import _submit
 from hybrid_memory.stores.weaviate.schema import _Schema
+from hybrid_memory.threads import start_daemon
 from hybrid_memory.values import Vector
 
 
@@ -99,7 +100,8 @@ class _Writes(_Schema):
                 if not self._reachable():
                     failed.extend(_Failure(p, f"server not reachable at {self._live_url}", True, True) for p in chunk)
                     continue
-                in_flight.append((chunk, _submit(h.data.insert_many, objs, inline=False), time.monotonic()))
+                sent = start_daemon(functools.partial(h.data.insert_many, objs), name="hybrid-memory-weaviate-batch")
+                in_flight.append((chunk, sent, time.monotonic()))
             while in_flight:
                 collect()
         finally:  # only when an exception escaped: let the requests already sent finish (in time)
@@ -198,7 +200,7 @@ class _Writes(_Schema):
                             return
                         results[nxt[0]] = one_tenant(*nxt)
 
-                for fut in [_submit(worker, inline=False) for _ in range(workers)]:
+                for fut in [start_daemon(worker, name="hybrid-memory-weaviate-batch") for _ in range(workers)]:
                     fut.result()
             final = [f for tenant, _ in tenants for f in results.get(tenant, [])]
             if dead_letter:

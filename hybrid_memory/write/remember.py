@@ -1,0 +1,177 @@
+"""The facade's direct writes: scoring at the door, ``add_turn``'s turn, ``remember_many`` and ``put``.
+
+:class:`DirectWrites` does the work behind :meth:`HybridMemory.add_turn`,
+:meth:`~HybridMemory.remember_many` (drafts, scores the items without an importance, writes in
+batches with a progress bar) and :meth:`~HybridMemory.put` (the keyed write). The facade has
+validated the ids and the call's own arguments; the items are validated here (by
+:func:`hybrid_memory.write.drafts.draft`) before anything is written. Text reaches an LLM scorer,
+an embedder or the store only redacted.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from hybrid_memory.config import HybridMemoryConfig
+from hybrid_memory.embeddings import Embedder
+from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.observe.trace import Observer
+from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
+from hybrid_memory.stores.base import MemoryStore
+from hybrid_memory.text.tokens import TokenCounter
+from hybrid_memory.write.drafts import draft, fallback_note
+from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
+from hybrid_memory.write.session import Sessions
+from hybrid_memory.write.writer import MemoryWriter
+
+__all__ = ["DirectWrites"]
+
+
+class DirectWrites:
+    """Scoring and the direct writes of one :class:`~hybrid_memory.memory.HybridMemory`.
+
+    Args:
+        store: The memory's store.
+        embedder: The memory's embedder.
+        config: The memory's settings.
+        writer: The memory's writer (redactor, per-user caches).
+        sessions: The session state (hot scorer, batched writes).
+        observer: Records scores in traces and metrics.
+        counter: Counts a turn's tokens.
+        scorer: Returns the memory's current importance scorer (it is settable on the facade).
+        redact: Redacts PII from a text (per ``writer.redact_pii``).
+        record: Adds outcomes to the per-user write log and the trace; returns them.
+        bind: Binds the embedder to the store (once).
+        stored_time: The stored time of a write (the clock when ``None``; refuses the far future).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        config: HybridMemoryConfig,
+        *,
+        writer: MemoryWriter,
+        sessions: Sessions,
+        observer: Observer,
+        counter: TokenCounter,
+        scorer: Callable[[], ImportanceScorer],
+        redact: Callable[[str], str],
+        record: Callable[[list[WriteOutcome]], list[WriteOutcome]],
+        bind: Callable[[], None],
+        stored_time: Callable[..., datetime],
+    ) -> None:
+        self.store, self.embedder, self.config = store, embedder, config
+        self.writer, self.sessions, self.observer, self.counter = writer, sessions, observer, counter
+        self._scorer, self._redact, self._record = scorer, redact, record
+        self._bind, self._stored_time = bind, stored_time
+
+    def score(self, texts: list[str], *, roles: list[str] | None = None, hot: bool = False) -> ScoreBatch:
+        """Importance of ``texts``; an LLM scorer gets them redacted.
+
+        ``hot``: ``add_turn``'s path, where an LLM scorer is replaced by the heuristic (refined later).
+        """
+        scorer = self.sessions.hot_scorer() if hot else self._scorer()
+        # The heuristic scorer runs in-process; any other scorer (an LLM) gets redacted text.
+        if not isinstance(scorer, HeuristicImportanceScorer):
+            texts = [self._redact(t) for t in texts]
+        batch = scorer.score(texts, roles=roles)
+        self.observer.scored(batch)
+        return batch
+
+    def add_turn(
+        self, user_id: str, session_id: str, role: str, content: str, ts: datetime, *, long_term: bool
+    ) -> Turn:
+        """Score, redact and append one validated turn (see :meth:`HybridMemory.add_turn`)."""
+        batch = self.score([content], roles=[role], hot=True)
+        scored = batch.items[0]
+        key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance
+        red = self.writer.redactor.redact(content) if self.config.writer.redact_pii else None
+        text = red.text if red is not None else content
+        turn = Turn(
+            id=str(uuid.uuid4()),  # unique even across clear_session and process restarts
+            user_id=user_id,
+            session_id=session_id,
+            role=role,  # type: ignore[arg-type]
+            content=text,
+            timestamp=ts,
+            importance=scored.importance,
+            key_frame=key,
+            key_frame_reason=(scored.key_frame_reason or "importance") if key else None,
+            tokens=max(1, self.counter.count(text)),
+            scoring_note=fallback_note(batch),
+        )
+        pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
+        return self.sessions.append(turn, pii_note=pii, long_term=long_term)
+
+    def _score_missing(
+        self, items: Sequence[str | Mapping[str, Any]], drafts: list[MemoryRecord]
+    ) -> tuple[list[MemoryRecord], dict[int, str]]:
+        """Score drafts without an importance; also return a note per draft whose score fell back."""
+        missing = [i for i, it in enumerate(items) if isinstance(it, str) or it.get("importance") is None]
+        if not missing:
+            return drafts, {}
+        batch = self.score([drafts[i].content for i in missing])
+        out = list(drafts)
+        for i, s in zip(missing, batch.items, strict=True):
+            out[i] = drafts[i].evolve(importance=s.importance)
+        note = fallback_note(batch)
+        return out, ({i: note for i in missing} if note else {})
+
+    def remember_many(
+        self, user_id: str, items: list[str | Mapping[str, Any]], *, progress: bool | None, batch_size: int
+    ) -> list[WriteOutcome]:
+        """Validate every item, score the missing importances, then write in batches (see the facade)."""
+        drafts: list[MemoryRecord] = []
+        for n, item in enumerate(items):
+            try:
+                drafts.append(draft(user_id, item, stored_time=self._stored_time))
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"item {n}: {exc}") from exc
+        drafts, notes = self._score_missing(items, drafts)
+        if not drafts:
+            return []
+        self._bind()
+        epochs = {user_id: self.store.user_epoch(user_id)}
+        show = progress if progress is not None else (len(drafts) > 1000 and sys.stderr.isatty())
+        bar: Any = None
+        if show:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(drafts), unit="mem", desc="remember")
+        outcomes: list[WriteOutcome] = []
+        try:
+            for i in range(0, len(drafts), batch_size):
+                chunk = drafts[i : i + batch_size]
+                written = self.sessions.write(chunk, epochs=epochs)
+                if notes:
+                    written = [
+                        o.model_copy(update={"notes": (*o.notes, notes[i + j])}) if (i + j) in notes else o
+                        for j, o in enumerate(written)
+                    ]
+                outcomes.extend(self._record(written))
+                if bar is not None:
+                    bar.update(len(chunk))
+        finally:
+            if bar is not None:
+                bar.close()
+        return outcomes
+
+    def put(self, record: MemoryRecord, *, score: bool) -> WriteOutcome:
+        """Redact (and with ``score`` re-score) a validated record and store exactly it (see the facade)."""
+        if self.config.writer.redact_pii:
+            red = self.writer.redactor.redact(record.content)
+            if red.changed:
+                record = record.evolve(content=red.text)
+        if score:  # after redaction: an LLM scorer never sees the raw text
+            record = record.evolve(importance=self.score([record.content]).items[0].importance)
+        self._bind()
+        epoch = self.store.user_epoch(record.user_id)
+        existed = bool(self.store.get(record.user_id, [record.id]))
+        self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
+        self.writer.invalidate(record.user_id)
+        return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
