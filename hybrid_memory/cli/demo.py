@@ -234,7 +234,10 @@ def _recalls(mem: HybridMemory, now: datetime) -> None:
 
 def _context(mem: HybridMemory, now: datetime) -> None:
     user, question = QUESTIONS[0]
-    print("\n3. The fused context: what goes at the end of the system prompt")
+    print(
+        "\n3. The fused context: what goes into the prompt (the adapters place it with the newest user"
+        "\n   message, so the system prompt and earlier turns stay byte-identical for prompt caching)"
+    )
     print(f"   {user} asks in a new session s3: {question}")
     ctx = mem.build_context(question, user_id=user, session_id="s3", now=now)
     call = f"build_context(question, user_id={user!r}, session_id='s3')"
