@@ -139,8 +139,17 @@ def drift_message(name: str, diffs: Sequence[str]) -> str:
 
 
 def kernel_env(extra_path: Path = ROOT) -> dict[str, str]:
-    """``PYTHONPATH`` for the kernel (a child process): this checkout first, even when not installed."""
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(extra_path), os.environ.get("PYTHONPATH")]))}
+    """The kernel's environment additions: this checkout first on ``PYTHONPATH``, even when not installed,
+    and the same token counter as the test suite (exact o200k_base from the bundled tiktoken files), so
+    a refresh run by hand and the suite's fresh run count the same tokens.
+    """
+    from benchmarks.harness.tiktoken_files import bundled_tiktoken_cache
+
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(extra_path), os.environ.get("PYTHONPATH")]))}
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or bundled_tiktoken_cache()
+    if cache is not None:
+        env["TIKTOKEN_CACHE_DIR"] = cache
+    return env
 
 
 def execute(path: Path, *, timeout: int = 600) -> Any:
