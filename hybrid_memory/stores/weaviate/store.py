@@ -277,13 +277,17 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         )
         store._owns_client = True
         store._nodes = [n for _, n in nodes]
+        return store._ready(create_schema)
+
+    def _ready(self, create_schema: bool) -> WeaviateStore:
+        """A constructor's last step: ensure the schema when asked, closing the store if that fails."""
         if create_schema:
             try:
-                store.ensure_schema()
+                self.ensure_schema()
             except BaseException:
-                store.close()
+                self.close()
                 raise
-        return store
+        return self
 
     @classmethod
     def embedded(
@@ -359,13 +363,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         store = cls(client, collection=collection, analyzer=analyzer, dead_letter_path=dl_path)
         store._owns_client = True
         store._server = server
-        if create_schema:
-            try:
-                store.ensure_schema()
-            except BaseException:
-                store.close()
-                raise
-        return store
+        return store._ready(create_schema)
 
     @classmethod
     def _client_embedded(
@@ -415,13 +413,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         )
         store._owns_client = True
         store._tmp_dir = tmp
-        if create_schema:
-            try:
-                store.ensure_schema()
-            except BaseException:
-                store.close()
-                raise
-        return store
+        return store._ready(create_schema)
 
     @classmethod
     async def aconnect(cls, url: str, **kwargs: Any) -> WeaviateStore:
