@@ -875,11 +875,12 @@ def _linger(sock: socket.socket) -> None:
 
 
 class _Slot:
-    __slots__ = ("busy", "since")
+    __slots__ = ("busy", "since", "thread")
 
     def __init__(self) -> None:
         self.busy = False
         self.since = time.monotonic()
+        self.thread: threading.Thread | None = None
 
 
 class InspectorServer(ThreadingHTTPServer):
@@ -945,7 +946,12 @@ class InspectorServer(ThreadingHTTPServer):
                 slot.since = time.monotonic()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Admit the connection into a slot (dropping the longest-waiting idle one if full) or answer 503."""
+        """Admit the connection into a slot (dropping the longest-waiting idle one if full) or answer 503.
+
+        A dropped connection's thread is waited for (it wakes from ``recv()`` at once) before the
+        new one starts, so the number of handler threads never exceeds ``max_connections``.
+        """
+        leaving: threading.Thread | None = None
         with self._slots_lock:
             if len(self._slots) >= self.max_connections:
                 idle = [(slot.since, id(c), c) for c, slot in self._slots.items() if not slot.busy]
@@ -953,15 +959,25 @@ class InspectorServer(ThreadingHTTPServer):
                     self._refuse(request)
                     return
                 victim = min(idle)[2]
-                del self._slots[victim]
+                leaving = self._slots.pop(victim).thread
                 with contextlib.suppress(OSError):  # its thread wakes up from recv() and ends
                     victim.shutdown(socket.SHUT_RDWR)
-            self._slots[request] = _Slot()
+            slot = self._slots[request] = _Slot()
+        if leaving is not None:
+            leaving.join(timeout=min(self.request_timeout, 5.0))
         try:
-            super().process_request(request, client_address)
+            t = threading.Thread(
+                target=self.process_request_thread,
+                args=(request, client_address),
+                name="hybrid-memory-inspector-conn",
+                daemon=True,
+            )
+            slot.thread = t
+            t.start()
         except BaseException:
             with self._slots_lock:
                 self._slots.pop(request, None)
+            self.shutdown_request(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:  # noqa: D102
@@ -1010,11 +1026,14 @@ class InspectorServer(ThreadingHTTPServer):
     def server_close(self) -> None:
         """Close the listening socket and every open connection, then wait for their threads."""
         with self._slots_lock:
-            open_conns = list(self._slots)
-        for c in open_conns:
+            open_conns = list(self._slots.items())
+        for c, _ in open_conns:
             with contextlib.suppress(OSError):
                 c.shutdown(socket.SHUT_RDWR)
         super().server_close()
+        for _, slot in open_conns:
+            if slot.thread is not None and slot.thread is not threading.current_thread():
+                slot.thread.join(timeout=min(self.request_timeout, 5.0))
 
 
 class _InspectorServerV6(InspectorServer):
