@@ -14,6 +14,7 @@ file) or ``--weaviate URL`` (plus ``--collection`` and ``--api-key``/``WEAVIATE_
 ``reembed``    copy a store with a new embedder or dimension; resumable, with progress
 ``replay``     the trace of a session, readable or as JSON
 ``inspect``    an overview in the terminal, or ``--serve`` the web inspector on 127.0.0.1
+``tenants``    Weaviate only: users' tenants by activity state; ``--deactivate-idle`` idle ones
 =============  =====================================================================================
 
 Export format (one JSON object per line): a header ``{"format": "hybrid-memory-export/1",
@@ -828,6 +829,27 @@ def store_stats(store: Any, trace_path: str | None = None) -> dict[str, Any]:
     return out
 
 
+def _cmd_tenants(args: argparse.Namespace) -> int:
+    if not args.weaviate:
+        raise InvalidInputError(
+            "tenants are a Weaviate feature (--weaviate URL); a LocalStore keeps idle users on disk already "
+            "and bounds what it caches with HYBRID_MEMORY_CACHE_BYTES"
+        )
+    store = open_store(args)
+    try:
+        deactivated = store.deactivate_idle(args.deactivate_idle) if args.deactivate_idle is not None else None
+        states = store.tenant_states()
+    finally:
+        store.close()
+    if args.json:
+        _print_json({"deactivated": deactivated, "states": states})
+        return 0
+    if deactivated is not None:
+        print(f"deactivated {deactivated} idle user(s) (no recorded use for {args.deactivate_idle:g} s)")
+    print("tenants by state: " + ("  ".join(f"{k}={v}" for k, v in sorted(states.items())) or "none"))
+    return 0
+
+
 def _cmd_stats(args: argparse.Namespace) -> int:
     store = open_store(args)
     try:
@@ -1262,6 +1284,25 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per step (JSON lines)")
     p.add_argument("--width", type=_positive, default=100, help="clip text to this width")
     p.set_defaults(func=_cmd_replay)
+
+    p = subparsers.add_parser(
+        "tenants",
+        help="Weaviate: users' tenants by activity state; --deactivate-idle moves idle users off memory",
+        description="Count the users' tenants by activity state (ACTIVE, INACTIVE, ...). With --deactivate-idle "
+        "SECONDS, first set every active tenant that no store process has used for that long to INACTIVE: its data "
+        "stays on disk and its next read or write activates it again (auto tenant activation), so running this "
+        "from cron is safe while the application serves requests.",
+    )
+    _store_args(p)
+    p.add_argument(
+        "--deactivate-idle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="deactivate tenants without recorded use for this many seconds (e.g. 3600)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_tenants)
 
     p = subparsers.add_parser(
         "inspect",

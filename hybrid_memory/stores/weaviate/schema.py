@@ -143,6 +143,26 @@ class _Schema(_Client):
                 if not cols.exists(self.epochs_collection):
                     raise
 
+        def create_uses() -> None:
+            cols = self._client.collections
+            name = f"{self.collection}TenantUse"
+            if cols.exists(name):
+                return
+            try:
+                cols.create(
+                    name,
+                    description=f"hybrid-memory last recorded use of every tenant of {self.collection}",
+                    properties=[
+                        Property(name="tenant", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+                        Property(name="last_used", data_type=DataType.DATE),
+                    ],
+                    vector_config=no_vectors(),
+                    replication_config=replication,
+                )
+            except Exception:
+                if not cols.exists(name):
+                    raise
+
         replication = (
             Configure.replication(factor=self.replication_factor) if self.replication_factor is not None else None
         )
@@ -150,6 +170,7 @@ class _Schema(_Client):
         self._call("create meta collection", create_meta)
         self._call("create turns collection", create_turns)
         self._call("create forget-epochs collection", create_epochs)
+        self._call("create tenant-use collection", create_uses)
         self._check_schema()
         with self._meta_lock:
             self._meta = None
@@ -186,10 +207,11 @@ class _Schema(_Client):
             )
 
     def drop(self) -> None:
-        """Delete the four collections: every memory, turn and forget epoch (all users!). Idempotent."""
+        """Delete the five collections: every memory, turn, forget epoch and use note (all users!). Idempotent."""
+        uses = f"{self.collection}TenantUse"
 
         def run() -> None:
-            for name in (self.collection, self.meta_collection, self.turns_collection, self.epochs_collection):
+            for name in (self.collection, self.meta_collection, self.turns_collection, self.epochs_collection, uses):
                 if self._client.collections.exists(name):
                     self._client.collections.delete(name)
 

@@ -59,7 +59,7 @@ from hybrid_memory.stores.weaviate.mapping import (
 )
 from hybrid_memory.stores.weaviate.runtime import _GRPC_CHANNEL_OPTIONS
 from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
-from hybrid_memory.stores.weaviate.turns import _TurnLog
+from hybrid_memory.stores.weaviate.tenants import _Tenancy
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
 
@@ -121,7 +121,7 @@ def _node(url: str, grpc_port: int | None, settings: Mapping[str, Any]) -> tuple
 _NEIGHBOUR_CONCURRENCY = 8
 
 
-class WeaviateStore(_TurnLog, AsyncFromSyncStore):
+class WeaviateStore(_Tenancy, AsyncFromSyncStore):
     """:class:`~hybrid_memory.stores.base.MemoryStore` on Weaviate (one tenant per user).
 
     ``alpha``: 1.0 = pure vector, 0.0 = pure keyword (BM25); always sent explicitly.
@@ -660,7 +660,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         total = 0
         for t in tenants:
             try:
-                total += self._count_objects(self._tenant(t), where, "count")
+                total += self._count_objects(self._tenant(t, note=user_id is not None), where, "count")
             except StoreError as exc:
                 if is_tenant_missing(exc):
                     continue
@@ -681,7 +681,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
         self._check_open()
         out: set[str] = set()
         for name in self._tenant_names():
-            h = self._tenant(name)
+            h = self._tenant(name, note=False)
 
             def run(h: Any = h) -> Any:
                 return h.query.fetch_objects(limit=1, return_properties=["user_id"])
@@ -736,6 +736,7 @@ class WeaviateStore(_TurnLog, AsyncFromSyncStore):
                 self._call("delete tenant", remove)
                 if sweep == 0:
                     self._dlq.remove_user(user_id)
+            self._forget_use(tenant)
         return n
 
     # -- search --------------------------------------------------------------------------------
