@@ -199,7 +199,7 @@ def main() -> None:
                     collection="Tenants",
                     dead_letter_path=root / "d.sqlite",
                 )
-                res.update(run(store, [int(cluster.node(i).pid or 0) for i in range(cluster.size)], args))
+                res.update(run(store, [int(cluster.node(i).pid or 0) for i in range(1, cluster.size + 1)], args))
                 store.close()
     res["load_average_at_end"] = os.getloadavg()
     RESULTS.mkdir(exist_ok=True)
