@@ -126,6 +126,38 @@ def test_projection_from_weaviate_figures() -> None:
     assert p["qps_per_node"] == pytest.approx(16 * 0.7 / 0.002)
 
 
+def test_projection_prefers_the_cluster_and_counts_per_copy() -> None:
+    def size(disk: float, rss_after: float, cpu: float) -> dict[str, Any]:
+        return {
+            "n": 1000,
+            "tenants": 4,
+            "disk_bytes_per_memory": disk,
+            "server_rss_mb_before": 300.0,
+            "server_rss_mb_after": rss_after,
+            "server_cpu_ms_per_query": cpu,
+            "ingest_upsert_per_s": 900.0,
+            "latency": {"store_search": {"p95_ms": 30.0}, "bare_hybrid": {"p95_ms": 25.0}},
+        }
+
+    fake = {
+        "weaviate": {"sizes": [size(5000.0, 320.0, 2.0)]},
+        "weaviate_cluster": {"nodes": 3, "replication_factor": 3, "sizes": [size(15000.0, 360.0, 6.0)]},
+    }
+    p = project_cluster(fake)
+    assert p["measured_inputs"]["source"] == "3-node cluster, RF 3"
+    assert p["disk_one_copy_tb"] == pytest.approx(5.0)  # 15,000 B over three copies
+    assert p["measured_inputs"]["server_rss_mb_per_loaded_tenant"] == pytest.approx(5.0)  # 60 MB / 4 / 3
+    assert p["qps_per_node"] == pytest.approx(16 * 0.7 / 0.006)
+    assert p["max_hot_tenants_per_node"] == int(0.75 * 64 * 1024 / 5.0)
+    targets = {t["target"]: t for t in check_targets(fake)}
+    ratio = targets["WeaviateStore on 3 nodes (RF 3): store.search p95 / bare client hybrid p95 at 10k"]
+    assert ratio["status"] == "not measured"  # only 1,000 memories per user were measured
+    fake["weaviate_cluster"]["sizes"][0]["n"] = 10_000
+    targets = {t["target"]: t for t in check_targets(fake)}
+    ratio = targets["WeaviateStore on 3 nodes (RF 3): store.search p95 / bare client hybrid p95 at 10k"]
+    assert ratio["figure"] == pytest.approx(1.2) and ratio["status"] == "met"
+
+
 def test_outputs_and_markdown(report: dict[str, Any], tmp_path: Path) -> None:
     notes = tmp_path / "notes.md"
     notes.write_text("## Analysis\n\nhand-written", encoding="utf-8")
