@@ -10,6 +10,7 @@ what survived, what was lost (must be 0) and the command that reproduces it.
     python -m benchmarks.reliability --quick          # the default-suite settings (about 4 min)
     python -m benchmarks.reliability --seconds 60 --runs 5 --fuzz-examples 500 --forget-n 100000
 
+Also runs the cluster fault tests (``tests/cluster/test_cluster_faults.py``: three local nodes).
 Needs the ``weaviate-server`` binary (``WEAVIATE_BINARY``, ``PATH`` or ``$GOPATH/bin``).
 """
 
@@ -58,6 +59,28 @@ SCENARIOS: list[tuple[str, str, str, str]] = [
         "weaviate-server SIGSTOP (hung: TCP accepted, no answer), then SIGCONT",
         "as above",
         "tests/reliability/test_weaviate_faults.py::test_store_down_or_hanging_during_recall_and_build_context[sigstop]",
+    ),
+    (
+        "cluster kill -9 of one node during ingest",
+        "3-node cluster, RF 3: SIGKILL of the node the store talks to (entry-node) or of the Raft leader during an "
+        "ingest of 600 memories (4 users, batches of 20); 40 more written while it is down; then restarted",
+        "every acknowledged write readable while the node is down; the rest typed StoreUnavailableError and "
+        "dead-lettered, replay -> every memory exactly once; recall and writes go on; the node's own replica "
+        "repaired by async replication",
+        "tests/cluster/test_cluster_faults.py::test_kill_one_node_during_ingest",
+    ),
+    (
+        "cluster two of three nodes down",
+        "3-node cluster, RF 3: two nodes SIGKILLed, a write of 50 memories, both restarted",
+        "typed StoreUnavailableError within the insert timeout (+ slack), the 50 dead-lettered; reads answer from "
+        "the live replica or raise typed; replay after recovery -> all 200 exactly once",
+        "tests/cluster/test_cluster_faults.py::test_two_of_three_nodes_down",
+    ),
+    (
+        "cluster rolling restart under traffic",
+        "3-node cluster, RF 3: each node in turn stopped and restarted while one thread writes and another recalls",
+        "nothing acknowledged lost; raised writes typed and replayed; no recall returns another user's memory",
+        "tests/cluster/test_cluster_faults.py::test_rolling_restart_under_traffic",
     ),
     (
         "LocalStore writer process kill -9",
@@ -184,6 +207,7 @@ def run_suite(args: argparse.Namespace, report: Path, junit: Path) -> int:
         "-m",
         "pytest",
         "tests/reliability",
+        "tests/cluster/test_cluster_faults.py",
         "-p",
         "no:cacheprovider",
         "-q",

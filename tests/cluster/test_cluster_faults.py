@@ -27,6 +27,7 @@ import pytest
 from hybrid_memory.errors import StoreError, StoreUnavailableError
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.values import SearchRequest
+from tests.reliability.conftest import report
 from tests.weaviate_cluster import ClusterEndpoint, connect_cluster
 
 DIM = 16
@@ -162,12 +163,24 @@ def test_kill_one_node_during_ingest(cluster: ClusterEndpoint, tmp_path: Path, w
 
         # Back: the dead letters are replayed once, the node's copies are repaired.
         launcher.restart(victim)
-        store.replay_dead_letters()
+        replayed = store.replay_dead_letters()
         assert store.dead_letter_count() == 0
         every = recs + more
         every_vecs = np.concatenate([vecs, more_vecs])
         assert_stored(store, every, every_vecs, exactly=True)
+        t0 = time.monotonic()
         wait_repaired(cluster, victim, tmp_path, store, every)
+        report(
+            f"cluster kill -9 of one node during ingest ({which})",
+            memories=INGEST,
+            acknowledged=len(acked) * BATCH,
+            raised=len(failed) * BATCH,
+            replayed=replayed,
+            written_while_down=len(more),
+            final=len(every),
+            repaired_s=round(time.monotonic() - t0, 1),
+            lost=0,
+        )
     finally:
         if not launcher.node(victim).running:
             launcher.restart(victim)
@@ -186,7 +199,8 @@ def test_two_of_three_nodes_down(cluster: ClusterEndpoint, tmp_path: Path) -> No
         t0 = time.monotonic()
         with pytest.raises(StoreUnavailableError):
             store.upsert(recs[150:], vecs[150:])
-        assert time.monotonic() - t0 < INSERT_TIMEOUT + SLACK
+        write_error_s = time.monotonic() - t0
+        assert write_error_s < INSERT_TIMEOUT + SLACK
         assert store.dead_letter_count() == 50
         # Reads: answered from the live replica, or a typed error, never a hang.
         t0 = time.monotonic()
@@ -204,6 +218,16 @@ def test_two_of_three_nodes_down(cluster: ClusterEndpoint, tmp_path: Path) -> No
         launcher.wait_healthy(3, timeout=120)
         assert store.replay_dead_letters() == 50
         assert_stored(store, recs, vecs, exactly=True)
+        report(
+            "cluster two of three nodes down",
+            memories=len(recs),
+            acknowledged=150,
+            raised_typed=50,
+            write_error_s=round(write_error_s, 1),
+            replayed=50,
+            final=len(recs),
+            lost=0,
+        )
     finally:
         for i in (2, 3):
             if not launcher.node(i).running:
@@ -268,6 +292,16 @@ def test_rolling_restart_under_traffic(cluster: ClusterEndpoint, tmp_path: Path)
         assert store.dead_letter_count() == 0
         tried = sorted({i for b in acked + [b for b, _ in raised] for i in range(b, b + 10)})
         assert_stored(store, [recs[i] for i in tried], vecs[tried])
+        report(
+            "cluster rolling restart under traffic",
+            restarts=3,
+            acknowledged=len(ok),
+            raised_typed=len(raised) * 10,
+            final=len(tried),
+            recalls=recalls[0],
+            leaks=len(foreign),
+            lost=0,
+        )
     finally:
         stop.set()
         store.drop()
