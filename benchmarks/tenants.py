@@ -181,6 +181,8 @@ def main() -> None:
         "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
         "load_average_at_start": os.getloadavg(),
     }
+    # The data directory holds ~10 files per tenant: removing it can take minutes, so the
+    # results are written first (``write``), inside the ``with``.
     with tempfile.TemporaryDirectory(prefix="hm-bench-tenants-") as tmp:
         root = Path(tmp)
         if args.nodes == 1:
@@ -190,6 +192,7 @@ def main() -> None:
                 )
                 res.update(run(store, [int(server.pid or 0)], args))
                 store.close()
+            write(res)
         else:
             with WeaviateCluster(3, root=root / "cluster", memory_limit=args.memory_limit) as cluster:
                 store = WeaviateStore.connect(
@@ -201,12 +204,17 @@ def main() -> None:
                 )
                 res.update(run(store, [int(cluster.node(i).pid or 0) for i in range(1, cluster.size + 1)], args))
                 store.close()
+            write(res)
+
+
+def write(res: dict[str, Any]) -> None:
+    """Write ``tenants-<N>node.{json,md}`` into ``benchmarks/results``."""
     res["load_average_at_end"] = os.getloadavg()
     RESULTS.mkdir(exist_ok=True)
-    name = f"tenants-{args.nodes}node"
+    name = f"tenants-{res['nodes']}node"
     (RESULTS / f"{name}.json").write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
     (RESULTS / f"{name}.md").write_text(render(res), encoding="utf-8")
-    print(render(res))
+    print(render(res), flush=True)
 
 
 def render(res: dict[str, Any]) -> str:
