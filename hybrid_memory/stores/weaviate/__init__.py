@@ -41,7 +41,11 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
   timestamp, importance, key-frame flag, tokens, scoring note, ``seq`` and the forget ``epoch``
   it was written under; no vector index;
 * ``<collection>ForgetEpochs`` (not multi-tenant, no vectors) holds one object per forgotten
-  user, UUID ``uuid5(SHA-256(user id))`` (the id is not stored in clear), property ``epoch``.
+  user, UUID ``uuid5(SHA-256(user id))`` (the id is not stored in clear), property ``epoch``;
+* ``<collection>TenantUse`` (not multi-tenant, no vectors) holds the last recorded use of every
+  tenant (its name and a UTC time), so an operator can deactivate idle users
+  (:meth:`WeaviateStore.deactivate_idle`, ``hybrid-memory tenants --deactivate-idle S``; module
+  :mod:`hybrid_memory.stores.weaviate.tenants`).
 
 Conversation state without transactions (architecture §10):
 
