@@ -57,6 +57,18 @@ _FRAGMENTS = [
     "咖啡",
     "住在",
     "在公司工作",
+    "no worries",
+    "not only",
+    "can't wait",
+    "cannot wait",
+    "cant wait",
+    "don't mention it",
+    "dont worry",
+    "不客气",
+    "差不多",
+    "忍不住",
+    "没事",
+    "Ann: ",
     "\u212a",
     "\u017f",
     "\u0130",
@@ -119,3 +131,12 @@ def test_case_folding_specials_match_like_the_original() -> None:
     fast = screened(rx)
     for text in ["\u212a\u017f", "\u0130S", "\u0131s", "KS is", "x ks"]:
         assert fast.findall(text) == rx.findall(text)
+
+
+def test_negated_shortcut_agrees_with_the_full_count() -> None:
+    judge = conflict.HeuristicConflictJudge(cache_size=10)
+    extra = ["cannot waitnever", "no,never", "题cannot wait never", "cant wait", "dont worry 不", "没问题never"]
+    for text in _texts(4000, seed=11) + extra:
+        f = judge.features(text)
+        full = len(conflict._NEGATION.findall(conflict._NOT_NEGATION.sub(" ", f.body))) % 2 == 1
+        assert f.negated is full, text
