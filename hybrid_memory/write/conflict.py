@@ -278,10 +278,10 @@ class _Features:
 
     @functools.cached_property
     def negated(self) -> bool:
-        """An odd number of negations (interjections such as "no worries" not counted).
+        r"""An odd number of negations (interjections such as "no worries" not counted).
 
         Without a negation cue in the text there is none after removing the interjections either
-        (each interjection either contains a cue or is bounded by ``\\b`` on both sides, so
+        (each interjection either contains a cue or is bounded by ``\b`` on both sides, so
         replacing it by a space creates no new match): the common case skips the second pattern.
         """
         if _NEGATION.search(self.body) is None:
