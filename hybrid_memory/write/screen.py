@@ -104,4 +104,6 @@ def screened(rx: re.Pattern[str]) -> re.Pattern[str]:
         return rx
     if not first or sum(hi - lo + 1 for lo, hi in first) > _MAX_FIRST:
         return rx
-    return re.compile(f"(?=[{_char_class(first)}])(?:{rx.pattern})", rx.flags)
+    # A verbose pattern may end in a ``# comment``: close the group on the next line.
+    end = "\n)" if rx.flags & re.VERBOSE else ")"
+    return re.compile(f"(?=[{_char_class(first)}])(?:{rx.pattern}{end}", rx.flags)

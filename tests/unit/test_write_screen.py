@@ -150,3 +150,10 @@ def test_negated_shortcut_agrees_with_the_full_count() -> None:
         f = judge.features(text)
         full = len(conflict._NEGATION.findall(conflict._NOT_NEGATION.sub(" ", f.body))) % 2 == 1
         assert f.negated is full, text
+
+
+def test_a_verbose_pattern_ending_in_a_comment_stays_closed() -> None:
+    rx = re.compile("(tea | coffee)  # drinks", re.X | re.I)
+    fast = screened(rx)
+    assert fast is not rx
+    assert fast.findall("Tea, then COFFEE") == rx.findall("Tea, then COFFEE") == ["Tea", "COFFEE"]
