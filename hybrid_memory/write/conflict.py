@@ -52,6 +52,7 @@ from hybrid_memory.text.vocabulary import (
     RELATIVES_ZH,
     cjk_number,
 )
+from hybrid_memory.write.screen import screened
 
 __all__ = [
     "ConflictJudge",
@@ -90,10 +91,12 @@ class ConflictJudge(Protocol):
         ...
 
 
-_NEGATION = re.compile(
-    r"(不再|不|没有|没|别|未|戒了|戒掉|讨厌|\bnever\b|\bnot\b|\bno longer\b|\bno\b|n't\b|\bstopped\b|\bquit\b|"
-    r"\bhate\b|\bdislike\b)",
-    re.I,
+_NEGATION = screened(
+    re.compile(
+        r"(不再|不|没有|没|别|未|戒了|戒掉|讨厌|\bnever\b|\bnot\b|\bno longer\b|\bno\b|n't\b|\bstopped\b|\bquit\b|"
+        r"\bhate\b|\bdislike\b)",
+        re.I,
+    )
 )
 # Negation words that do not negate a statement ("No worries", "没问题", "不客气", "不错").
 _NOT_NEGATION = re.compile(
@@ -117,7 +120,10 @@ _DOMAIN_PATTERNS: Mapping[str, str] = {
     "seat": r"(座位|靠窗|过道|\bseats?\b|\baisle\b|\bwindow seat)",
 }
 # One pass over the text finds every domain (named groups).
-_DOMAINS = re.compile("|".join(f"(?P<{k}>{p})" for k, p in _DOMAIN_PATTERNS.items()), re.I)
+_DOMAINS = screened(re.compile("|".join(f"(?P<{k}>{p})" for k, p in _DOMAIN_PATTERNS.items()), re.I))
+# The judge's copies of the shared cue lists, screened (see :mod:`hybrid_memory.write.screen`): same matches.
+_CHANGE_DECLARED = screened(CHANGE_DECLARED)
+_PREFERENCE = screened(PREFERENCE)
 _STOP_CJK = frozenset("我你他她它们的了是在也都很还就吗呢吧啊哦呀和与及现")
 _STOP_EN = frozenset({"i", "im", "my", "me", "we", "our", "am", "have", "has", "do", "does", "m", "s", "ve", "ll", "d"})
 _SPEAKER = re.compile(r"^\s*([A-Z][\w .'-]{0,30}|[\u4e00-\u9fff]{1,6})\s*(?::\s|：\s*)")
@@ -173,14 +179,19 @@ _NOT_UNIT = ENGLISH_STOPWORDS | _wordset(
     "about after ago again all also am any are around before each every from has have here last more next now "
     "per since so than today too very was were when where which while who yesterday"
 )
-_HABIT = re.compile(
-    r"(每天|每周|每晚|每月|每年|平时|通常|一般|总是|\bevery\b|\busually\b|\bdaily\b|\balways\b|\bnormally\b)", re.I
+_HABIT = screened(
+    re.compile(
+        r"(每天|每周|每晚|每月|每年|平时|通常|一般|总是|\bevery\b|\busually\b|\bdaily\b|\balways\b|\bnormally\b)",
+        re.I,
+    )
 )
 # Who a statement is about when it is not the user (my sister, 我妈妈, 小王, "Anna drinks tea").
-_HOLDER = re.compile(
-    rf"\b(?:my|our)\s+({'|'.join((*RELATIVES_EN, *COLLEAGUES_EN, *FRIENDS_EN))})s?\b|"
-    rf"({'|'.join((*RELATIVES_ZH, *COLLEAGUES_ZH, *FRIENDS_ZH))}|小[王李张刘陈赵杨黄周吴])",
-    re.I,
+_HOLDER = screened(
+    re.compile(
+        rf"\b(?:my|our)\s+({'|'.join((*RELATIVES_EN, *COLLEAGUES_EN, *FRIENDS_EN))})s?\b|"
+        rf"({'|'.join((*RELATIVES_ZH, *COLLEAGUES_ZH, *FRIENDS_ZH))}|小[王李张刘陈赵杨黄周吴])",
+        re.I,
+    )
 )
 _NAME_FIRST = re.compile(r"^\s*([A-Z][a-z]+)\b")
 _NOT_NAME = _wordset(
@@ -267,7 +278,14 @@ class _Features:
 
     @functools.cached_property
     def negated(self) -> bool:
-        """An odd number of negations (interjections such as "no worries" not counted)."""
+        r"""An odd number of negations (interjections such as "no worries" not counted).
+
+        Without a negation cue in the text there is none after removing the interjections either
+        (each interjection either contains a cue or is bounded by ``\b`` on both sides, so
+        replacing it by a space creates no new match): the common case skips the second pattern.
+        """
+        if _NEGATION.search(self.body) is None:
+            return False
         return len(_NEGATION.findall(_NOT_NEGATION.sub(" ", self.body))) % 2 == 1
 
     @functools.cached_property
@@ -278,12 +296,12 @@ class _Features:
     @functools.cached_property
     def change(self) -> bool:
         """It declares a change (改喝, switched to, no longer, ...)."""
-        return bool(CHANGE_DECLARED.search(self.body))
+        return bool(_CHANGE_DECLARED.search(self.body))
 
     @functools.cached_property
     def preference(self) -> bool:
         """It states a preference."""
-        return bool(PREFERENCE.search(self.body))
+        return bool(_PREFERENCE.search(self.body))
 
     @functools.cached_property
     def habit(self) -> bool:
@@ -313,7 +331,7 @@ class _Features:
 
 def _subject_tokens(text: str) -> frozenset[str]:
     """Content tokens: Latin words, CJK characters and bigrams, minus function words."""
-    bare = _NUMBER.sub(" ", CHANGE_DECLARED.sub(" ", _NEGATION.sub(" ", text.lower())))
+    bare = _NUMBER.sub(" ", _CHANGE_DECLARED.sub(" ", _NEGATION.sub(" ", text.lower())))
     out: set[str] = set()
     for w in _WORD.findall(bare):
         if w[0].isascii():

@@ -91,7 +91,7 @@ def records(n: int) -> tuple[list[MemoryRecord], np.ndarray]:
 
 def test_upsert_keeps_two_requests_in_flight_and_sends_every_object_once(tmp_path: Any) -> None:
     data = FakeData(overlap=2)
-    store = make_store(tmp_path, data, batch_size=10)
+    store = make_store(tmp_path, data, batch_size=10, write_concurrency=2)
     recs, vecs = records(55)
     store.upsert(recs, vecs)
     assert data.max_running == 2

@@ -160,7 +160,7 @@ class _Client:
         replication_factor: int | None = None,
         dead_letter_path: str | os.PathLike[str] | None = None,
         batch_size: int = 200,
-        write_concurrency: int = 2,
+        write_concurrency: int = 8,
         max_retries: int = 3,
         retry_base_delay: float = 0.2,
         retry_max_delay: float = 5.0,

@@ -140,8 +140,11 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
         dead_letter_path: SQLite file of the dead-letter queue (created on the first failed
             write). Default: ``$XDG_STATE_HOME/hybrid-memory/dead-letters/<collection>.sqlite``.
         batch_size: Objects per gRPC batch request (at most 500).
-        write_concurrency: Batch requests of one write kept in flight at once (1 = one after
-            the other); the next batch is prepared while the server stores the previous one.
+        write_concurrency: Batch requests of one write kept in flight at once, and tenants of
+            a several-user write written at once (1 = one after the other; default 8, the most
+            allowed: a replicated batch waits ~0.1-0.2 s for its replicas, so throughput on a
+            cluster comes from requests in flight; 50 users per 1,000-memory call on a 3-node
+            RF 3 cluster: 1.3-1.7x the rate of 2 in three paired runs).
         max_retries: Retries of a failed request or batch object before dead-lettering it.
         retry_base_delay: First backoff delay in seconds (doubled per retry, with jitter).
         retry_max_delay: Upper bound of one backoff delay.
