@@ -290,7 +290,7 @@ class HybridMemory:
         content: str,
         timestamp: datetime | None = None,
         *,
-        long_term: bool = True,
+        long_term: bool | None = None,
     ) -> Turn:
         """Add a conversation turn: durable in the session's log and recallable when this returns.
 
@@ -309,10 +309,13 @@ class HybridMemory:
             role: ``"user"``, ``"assistant"``, ``"system"`` or ``"tool"``.
             content: The text of the turn.
             timestamp: When it was said (aware datetime; default now, UTC).
-            long_term: ``False``: the turn only joins the session's window (conversation context,
-                the search context of the next turn) and never becomes a long-term memory; the
-                framework adapters pass it for assistant, tool and system text, so that only
-                what the user said becomes a memory about the user.
+            long_term: Whether the turn may become a long-term memory. ``None`` (default): only
+                what the user said may (``role="user"``, and not agent scaffolding such as a
+                ReAct ``Observation:`` line); assistant, system and tool turns only join the
+                session's window as conversation context and the search context of the next
+                turn. ``True`` also lets a non-user turn through the importance gate (e.g. an
+                imported transcript where both speakers are people); ``False`` keeps any turn
+                out of long-term memory.
 
         Returns:
             The stored :class:`~hybrid_memory.records.Turn` (redacted text, importance, key-frame

@@ -147,9 +147,10 @@ def _conversations(mem: HybridMemory, clock: dict[str, datetime]) -> None:
     idle = mem.config.buffer.idle_flush_minutes
     print("1. Conversations")
     print("   Every turn is scored for importance (heuristic scorer, offline) and is durable in the store's")
-    print("   turn log when add_turn returns (a restart or another worker continues the session). Unless it is")
-    print(f"   small talk (importance < {keep:g}), it is saved to long-term memory at once, recallable from any")
-    print("   session. ★ = key frame: pinned in the short-term window while newer turns push older ones out.")
+    print("   turn log when add_turn returns (a restart or another worker continues the session). What the user")
+    print(f"   says, unless it is small talk (importance < {keep:g}), is saved to long-term memory at once, recallable")
+    print("   from any session; the assistant's replies stay in the short-term window as conversation context.")
+    print("   ★ = key frame: pinned in the short-term window while newer turns push older ones out.")
     open_sessions: dict[str, list[str]] = {}
     for n, (user, session, day, start, turns) in enumerate(SESSIONS, 1):
         print(f"\n   1.{n} {user}, session {session}, {_when(_at(day, start))}")
@@ -185,6 +186,8 @@ def _conversations(mem: HybridMemory, clock: dict[str, datetime]) -> None:
                 print(f"       importance {turn.importance:.2f}, key frame ({why})")
             elif turn.importance < keep:
                 print(f"       importance {turn.importance:.2f}, small talk: short-term window only, not kept")
+            elif role != "user":
+                print(f"       importance {turn.importance:.2f}, the assistant's words: short-term window only")
             else:
                 print(f"       importance {turn.importance:.2f}")
             for o in new:

@@ -26,6 +26,7 @@ from hybrid_memory.text.tokens import TokenCounter
 from hybrid_memory.write.drafts import draft, fallback_note
 from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
 from hybrid_memory.write.session import Sessions
+from hybrid_memory.write.sources import turn_source
 from hybrid_memory.write.writer import MemoryWriter
 
 __all__ = ["DirectWrites"]
@@ -84,9 +85,15 @@ class DirectWrites:
         return batch
 
     def add_turn(
-        self, user_id: str, session_id: str, role: str, content: str, ts: datetime, *, long_term: bool
+        self, user_id: str, session_id: str, role: str, content: str, ts: datetime, *, long_term: bool | None
     ) -> Turn:
-        """Score, redact and append one validated turn (see :meth:`HybridMemory.add_turn`)."""
+        """Score, redact and append one validated turn (see :meth:`HybridMemory.add_turn`).
+
+        ``long_term=None``: source discipline (:func:`~hybrid_memory.write.sources.turn_source`), so only
+        the user's own words (not agent scaffolding in a user message) may become memories.
+        """
+        if long_term is None:
+            long_term = turn_source(role, content)[1]  # type: ignore[arg-type]
         batch = self.score([content], roles=[role], hot=True)
         scored = batch.items[0]
         key = scored.key_frame_reason is not None or scored.importance >= self.config.buffer.key_frame_importance

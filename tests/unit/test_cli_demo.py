@@ -51,8 +51,11 @@ def check_story(out: str) -> None:
     flushed = block(out, "Session s1 has been idle since day 0 09:06", "★ li_lei: 我现在改喝咖啡了")
     assert "so the first turn of s2 ends it: its short-term window closes" in flushed
     assert "→ saved" not in flushed  # every turn was saved when it was said: nothing waits for the end
-    # Ordinary (non-key) turns above the small-talk gate are saved at once too.
-    assert "→ saved to long-term memory [turn" in turn_block(out, "好的，我记住了，推荐菜时会避开花生。")
+    # The assistant's replies stay in the short-term window: only what the user says becomes a memory.
+    for reply in ("好的，我记住了，推荐菜时会避开花生。", "Noted: vegetarian, no mushrooms."):
+        b = turn_block(out, reply)
+        assert "the assistant's words: short-term window only" in b and "→ saved" not in b
+        assert reply not in kept
     assert "好的，我记住了" not in turn_block(out, "我现在改喝咖啡了，不喝茶了。")
     # Recall shows every score component; the context names the question that built it.
     assert out.count("final   rel  bm25   cos   imp   rec  heat  memory") == 5
@@ -60,7 +63,7 @@ def check_story(out: str) -> None:
     assert "alice asks: What's the capital of Australia?\n   → nothing is injected" in out
     # Isolation and forget_user.
     assert "results belonging to another user: 0" in out
-    assert "recall for li_lei now returns 0 hits; alice still has 4" in out
+    assert "recall for li_lei now returns 0 hits; alice still has 3" in out
 
 
 def test_demo_with_the_default_embedder(capsys: pytest.CaptureFixture[str]) -> None:

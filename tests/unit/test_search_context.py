@@ -57,8 +57,8 @@ def test_add_turn_indexes_each_turn_with_the_turn_before_it() -> None:
             ("assistant", "Yes, three of them every single morning"),
             ("user", "Anything else planned for the summer holidays?"),
         ]
-        for i, (role, text) in enumerate(lines):
-            m.add_turn("u", "s", role, text, timestamp=T0 + timedelta(minutes=i))
+        for i, (role, text) in enumerate(lines):  # two people talking: both sides may become memories
+            m.add_turn("u", "s", role, text, timestamp=T0 + timedelta(minutes=i), long_term=True)
         m.end_session("u", "s")
         by_content = {r.content: r for r in m.list_memories("u")}
         assert by_content["Lisbon, and the food there was wonderful"].context == lines[0][1]
@@ -105,3 +105,26 @@ def test_forget_user_drops_buffered_contexts(mem: HybridMemory) -> None:
     mem.forget_user("u")
     assert mem._sessions.cached() == [] and mem.store.load_session("u", "s").count == 0
     assert mem.short_term("u", "s") == []
+
+
+def test_by_default_only_what_the_user_said_becomes_a_memory() -> None:
+    cfg = HybridMemoryConfig(writer={"turn_min_importance": 0.0})
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), config=cfg, clock=lambda: T0)
+    try:
+        said = [
+            ("user", "I am vegetarian and I live in Lyon"),
+            ("assistant", "Noted: vegetarian, Lyon. I will remember that."),
+            ("tool", "weather(Lyon) = 12C"),
+            ("user", "Observation: the recipe contains peanuts"),  # ReAct scaffolding in a user message
+            ("user", "Remember that my sister is called Ana"),
+        ]
+        turns = [
+            m.add_turn("u", "s", role, text, timestamp=T0 + timedelta(minutes=i)) for i, (role, text) in enumerate(said)
+        ]
+        assert [t.role for t in turns] == [r for r, _ in said]  # every turn is in the session's log
+        assert m.store.load_session("u", "s").count == len(said)
+        m.end_session("u", "s")
+        kept = sorted(r.content for r in m.list_memories("u"))
+        assert kept == ["I am vegetarian and I live in Lyon", "Remember that my sister is called Ana"]
+    finally:
+        m.close()
