@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -33,7 +32,9 @@ def write(store: WeaviateStore, user: str, n: int = 3, first: int = 0) -> list[M
         for i in range(first, first + n)
     ]
     store.upsert(recs, np.random.default_rng(len(user)).normal(size=(n, 8)).astype(np.float32))
-    turn = Turn(id=str(uuid.uuid4()), user_id=user, session_id="s1", role="user", content=f"hi from {user}", timestamp=T0)
+    turn = Turn(
+        id=str(uuid.uuid4()), user_id=user, session_id="s1", role="user", content=f"hi from {user}", timestamp=T0
+    )
     store.append_turns([turn], epoch=store.load_session(user, "s1").epoch)
     return recs
 
