@@ -267,10 +267,11 @@ def memory_block(mem: Any, placement: str) -> list[Prompt]:
             for question, answer in CONVERSATION:
                 await chat.aput(ChatMessage(role="user", content=question))
                 messages = await chat.aget()
-                if placement == "system_end" or not any(m.role.value == "system" for m in messages):
+                if placement == "system_start" and messages and messages[0].role.value == "system":
+                    # Memory put the block into a system message of its own, at the start
+                    prompts.append([*_li(messages[:1]), ("system", SYSTEM), *_li(messages[1:])])
+                else:
                     prompts.append([("system", SYSTEM), *_li(messages)])
-                else:  # Memory put its block into a system message of its own, at the start
-                    prompts.append(_li(messages))
                 await chat.aput(ChatMessage(role="assistant", content=answer))
         finally:
             await engine.dispose()
