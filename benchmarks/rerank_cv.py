@@ -1,7 +1,8 @@
-"""Re-rank weights through the API, cross-validated across the three dev datasets (issue 17 part 1).
+"""Re-rank weights and guard through the API, cross-validated across the three dev datasets (issue 17 part 1).
 
-Each variant sets ``rerank`` weights (relevance / importance / recency / heat) through the
-environment (``HYBRID_MEMORY_RERANK__W_*``, which the runner's configuration reads) and runs the
+Each variant sets ``rerank`` weights (relevance / importance / recency / heat) and the guard
+(``guard_margin`` / ``guard_gap``: clearly relevant candidates stay in the top k) through the
+environment (``HYBRID_MEMORY_RERANK__*``, which the runner's configuration reads) and runs the
 default pipeline of :func:`benchmarks.harness.runner.run_benchmark` without baselines, peers or
 token counts. Headline metric per dataset (LoCoMo turn Recall@10, LongMemEval session
 recall_all@5, MemoryBank-CN Recall@5); the variant with the best mean on two datasets is scored
@@ -35,8 +36,32 @@ WEIGHTS = {
     "1/0/0/0": (1.0, 0.0, 0.0, 0.0),
     "0.6/0.3/0.05/0.05": (0.6, 0.3, 0.05, 0.05),
 }
+#: name -> (weights, guard_margin, guard_gap): the guard on top of a weight variant.
+GUARDS = {
+    "default + margin 0.05": ("0.6/0.2/0.1/0.1 (default)", 0.05, None),
+    "default + margin 0.1": ("0.6/0.2/0.1/0.1 (default)", 0.1, None),
+    "default + margin 0.2": ("0.6/0.2/0.1/0.1 (default)", 0.2, None),
+    "default + gap 0.1": ("0.6/0.2/0.1/0.1 (default)", None, 0.1),
+    "default + gap 0.2": ("0.6/0.2/0.1/0.1 (default)", None, 0.2),
+    "0.6/0.3/0.05/0.05 + margin 0.1": ("0.6/0.3/0.05/0.05", 0.1, None),
+}
 DEFAULT = "0.6/0.2/0.1/0.1 (default)"
-_KEYS = ("W_RELEVANCE", "W_IMPORTANCE", "W_RECENCY", "W_HEAT")
+_KEYS = ("W_RELEVANCE", "W_IMPORTANCE", "W_RECENCY", "W_HEAT", "GUARD_MARGIN", "GUARD_GAP")
+
+
+def variants() -> dict[str, dict[str, str]]:
+    """Every variant as the ``HYBRID_MEMORY_RERANK__*`` settings it makes (unset keys: defaults)."""
+    out: dict[str, dict[str, str]] = {
+        name: {key: str(w) for key, w in zip(_KEYS, weights, strict=False)} for name, weights in WEIGHTS.items()
+    }
+    for name, (base, margin, gap) in GUARDS.items():
+        env = dict(out[base])
+        if margin is not None:
+            env["GUARD_MARGIN"] = str(margin)
+        if gap is not None:
+            env["GUARD_GAP"] = str(gap)
+        out[name] = env
+    return out
 
 
 def run(data_dir: Path) -> dict[str, dict[str, float]]:
@@ -52,9 +77,12 @@ def run(data_dir: Path) -> dict[str, dict[str, float]]:
     saved = {k: os.environ.get(f"HYBRID_MEMORY_RERANK__{k}") for k in _KEYS}
     scores: dict[str, dict[str, float]] = {}
     try:
-        for name, weights in WEIGHTS.items():
-            for key, w in zip(_KEYS, weights, strict=True):
-                os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = str(w)
+        for name, env in variants().items():
+            for key in _KEYS:
+                if key in env:
+                    os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = env[key]
+                else:
+                    os.environ.pop(f"HYBRID_MEMORY_RERANK__{key}", None)
             scores[name] = {
                 d: float(run_benchmark(data[d], embedder=emb, options=opts)[metric]) for d, metric in HEADLINE.items()
             }
@@ -81,10 +109,13 @@ def cross_validate(scores: dict[str, dict[str, float]]) -> dict[str, Any]:
 
 def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
     lines = [
-        "# Re-rank weights through the API, cross-validated (`python -m benchmarks.rerank_cv`)",
+        "# Re-rank weights and guard through the API, cross-validated (`python -m benchmarks.rerank_cv`)",
         "",
         "Default pipeline (`HybridMemory.recall`, alpha 0.4, search context, time windows), default embedder; "
-        "weights relevance / importance / recency / heat; headline metric per dataset.",
+        "weights relevance / importance / recency / heat; guard: `margin m` keeps every candidate whose "
+        "relevance is within m of the best one in the top k, `gap g` keeps the store's own top k candidates "
+        "whose relevance exceeds candidate k + 1's by g (`rerank.guard_margin` / `rerank.guard_gap`); "
+        "headline metric per dataset.",
         "",
         "| weights | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | mean |",
         "|---|---|---|---|---|",

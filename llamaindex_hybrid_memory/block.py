@@ -106,7 +106,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     message (in process) and puts the earlier ones back into the messages ``Memory`` hands it, as
     Memory's default template rendered them: with ``InsertMethod.USER`` the previous call's whole
     prompt is a prefix of the next call's. A memory an earlier block still shows is not repeated
-    (a later block holds only what is new, under a shorter header), and every read for the same
+    (a later block holds only what is new, without a header of its own), and every read for the same
     user message (each LLM call of an agent run) returns the same text. With a custom
     ``memory_blocks_template`` or other text blocks in the same ``Memory`` the earlier blocks are
     still shown, only not byte for byte; with ``"system_start"`` / ``"system_end"`` the block
