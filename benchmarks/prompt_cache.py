@@ -11,7 +11,7 @@ scripted, so every variant sees the same conversation.
 Variants: no memory at all (the same conversation without any block), and each adapter with
 each ``fuser.placement``. LlamaIndex's ``Memory`` places ``HybridMemoryBlock``'s text itself:
 ``insert_method=USER`` is used for the user placements and Memory's default ``SYSTEM`` for the
-system ones. Target (issue 17): at most 1.3x the no-memory figure with the default placement.
+system ones (``system_start``: Memory's block message before the agent's system prompt). Target (issue 17): at most 1.3x the no-memory figure with the default placement.
 
     python -m benchmarks.prompt_cache --out benchmarks/results
     python -m benchmarks.prompt_cache --embedder hashing   # no model download, lexical embedder
@@ -377,8 +377,16 @@ def markdown(result: dict[str, Any]) -> str:
         "of the same call shows too (in its newest block or an earlier one kept in place).",
         "",
         "`memory_block` is `HybridMemoryBlock` inside LlamaIndex's `Memory`, which places the text itself: "
-        "`insert_method=USER` for the user placements (earlier blocks are not kept, so memories are shown "
-        "again and each turn's block is new text), Memory's default `SYSTEM` for the system placements.",
+        "`insert_method=USER` for the user placements (Memory puts the block in front of the newest user "
+        "message and keeps none in its history; the block puts its earlier blocks back where Memory first "
+        "rendered them, so `before_user` is the same as `user_message` here), Memory's default `SYSTEM` for "
+        "the system placements (`system_start`: Memory's block message before the agent's system prompt, "
+        "`system_end`: after it).",
+        "",
+        "With the stable placements a later block holds only memories the conversation does not show yet "
+        "and has no header of its own (the first block's, still in the prompt, frames it). `chat_memory` "
+        "cannot put the block inside the newest user message (a legacy chain formats that message itself), "
+        "so its `user_message` is a message of its own right before it, as `before_user`.",
         "",
     ]
     return "\n".join(lines)
