@@ -64,8 +64,8 @@ def variants() -> dict[str, dict[str, str]]:
     return out
 
 
-def run(data_dir: Path) -> dict[str, dict[str, float]]:
-    """Headline metric of every weight variant on every dataset."""
+def run(data_dir: Path, names: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Headline metric of every variant (or of ``names``) on every dataset."""
     from benchmarks.__main__ import load_all
     from benchmarks.harness.cache import CachedEmbedder
     from benchmarks.harness.runner import BenchOptions, run_benchmark
@@ -78,6 +78,8 @@ def run(data_dir: Path) -> dict[str, dict[str, float]]:
     scores: dict[str, dict[str, float]] = {}
     try:
         for name, env in variants().items():
+            if names is not None and name not in names:
+                continue
             for key in _KEYS:
                 if key in env:
                     os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = env[key]
@@ -130,18 +132,91 @@ def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: Markers of the section this script keeps in experiments.md (the rest of that file is ``benchmarks.experiments``').
+SECTION_START = "<!-- rerank_cv: start -->"
+SECTION_END = "<!-- rerank_cv: end -->"
+
+
+def verdict(name: str, scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+    """What became of a guard variant: kept only if chosen and the cross-validated scores do not drop."""
+    chosen_in = [d for d, c in cv.items() if c["chosen"] == name]
+    drops = [d for d in chosen_in if cv[d]["held_out"] < cv[d]["default"]]
+    if name == DEFAULT:
+        return "reference (the default)"
+    if chosen_in and not drops:
+        return f"chosen when {', '.join(chosen_in)} is held out, no held-out drop: **kept**"
+    worse = [d for d in HEADLINE if scores[name][d] < scores[DEFAULT][d]]
+    if worse:
+        return f"below the default on {', '.join(worse)}: not kept"
+    if all(scores[name][d] == scores[DEFAULT][d] for d in HEADLINE):
+        return "same as the default on every dataset (changes no top-k the metrics see): not kept"
+    return "not chosen on any two datasets: not kept"
+
+
+def experiments_section(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+    """The guard rows for experiments.md (each idea measured alone, with its cross-validated fate)."""
+    lines = [
+        SECTION_START,
+        "## Re-rank guard (through the API, cross-validated)",
+        "",
+        "Default pipeline with the default weights and one guard each (`rerank.guard_margin` / `guard_gap`: the "
+        "clearly relevant candidates rank first, at most k); headline metric per dataset; chosen on two datasets, "
+        "scored on the third; details in [rerank_cv.md](rerank_cv.md). Reproduce: `python -m benchmarks.rerank_cv`.",
+        "",
+        "| variant | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | verdict |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name in [DEFAULT, *GUARDS]:
+        if name in scores:
+            s = scores[name]
+            lines.append(
+                f"| `{name}` | {s['locomo']:.3f} | {s['longmemeval']:.3f} | {s['memorybank']:.3f} | "
+                f"{verdict(name, scores, cv)} |"
+            )
+    return "\n".join([*lines, SECTION_END])
+
+
+def update_experiments(path: Path, section: str) -> None:
+    """Replace this script's section of ``path`` (or append it)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if SECTION_START in text and SECTION_END in text:
+        head, rest = text.split(SECTION_START, 1)
+        text = head + section + rest.split(SECTION_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "--only", choices=("all", "weights", "guards"), default="all", help="run these variants only (a part of a run)"
+    )
+    p.add_argument(
+        "--scores",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="no run: merge the scores of these rerank_cv.json files (parts run with --only) and cross-validate",
+    )
     args = p.parse_args(argv)
-    scores = run(args.data_dir)
+    if args.scores is not None:
+        scores = {}
+        for path in args.scores:
+            scores.update(json.loads(path.read_text())["scores"])
+        scores = {n: scores[n] for n in variants() if n in scores}
+    else:
+        names = {"all": None, "weights": list(WEIGHTS), "guards": list(GUARDS)}[args.only]
+        scores = run(args.data_dir, names)
     cv = cross_validate(scores)
     text = markdown(scores, cv)
     print(text)
     if args.out is not None:
         (args.out / "rerank_cv.json").write_text(json.dumps({"scores": scores, "cross_validated": cv}, indent=2) + "\n")
         (args.out / "rerank_cv.md").write_text(text)
+        update_experiments(args.out / "experiments.md", experiments_section(scores, cv))
     return 0
 
 
