@@ -128,7 +128,16 @@ def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
     lines += ["", "| held out | chosen on the other two | held-out score | default on it |", "|---|---|---|---|"]
     for d, c in cv.items():
         lines.append(f"| {d} | {c['chosen']} | {c['held_out']:.3f} | {c['default']:.3f} |")
-    lines.append("")
+    kept = [n for n in scores if "**kept**" in verdict(n, scores, cv)]
+    lines += [
+        "",
+        f"Kept: {', '.join(kept)}."
+        if kept
+        else "Kept: nothing. No variant scores above the default on a held-out dataset, so the defaults stay "
+        "(weights 0.6/0.2/0.1/0.1, guard off); the guard remains an option (`rerank.guard_margin` / "
+        "`rerank.guard_gap`).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -138,18 +147,26 @@ SECTION_END = "<!-- rerank_cv: end -->"
 
 
 def verdict(name: str, scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
-    """What became of a guard variant: kept only if chosen and the cross-validated scores do not drop."""
+    """What became of a variant: kept only if chosen and its held-out scores gain and never drop."""
     chosen_in = [d for d, c in cv.items() if c["chosen"] == name]
     drops = [d for d in chosen_in if cv[d]["held_out"] < cv[d]["default"]]
+    gains = [d for d in chosen_in if cv[d]["held_out"] > cv[d]["default"]]
     if name == DEFAULT:
         return "reference (the default)"
+    if gains and not drops:
+        return f"chosen when {', '.join(chosen_in)} is held out, held-out gain on {', '.join(gains)}: **kept**"
     if chosen_in and not drops:
-        return f"chosen when {', '.join(chosen_in)} is held out, no held-out drop: **kept**"
+        return (
+            f"chosen when {', '.join(chosen_in)} is held out, but scores there as the default does "
+            "(no cross-validated gain): not kept"
+        )
+    if chosen_in:
+        return f"chosen when {', '.join(chosen_in)} is held out, held-out drop on {', '.join(drops)}: not kept"
     worse = [d for d in HEADLINE if scores[name][d] < scores[DEFAULT][d]]
     if worse:
         return f"below the default on {', '.join(worse)}: not kept"
     if all(scores[name][d] == scores[DEFAULT][d] for d in HEADLINE):
-        return "same as the default on every dataset (changes no top-k the metrics see): not kept"
+        return "same scores as the default on every dataset: not kept"
     return "not chosen on any two datasets: not kept"
 
 
@@ -208,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             scores.update(json.loads(path.read_text())["scores"])
         scores = {n: scores[n] for n in variants() if n in scores}
     else:
-        names = {"all": None, "weights": list(WEIGHTS), "guards": list(GUARDS)}[args.only]
+        names = {"all": None, "weights": list(WEIGHTS), "guards": [DEFAULT, *GUARDS]}[args.only]
         scores = run(args.data_dir, names)
     cv = cross_validate(scores)
     text = markdown(scores, cv)
