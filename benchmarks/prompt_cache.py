@@ -79,6 +79,9 @@ CONVERSATION = [
 
 Prompt = list[tuple[str, str]]
 
+#: The template's markers (one token each for a ChatML model; plain text for o200k_base).
+MARKERS = ("<|im_start|>", "<|im_end|>")
+
 
 def render(prompt: Prompt) -> str:
     """A ChatML-like rendering, as chat servers apply a template before tokenising."""
@@ -289,7 +292,20 @@ def run(embedder: str) -> dict[str, Any]:
     def encode(text: str) -> list[int]:
         return enc.encode(text, disallowed_special=())
 
+    # The template markers as one token each, as a ChatML model's own tokenizer counts them.
+    markers = {m: enc.n_vocab + i for i, m in enumerate(MARKERS)}
+    enc_markers = tiktoken.Encoding(
+        name="o200k_base+chatml",
+        pat_str=enc._pat_str,
+        mergeable_ranks=enc._mergeable_ranks,
+        special_tokens={**enc._special_tokens, **markers},
+    )
+
+    def encode_markers(text: str) -> list[int]:
+        return enc_markers.encode(text, allowed_special=set(markers), disallowed_special=())
+
     base = reprocessed(no_memory(), encode)
+    base_markers = reprocessed(no_memory(), encode_markers)
     rows: list[dict[str, Any]] = []
     variants = [(p, "floor") for p in PLACEMENTS] + [("user_message", "calibrated")]
     for adapter in ADAPTERS:
@@ -321,6 +337,7 @@ def run(embedder: str) -> dict[str, Any]:
                     "ratio_after_first_call": round(sum(per_call[1:]) / sum(base[1:]), 3),
                     "last_prompt_tokens": len(encode(render(prompts[-1]))),
                     "per_call": per_call,
+                    "reprocessed_markers_as_tokens": sum(reprocessed(prompts, encode_markers)),
                 }
             )
         for row in rows[-len(variants) :]:
@@ -337,6 +354,7 @@ def run(embedder: str) -> dict[str, Any]:
             "reprocessed_after_first_call": sum(base[1:]),
             "last_prompt_tokens": len(encode(render(no_memory()[-1]))),
             "per_call": base,
+            "reprocessed_markers_as_tokens": sum(base_markers),
         },
         "rows": rows,
     }
@@ -371,6 +389,17 @@ def markdown(result: dict[str, Any]) -> str:
             f"{r['calls_with_a_new_block']} | {_pct(r['memories_kept_vs_system_end'])} | {r['last_prompt_tokens']} |"
         )
     lines += [
+        "",
+        "With the template markers counted as one token each, as a ChatML model's own tokenizer does "
+        f"(o200k_base reads them as text): no memory {base['reprocessed_markers_as_tokens']}; at the default "
+        "placement "
+        + ", ".join(
+            f"{r['adapter']} {r['reprocessed_markers_as_tokens']} "
+            f"({r['reprocessed_markers_as_tokens'] / base['reprocessed_markers_as_tokens']:.2f}×)"
+            for r in result["rows"]
+            if r["placement"] == "user_message" and r["gate"] == "floor"
+        )
+        + ". The baseline shrinks more than the blocks (every message's framing gets cheaper), so the ratios are higher.",
         "",
         "*Memories of the system_end prompts also shown*: a proxy for answer use without a model: of the "
         "(call, memory) pairs the old placement puts in front of the model, the share this variant's prompt "

@@ -56,8 +56,8 @@ def _user_anchors(messages: Sequence[ChatMessage]) -> list[tuple[int, str]]:
 
     LlamaIndex messages carry no id, so the anchor is a digest of the text and its occurrence
     (the second "yes" of a conversation is not the first). ``Memory.aget(input=...)`` appends
-    the input as a user message; when it repeats the newest user message of the history (an
-    agent passes the message it already put), both are the same message.
+    the input as one more user message (an agent's handoff passes the message it already put):
+    it is a message of its own, whose block leaves out what the history's blocks show.
     """
     counts: dict[str, int] = {}
     out: list[tuple[int, str]] = []
@@ -66,9 +66,6 @@ def _user_anchors(messages: Sequence[ChatMessage]) -> list[tuple[int, str]]:
         if core_role(m) != "user" or not text:
             continue
         digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-        if out and index == len(messages) - 1 and out[-1][1].startswith(digest + "#"):
-            out.append((index, out[-1][1]))
-            continue
         counts[digest] = counts.get(digest, 0) + 1
         out.append((index, f"{digest}#{counts[digest]}"))
     return out
@@ -215,9 +212,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         anchors = _user_anchors(messages) if self._in_place() and messages else []
         if anchors:
             ledger = await self._placed(anchors, query, session_id)
-            newest = anchors[-1][1]
-            self._show_earlier(messages or [], [(i, a) for i, a in anchors if a != newest], ledger)
-            return ledger.block_for(newest) or ""
+            self._show_earlier(messages or [], anchors[:-1], ledger)
+            return ledger.block_for(anchors[-1][1]) or ""
         return (await self._context(query, session_id)).text
 
     async def _context(self, query: str, session_id: str | None) -> FusedContext:

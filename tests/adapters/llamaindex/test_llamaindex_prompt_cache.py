@@ -174,3 +174,28 @@ def test_memory_block_with_system_insertion_changes_the_system_message(
     prompts = _block_prompts(core, make_chat_memory, InsertMethod.SYSTEM)
     firsts = {(p[1].content or "") for p in prompts}
     assert len(firsts) > 1  # Memory's default placement: the prefix changes with the block
+
+
+def test_memory_block_tells_apart_user_messages_with_the_same_text(
+    core: HybridMemory, make_chat_memory: Callable[..., Memory]
+) -> None:
+    """A second "Can I eat peanuts?" is a message of its own: the first keeps its block, the second gets none new."""
+    chat = make_chat_memory(
+        session_id="s1",
+        token_limit=4000,
+        memory_blocks=[HybridMemoryBlock(core, user_id="ann")],
+        insert_method=InsertMethod.USER,
+    )
+    question = "Can I eat peanuts, given I am allergic?"
+
+    async def run() -> list[list[tuple[str, str]]]:
+        prompts = []
+        for answer in ("No.", "Still no."):
+            await chat.aput(ChatMessage(role="user", content=question))
+            prompts.append(_flat(await chat.aget()))
+            await chat.aput(ChatMessage(role="assistant", content=answer))
+        return prompts
+
+    first, second = asyncio.run(run())
+    assert second[: len(first)] == first
+    assert "allergic to peanuts" in first[-1][1] and second[-1] == ("user", question)
