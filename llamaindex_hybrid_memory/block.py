@@ -235,7 +235,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         key = session_id if session_id is not None else ""
         live = {anchor for _, anchor in anchors}
         newest = anchors[-1][1]
-        ledger = self._ledgers.pop(key, BlockLedger()).prune(live)
+        ledger = self._ledgers.get(key, BlockLedger()).prune(live)
         if ledger.block_for(newest) is None:
             ledger, _ = place(
                 self.memory.fuser,
@@ -247,6 +247,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                 now=self.memory.writer.clock(),
                 max_tokens=self.max_tokens,
             )
+        self._ledgers.pop(key, None)
         if len(ledger):
             self._ledgers[key] = ledger  # most recently used last
             while len(self._ledgers) > _MAX_SESSIONS:

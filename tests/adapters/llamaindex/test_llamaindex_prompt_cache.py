@@ -199,3 +199,29 @@ def test_memory_block_tells_apart_user_messages_with_the_same_text(
     first, second = asyncio.run(run())
     assert second[: len(first)] == first
     assert "allergic to peanuts" in first[-1][1] and second[-1] == ("user", question)
+
+
+def test_one_block_keeps_the_blocks_of_each_session_apart(
+    core: HybridMemory, make_chat_memory: Callable[..., Memory]
+) -> None:
+    block = HybridMemoryBlock(core, user_id="ann")
+    chats = {
+        s: make_chat_memory(session_id=s, token_limit=4000, memory_blocks=[block], insert_method=InsertMethod.USER)
+        for s in ("A", "B")
+    }
+
+    async def run() -> dict[str, list[list[tuple[str, str]]]]:
+        prompts: dict[str, list[list[tuple[str, str]]]] = {"A": [], "B": []}
+        for question, answer in zip(QUESTIONS[:3], ANSWERS, strict=False):
+            for s, chat in chats.items():  # the sessions alternate on the same block
+                await chat.aput(ChatMessage(role="user", content=question))
+                prompts[s].append(_flat(await chat.aget()))
+                await chat.aput(ChatMessage(role="assistant", content=answer))
+        return prompts
+
+    prompts = asyncio.run(run())
+    for s in ("A", "B"):
+        for before, after in pairwise(prompts[s]):
+            assert after[: len(before)] == before
+        assert "allergic to peanuts" in prompts[s][0][-1][1]  # each session is shown the memory once
+        assert sum("allergic to peanuts" in text for _, text in prompts[s][-1]) == 1
