@@ -1,7 +1,8 @@
-"""Re-rank weights through the API, cross-validated across the three dev datasets (issue 17 part 1).
+"""Re-rank weights and guard through the API, cross-validated across the three dev datasets (issue 17 part 1).
 
-Each variant sets ``rerank`` weights (relevance / importance / recency / heat) through the
-environment (``HYBRID_MEMORY_RERANK__W_*``, which the runner's configuration reads) and runs the
+Each variant sets ``rerank`` weights (relevance / importance / recency / heat) and the guard
+(``guard_margin`` / ``guard_gap``: clearly relevant candidates stay in the top k) through the
+environment (``HYBRID_MEMORY_RERANK__*``, which the runner's configuration reads) and runs the
 default pipeline of :func:`benchmarks.harness.runner.run_benchmark` without baselines, peers or
 token counts. Headline metric per dataset (LoCoMo turn Recall@10, LongMemEval session
 recall_all@5, MemoryBank-CN Recall@5); the variant with the best mean on two datasets is scored
@@ -35,12 +36,36 @@ WEIGHTS = {
     "1/0/0/0": (1.0, 0.0, 0.0, 0.0),
     "0.6/0.3/0.05/0.05": (0.6, 0.3, 0.05, 0.05),
 }
+#: name -> (weights, guard_margin, guard_gap): the guard on top of a weight variant.
+GUARDS = {
+    "default + margin 0.05": ("0.6/0.2/0.1/0.1 (default)", 0.05, None),
+    "default + margin 0.1": ("0.6/0.2/0.1/0.1 (default)", 0.1, None),
+    "default + margin 0.2": ("0.6/0.2/0.1/0.1 (default)", 0.2, None),
+    "default + gap 0.1": ("0.6/0.2/0.1/0.1 (default)", None, 0.1),
+    "default + gap 0.2": ("0.6/0.2/0.1/0.1 (default)", None, 0.2),
+    "0.6/0.3/0.05/0.05 + margin 0.1": ("0.6/0.3/0.05/0.05", 0.1, None),
+}
 DEFAULT = "0.6/0.2/0.1/0.1 (default)"
-_KEYS = ("W_RELEVANCE", "W_IMPORTANCE", "W_RECENCY", "W_HEAT")
+_KEYS = ("W_RELEVANCE", "W_IMPORTANCE", "W_RECENCY", "W_HEAT", "GUARD_MARGIN", "GUARD_GAP")
 
 
-def run(data_dir: Path) -> dict[str, dict[str, float]]:
-    """Headline metric of every weight variant on every dataset."""
+def variants() -> dict[str, dict[str, str]]:
+    """Every variant as the ``HYBRID_MEMORY_RERANK__*`` settings it makes (unset keys: defaults)."""
+    out: dict[str, dict[str, str]] = {
+        name: {key: str(w) for key, w in zip(_KEYS, weights, strict=False)} for name, weights in WEIGHTS.items()
+    }
+    for name, (base, margin, gap) in GUARDS.items():
+        env = dict(out[base])
+        if margin is not None:
+            env["GUARD_MARGIN"] = str(margin)
+        if gap is not None:
+            env["GUARD_GAP"] = str(gap)
+        out[name] = env
+    return out
+
+
+def run(data_dir: Path, names: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Headline metric of every variant (or of ``names``) on every dataset."""
     from benchmarks.__main__ import load_all
     from benchmarks.harness.cache import CachedEmbedder
     from benchmarks.harness.runner import BenchOptions, run_benchmark
@@ -52,9 +77,14 @@ def run(data_dir: Path) -> dict[str, dict[str, float]]:
     saved = {k: os.environ.get(f"HYBRID_MEMORY_RERANK__{k}") for k in _KEYS}
     scores: dict[str, dict[str, float]] = {}
     try:
-        for name, weights in WEIGHTS.items():
-            for key, w in zip(_KEYS, weights, strict=True):
-                os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = str(w)
+        for name, env in variants().items():
+            if names is not None and name not in names:
+                continue
+            for key in _KEYS:
+                if key in env:
+                    os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = env[key]
+                else:
+                    os.environ.pop(f"HYBRID_MEMORY_RERANK__{key}", None)
             scores[name] = {
                 d: float(run_benchmark(data[d], embedder=emb, options=opts)[metric]) for d, metric in HEADLINE.items()
             }
@@ -81,10 +111,13 @@ def cross_validate(scores: dict[str, dict[str, float]]) -> dict[str, Any]:
 
 def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
     lines = [
-        "# Re-rank weights through the API, cross-validated (`python -m benchmarks.rerank_cv`)",
+        "# Re-rank weights and guard through the API, cross-validated (`python -m benchmarks.rerank_cv`)",
         "",
         "Default pipeline (`HybridMemory.recall`, alpha 0.4, search context, time windows), default embedder; "
-        "weights relevance / importance / recency / heat; headline metric per dataset.",
+        "weights relevance / importance / recency / heat; guard: `margin m` keeps every candidate whose "
+        "relevance is within m of the best one in the top k, `gap g` keeps the store's own top k candidates "
+        "whose relevance exceeds candidate k + 1's by g (`rerank.guard_margin` / `rerank.guard_gap`); "
+        "headline metric per dataset.",
         "",
         "| weights | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | mean |",
         "|---|---|---|---|---|",
@@ -95,22 +128,112 @@ def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
     lines += ["", "| held out | chosen on the other two | held-out score | default on it |", "|---|---|---|---|"]
     for d, c in cv.items():
         lines.append(f"| {d} | {c['chosen']} | {c['held_out']:.3f} | {c['default']:.3f} |")
-    lines.append("")
+    kept = [n for n in scores if "**kept**" in verdict(n, scores, cv)]
+    lines += [
+        "",
+        f"Kept: {', '.join(kept)}."
+        if kept
+        else "Kept: nothing. No variant scores above the default on a held-out dataset, so the defaults stay "
+        "(weights 0.6/0.2/0.1/0.1, guard off); the guard remains an option (`rerank.guard_margin` / "
+        "`rerank.guard_gap`).",
+        "",
+    ]
     return "\n".join(lines)
+
+
+#: Markers of the section this script keeps in experiments.md (the rest of that file is ``benchmarks.experiments``').
+SECTION_START = "<!-- rerank_cv: start -->"
+SECTION_END = "<!-- rerank_cv: end -->"
+
+
+def verdict(name: str, scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+    """What became of a variant: kept only if chosen and its held-out scores gain and never drop."""
+    chosen_in = [d for d, c in cv.items() if c["chosen"] == name]
+    drops = [d for d in chosen_in if cv[d]["held_out"] < cv[d]["default"]]
+    gains = [d for d in chosen_in if cv[d]["held_out"] > cv[d]["default"]]
+    if name == DEFAULT:
+        return "reference (the default)"
+    if gains and not drops:
+        return f"chosen when {', '.join(chosen_in)} is held out, held-out gain on {', '.join(gains)}: **kept**"
+    if chosen_in and not drops:
+        return (
+            f"chosen when {', '.join(chosen_in)} is held out, but scores there as the default does "
+            "(no cross-validated gain): not kept"
+        )
+    if chosen_in:
+        return f"chosen when {', '.join(chosen_in)} is held out, held-out drop on {', '.join(drops)}: not kept"
+    worse = [d for d in HEADLINE if scores[name][d] < scores[DEFAULT][d]]
+    if worse:
+        return f"below the default on {', '.join(worse)}: not kept"
+    if all(scores[name][d] == scores[DEFAULT][d] for d in HEADLINE):
+        return "same scores as the default on every dataset: not kept"
+    return "not chosen on any two datasets: not kept"
+
+
+def experiments_section(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+    """The guard rows for experiments.md (each idea measured alone, with its cross-validated fate)."""
+    lines = [
+        SECTION_START,
+        "## Re-rank guard (through the API, cross-validated)",
+        "",
+        "Default pipeline with the default weights and one guard each (`rerank.guard_margin` / `guard_gap`: the "
+        "clearly relevant candidates rank first, at most k); headline metric per dataset; chosen on two datasets, "
+        "scored on the third; details in [rerank_cv.md](rerank_cv.md). Reproduce: `python -m benchmarks.rerank_cv`.",
+        "",
+        "| variant | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | verdict |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name in [DEFAULT, *GUARDS]:
+        if name in scores:
+            s = scores[name]
+            lines.append(
+                f"| `{name}` | {s['locomo']:.3f} | {s['longmemeval']:.3f} | {s['memorybank']:.3f} | "
+                f"{verdict(name, scores, cv)} |"
+            )
+    return "\n".join([*lines, SECTION_END])
+
+
+def update_experiments(path: Path, section: str) -> None:
+    """Replace this script's section of ``path`` (or append it)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if SECTION_START in text and SECTION_END in text:
+        head, rest = text.split(SECTION_START, 1)
+        text = head + section + rest.split(SECTION_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "--only", choices=("all", "weights", "guards"), default="all", help="run these variants only (a part of a run)"
+    )
+    p.add_argument(
+        "--scores",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="no run: merge the scores of these rerank_cv.json files (parts run with --only) and cross-validate",
+    )
     args = p.parse_args(argv)
-    scores = run(args.data_dir)
+    if args.scores is not None:
+        scores = {}
+        for path in args.scores:
+            scores.update(json.loads(path.read_text())["scores"])
+        scores = {n: scores[n] for n in variants() if n in scores}
+    else:
+        names = {"all": None, "weights": list(WEIGHTS), "guards": [DEFAULT, *GUARDS]}[args.only]
+        scores = run(args.data_dir, names)
     cv = cross_validate(scores)
     text = markdown(scores, cv)
     print(text)
     if args.out is not None:
         (args.out / "rerank_cv.json").write_text(json.dumps({"scores": scores, "cross_validated": cv}, indent=2) + "\n")
         (args.out / "rerank_cv.md").write_text(text)
+        update_experiments(args.out / "experiments.md", experiments_section(scores, cv))
     return 0
 
 

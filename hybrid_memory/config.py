@@ -84,6 +84,21 @@ class RerankConfig(_Section):
         description="bonus for a memory created inside a period the query names (retrieval.time_windows)",
     )
     half_life_days: float = Field(default=7.0, gt=0.0)
+    guard_margin: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="re-rank guard: the candidates whose relevance is within this margin of the best candidate's "
+        "rank first (at most k), whatever the importance, recency or heat of the others (None = off)",
+    )
+    guard_gap: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="re-rank guard: the candidates of the store's own top k whose relevance exceeds candidate "
+        "k + 1's by at least this gap rank first, whatever the importance, recency or heat of the others "
+        "(None = off)",
+    )
     touch_on_recall: bool = Field(
         default=False,
         description="recall() counts as an access (access_count += 1, last_accessed_at = now); off by default: "

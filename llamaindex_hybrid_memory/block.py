@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
 from itertools import groupby
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from hybrid_memory.memory import HybridMemory, require_core
-from hybrid_memory.records import check_id
+from hybrid_memory.read.context import CLOSE, OPEN
+from hybrid_memory.read.placement import BlockLedger, is_stable, place
+from hybrid_memory.records import FusedContext, check_id
 from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.write.sources import source_turns, turn_source
 from llamaindex_hybrid_memory._messages import core_role, message_text, query_text
 
 try:
-    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.base.llms.types import ChatMessage, ContentBlock, TextBlock
     from llama_index.core.memory import BaseMemoryBlock
+    from llama_index.core.memory.memory import DEFAULT_MEMORY_BLOCKS_TEMPLATE
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     from hybrid_memory.errors import MissingDependencyError
 
@@ -25,6 +31,44 @@ __all__ = ["DEFAULT_SESSION_ID", "HybridMemoryBlock"]
 
 #: Session recorded for flushed messages that carry no ``session_id`` (a direct ``block.aput``).
 DEFAULT_SESSION_ID = "default"
+
+#: Sessions whose placed blocks one block keeps (least recently read dropped first).
+_MAX_SESSIONS = 1024
+
+
+def _is_block(part: object) -> bool:
+    """Whether a message part is a rendered memory block (put there by ``Memory`` or this block)."""
+    return isinstance(part, TextBlock) and OPEN in part.text and CLOSE in part.text
+
+
+def _without_blocks(messages: Sequence[ChatMessage] | None) -> list[ChatMessage]:
+    """``messages`` as the user wrote them: user messages without a block placed in them."""
+    out = []
+    for m in messages or ():
+        if m.blocks and _is_block(m.blocks[0]):
+            m = m.model_copy(update={"blocks": m.blocks[1:]})
+        out.append(m)
+    return out
+
+
+def _user_anchors(messages: Sequence[ChatMessage]) -> list[tuple[int, str]]:
+    """``(index, anchor)`` of the user messages with text; the anchor names a message across reads.
+
+    LlamaIndex messages carry no id, so the anchor is a digest of the text and its occurrence
+    (the second "yes" of a conversation is not the first). ``Memory.aget(input=...)`` appends
+    the input as one more user message (an agent's handoff passes the message it already put):
+    it is a message of its own, whose block leaves out what the history's blocks show.
+    """
+    counts: dict[str, int] = {}
+    out: list[tuple[int, str]] = []
+    for index, m in enumerate(_without_blocks(messages)):
+        text = message_text(m)
+        if core_role(m) != "user" or not text:
+            continue
+        digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        counts[digest] = counts.get(digest, 0) + 1
+        out.append((index, f"{digest}#{counts[digest]}"))
+    return out
 
 
 class HybridMemoryBlock(BaseMemoryBlock[str]):
@@ -48,15 +92,29 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     when ``add_turn`` returns, so nothing waits for the session to end.
 
     On every ``Memory.aget`` the block returns the long-term memories fused for the latest user
-    message (``""`` when nothing relevant is remembered), which ``Memory`` puts into its system
-    message. The core comes first, positionally or as ``memory=``.
+    message (``""`` when nothing relevant is remembered), which ``Memory`` places: into its system
+    message (``InsertMethod.SYSTEM``, Memory's default) or in front of the newest user message
+    (``InsertMethod.USER``). The core comes first, positionally or as ``memory=``.
 
-    The block holds no per-session or per-user state: the session comes with each call
-    (``session_id`` from ``Memory``), the user is fixed at construction, so one block per user
-    can serve any number of sessions. With ``scope="user"`` (default) every session of the user
-    sees the user's long-term memories: that is cross-session memory. ``scope="session"`` limits
-    recall to memories written in the calling session, like LlamaIndex's ``VectorMemoryBlock``
-    (without its bug of keeping the first session's filter).
+    Prefix caching: ``Memory`` keeps no block in its history, so with ``InsertMethod.USER`` the
+    block of the previous turn would vanish and everything from that turn on would be processed
+    again. With a stable ``fuser.placement`` of the core (``"user_message"``, the default, or
+    ``"before_user"``) the block therefore keeps, per session, which block went with which user
+    message (in process) and puts the earlier ones back into the messages ``Memory`` hands it, as
+    Memory's default template rendered them: with ``InsertMethod.USER`` the previous call's whole
+    prompt is a prefix of the next call's. A memory an earlier block still shows is not repeated
+    (a later block holds only what is new, without a header of its own), and every read for the same
+    user message (each LLM call of an agent run) returns the same text. With a custom
+    ``memory_blocks_template`` or other text blocks in the same ``Memory`` the earlier blocks are
+    still shown, only not byte for byte; with ``"system_start"`` / ``"system_end"`` the block
+    returns the whole fused context each time and keeps nothing (the old behaviour).
+
+    Apart from those placed blocks the block holds no per-session or per-user state: the session
+    comes with each call (``session_id`` from ``Memory``), the user is fixed at construction, so
+    one block per user can serve any number of sessions. With ``scope="user"`` (default) every
+    session of the user sees the user's long-term memories: that is cross-session memory.
+    ``scope="session"`` limits recall to memories written in the calling session, like
+    LlamaIndex's ``VectorMemoryBlock`` (without its bug of keeping the first session's filter).
 
     Notes:
         ``Memory`` only flushes when its history outgrows the limit (about 21,000 tokens with
@@ -122,6 +180,8 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         "(key frames reach long-term memory at once, even in sessions too short for Memory to flush).",
     )
 
+    _ledgers: OrderedDict[str, BlockLedger] = PrivateAttr(default_factory=OrderedDict)
+
     def __init__(self, memory: HybridMemory, **data: Any) -> None:
         super().__init__(memory=require_core(memory, type(self).__name__), **data)  # type: ignore[call-arg]
 
@@ -130,24 +190,88 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
     def _check_user(cls, value: str) -> str:
         return check_id(value)
 
+    def _in_place(self) -> bool:
+        """Whether blocks stay with the user message they were first shown with (stable placements)."""
+        return is_stable(self.memory.config.fuser.placement)
+
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        """The fused long-term context for the latest messages; ``""`` when nothing is relevant."""
+        """The fused long-term context for the latest messages; ``""`` when nothing is relevant.
+
+        With a stable ``fuser.placement`` this is the block placed with the newest user message
+        (only what earlier blocks do not show), and the earlier blocks are put back into
+        ``messages`` (see the class docstring).
+        """
         session_id = block_kwargs.get("session_id")
         if session_id is not None and not isinstance(session_id, str):
             session_id = str(session_id)
         if self.record_user_turns and session_id is not None:
             await self._record_latest_user_turn(messages, session_id)
-        query = query_text(messages, self.query_window)
+        query = query_text(_without_blocks(messages), self.query_window)
         if not query or (self.scope == "session" and session_id is None):
             return ""
+        anchors = _user_anchors(messages) if self._in_place() and messages else []
+        if anchors:
+            ledger = await self._placed(anchors, query, session_id)
+            self._show_earlier(messages or [], anchors[:-1], ledger)
+            return ledger.block_for(anchors[-1][1]) or ""
+        return (await self._context(query, session_id)).text
+
+    async def _context(self, query: str, session_id: str | None) -> FusedContext:
+        """The core's fused context for ``query`` (scope filter, short-term dedup, token cap)."""
         # A fresh filter per call: nothing of one call survives into the next.
         scoped = MemoryFilter(session_id=session_id) if self.scope == "session" else None
         # Short-term dedup against the core's window of this session: the turns recorded since
         # the last flush are in Memory's chat history (the question never hides what answers it).
-        context = await self.memory.abuild_context(
+        return await self.memory.abuild_context(
             query, user_id=self.user_id, session_id=session_id, max_tokens=self.max_tokens, filter=scoped
         )
-        return context.text
+
+    async def _placed(self, anchors: list[tuple[int, str]], query: str, session_id: str | None) -> BlockLedger:
+        """The session's blocks after this call: the newest user message gets one unless it has it.
+
+        Every read for the same user message (each LLM call of an agent run) shows the same
+        block; a new block leaves out the memories the earlier blocks still in the history show.
+        """
+        key = session_id if session_id is not None else ""
+        live = {anchor for _, anchor in anchors}
+        newest = anchors[-1][1]
+        ledger = self._ledgers.get(key, BlockLedger()).prune(live)
+        if ledger.block_for(newest) is None:
+            ledger, _ = place(
+                self.memory.fuser,
+                ledger,
+                await self._context(query, session_id),
+                anchor=newest,
+                live=live,
+                query=query,
+                now=self.memory.writer.clock(),
+                max_tokens=self.max_tokens,
+            )
+        self._ledgers.pop(key, None)
+        if len(ledger):
+            self._ledgers[key] = ledger  # most recently used last
+            while len(self._ledgers) > _MAX_SESSIONS:
+                self._ledgers.popitem(last=False)
+        return ledger
+
+    def _show_earlier(self, messages: list[ChatMessage], anchors: list[tuple[int, str]], ledger: BlockLedger) -> None:
+        """Put the earlier blocks back into their user messages, as ``Memory`` rendered them there.
+
+        ``Memory`` keeps no block in its history: with ``InsertMethod.USER`` it renders this
+        call's text with its template in front of the newest user message only. The block renders
+        the earlier ones the same way into the messages ``Memory`` hands it (its own copies for
+        this call, which it returns), so they read as when they were first shown.
+        """
+        for index, anchor in anchors:
+            block = ledger.block_for(anchor)
+            message = messages[index]
+            if block is not None and not (message.blocks and _is_block(message.blocks[0])):
+                message.blocks = [*self._rendered(block), *message.blocks]
+
+    def _rendered(self, block: str) -> list[ContentBlock]:
+        """``block`` as ``Memory``'s default template renders this block's text."""
+        rendered = DEFAULT_MEMORY_BLOCKS_TEMPLATE.format_messages(memory_blocks=[(self.name, [TextBlock(text=block)])])
+        return list(rendered[0].blocks) if rendered else [TextBlock(text=block)]
 
     def _recorded_user_texts(self, session_id: str) -> set[str]:
         """Texts of the user turns in the core's short-term buffer of the session (in memory, no IO)."""
@@ -162,7 +286,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
         latest = next(
             (
                 t
-                for m in reversed(messages or [])
+                for m in reversed(_without_blocks(messages))
                 if core_role(m) == "user"
                 for t in (message_text(m),)
                 if t and turn_source("user", t)[1]  # the user's own words, not a ReAct "Observation:"

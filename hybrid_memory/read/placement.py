@@ -14,8 +14,9 @@ every earlier block exactly where (and as) it was:
 For the first two, a :class:`BlockLedger` remembers which block went with which user message
 (its *anchor*: the message id, or the id of the message before it), so the next call renders
 the same bytes at the same place, and a memory already shown earlier in the conversation is not
-repeated: the next block holds only memories the conversation has not seen yet, under a shorter
-header (:func:`place`, :func:`next_block`). Only the newest block is new text for the model.
+repeated: the next block holds only memories the conversation has not seen yet, without a header
+of its own (the first block's, still in the conversation, frames it; :func:`place`,
+:func:`next_block`). Only the newest block is new text for the model.
 
 Example:
     >>> ledger = BlockLedger()
@@ -148,8 +149,8 @@ def next_block(
     """``ctx`` as the next block of a conversation: without the memories it already shows.
 
     The hits of ``ctx`` already passed the relevance floor and the short-term dedup; those not in
-    ``shown`` are fused again (same order, same caps), with the shorter header of a later block
-    when ``continued``. When every hit was shown, the result is skipped ("already in the
+    ``shown`` are fused again (same order, same caps), without a header when ``continued``
+    (an earlier block's header frames it). When every hit was shown, the result is skipped ("already in the
     conversation").
 
     Args:

@@ -190,7 +190,7 @@ class RecallPlanner:
             hits = self.search_windows(
                 hits, windows, query, user_id, limit=limit, alpha=alpha, base=base, fusion=fusion, vector=vector
             )
-        ranked = rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows)
+        ranked = rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows, k=k)
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
 
     def search(

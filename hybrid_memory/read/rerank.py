@@ -11,6 +11,12 @@ with
 * ``time_match``: 1.0 when the memory was created inside one of the periods the query names
   (``windows``, from :func:`hybrid_memory.temporal.find_time_windows`), else 0.0.
 
+The guard (``guard_margin`` / ``guard_gap`` of :class:`~hybrid_memory.config.RerankConfig`, off by
+default): given the ``k`` the caller keeps, the clearly relevant candidates — relevance within
+``guard_margin`` of the best candidate's, or in the store's own top ``k`` by a ``guard_gap`` over
+candidate ``k + 1`` — come first (at most ``k``), whatever the importance, recency or heat of
+the others (:func:`guarded_order`).
+
 Example:
     >>> from datetime import datetime, timedelta, timezone
     >>> from hybrid_memory.records import MemoryRecord
@@ -34,7 +40,7 @@ from hybrid_memory.records import MemoryRecord, RecallHit
 from hybrid_memory.stores.base import FusionType, StoreHit
 from hybrid_memory.text.temporal import TimeWindow
 
-__all__ = ["freshness", "recency", "relevance_of", "rerank"]
+__all__ = ["freshness", "guarded_order", "protected", "recency", "relevance_of", "rerank"]
 
 _RANKED_MAX = 1.0 / 60.0
 
@@ -64,6 +70,58 @@ def relevance_of(score: float, fusion: FusionType) -> float:
     return min(1.0, max(0.0, score))
 
 
+def protected(relevances: Sequence[float], k: int, *, margin: float | None, gap: float | None) -> frozenset[int]:
+    """Indices of the clearly relevant candidates, which the re-rank may not push out of the top ``k``.
+
+    Args:
+        relevances: Relevance of each candidate (0..1).
+        k: How many candidates the caller keeps.
+        margin: Protect every candidate within ``margin`` of the best relevance (None = no).
+        gap: Protect the candidates of the store's own top ``k`` whose relevance exceeds candidate
+            ``k + 1``'s by at least ``gap`` (None = no; nothing when there are at most ``k``).
+
+    Example:
+        >>> sorted(protected([0.9, 0.85, 0.5, 0.4], 2, margin=0.1, gap=None))
+        [0, 1]
+        >>> sorted(protected([0.9, 0.85, 0.5, 0.4], 2, margin=None, gap=0.3))
+        [0, 1]
+        >>> sorted(protected([0.9, 0.6, 0.5, 0.4], 2, margin=None, gap=0.3))
+        [0]
+    """
+    out: set[int] = set()
+    if not relevances:
+        return frozenset()
+    if margin is not None:
+        best = max(relevances)
+        out.update(i for i, r in enumerate(relevances) if r >= best - margin)
+    if gap is not None and len(relevances) > k:
+        by_relevance = sorted(range(len(relevances)), key=lambda i: (-relevances[i], i))
+        edge = relevances[by_relevance[k]]
+        out.update(i for i in by_relevance[:k] if relevances[i] >= edge + gap)
+    return frozenset(out)
+
+
+def guarded_order(scores: Sequence[float], keep: frozenset[int], k: int) -> list[int]:
+    """Indices best first by score, the ``keep`` candidates (at most ``k``, the best scored) first.
+
+    Kept candidates come before every other one, so no cut at or below ``k`` made later (the
+    context's count cap, a benchmark's @5) can lose one to a better-scored, less relevant
+    candidate. Ties keep the input order.
+
+    Example:
+        >>> guarded_order([0.9, 0.5, 0.8, 0.7], frozenset({1}), 2)
+        [1, 0, 2, 3]
+        >>> guarded_order([0.9, 0.5, 0.8, 0.7], frozenset(), 2)
+        [0, 2, 3, 1]
+    """
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    head = [i for i in order if i in keep][:k]
+    if not head:
+        return order
+    chosen = set(head)
+    return head + [i for i in order if i not in chosen]
+
+
 def rerank(
     hits: Sequence[StoreHit],
     *,
@@ -71,10 +129,13 @@ def rerank(
     config: RerankConfig | None = None,
     fusion: FusionType = "relative",
     windows: Sequence[TimeWindow] = (),
+    k: int | None = None,
 ) -> list[RecallHit]:
     """Score store hits with relevance, importance, recency, heat and time match; best first.
 
-    Ties on the final score keep the store's order (which is deterministic).
+    Ties on the final score keep the store's order (which is deterministic). With ``k`` (how many
+    the caller keeps) and the guard on (``config.guard_margin`` / ``guard_gap``), the clearly
+    relevant candidates (:func:`protected`) come first, at most ``k`` (:func:`guarded_order`).
     """
     cfg = config if config is not None else RerankConfig()
     max_access = max((h.record.access_count for h in hits), default=0)
@@ -102,5 +163,7 @@ def rerank(
                 time_match=tm,
             )
         )
-    order = sorted(range(len(out)), key=lambda i: (-out[i].score, i))
-    return [out[i] for i in order]
+    keep: frozenset[int] = frozenset()
+    if k is not None and (cfg.guard_margin is not None or cfg.guard_gap is not None):
+        keep = protected([x.relevance for x in out], k, margin=cfg.guard_margin, gap=cfg.guard_gap)
+    return [out[i] for i in guarded_order([x.score for x in out], keep, k if k is not None else len(out))]

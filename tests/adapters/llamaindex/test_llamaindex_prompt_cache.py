@@ -2,9 +2,10 @@
 
 ``HybridAgentMemory`` controls the messages it returns: with the default placement the previous
 call's whole prompt is a prefix of the next call's. ``HybridMemoryBlock`` returns text that
-LlamaIndex's ``Memory`` places; with ``insert_method=InsertMethod.USER`` everything before the
-newest user message stays byte-identical (Memory's default ``SYSTEM`` changes the system
-message, as the test shows).
+LlamaIndex's ``Memory`` places; with ``insert_method=InsertMethod.USER`` Memory puts it in front
+of the newest user message and keeps no block in its history, so the block puts its earlier
+blocks back where Memory first rendered them: the previous call's whole prompt is again a prefix
+of the next call's (Memory's default ``SYSTEM`` changes the system message, as the test shows).
 """
 
 from __future__ import annotations
@@ -115,14 +116,56 @@ def _block_prompts(core: HybridMemory, make: Callable[..., Memory], insert: Inse
     return asyncio.run(run())
 
 
-def test_memory_block_with_user_insertion_keeps_everything_before_the_newest_message(
+def test_memory_block_with_user_insertion_keeps_the_prefix(
     core: HybridMemory, make_chat_memory: Callable[..., Memory]
 ) -> None:
     prompts = _block_prompts(core, make_chat_memory, InsertMethod.USER)
     for before, after in pairwise(prompts):
-        assert _flat(after)[: len(before) - 1] == _flat(before)[:-1]
-    assert "allergic to peanuts" in (prompts[0][-1].content or "")
-    assert (prompts[0][-1].content or "").endswith(QUESTIONS[0])
+        assert _flat(after)[: len(before)] == _flat(before)  # earlier blocks stay, byte for byte
+    first = prompts[0][-1].content or ""
+    assert first.startswith("<memory>") and "allergic to peanuts" in first and first.endswith(QUESTIONS[0])
+    # The third question asks about peanuts again: the block shown with the first one answers it.
+    third = prompts[2][-1].content or ""
+    assert "allergic to peanuts" not in third and third.endswith(QUESTIONS[2])
+    assert sum("allergic to peanuts" in (m.content or "") for m in prompts[-1]) == 1
+    second = prompts[1][-1].content or ""  # the restaurant question: a later block, only what is new
+    assert "Background memories" not in second and "lives in Lyon" in second and "peanuts" not in second
+
+
+def test_memory_block_renders_each_user_message_once_per_read(
+    core: HybridMemory, make_chat_memory: Callable[..., Memory]
+) -> None:
+    """An agent reads Memory before every LLM call of a run: each read shows the same block."""
+    chat = make_chat_memory(
+        session_id="s1",
+        token_limit=4000,
+        memory_blocks=[HybridMemoryBlock(core, user_id="ann")],
+        insert_method=InsertMethod.USER,
+    )
+
+    async def run() -> list[list[tuple[str, str]]]:
+        await chat.aput(ChatMessage(role="user", content=QUESTIONS[0]))
+        reads = [_flat(await chat.aget())]
+        await chat.aput(ChatMessage(role="assistant", content="Let me check a tool."))
+        reads.append(_flat(await chat.aget()))
+        reads.append(_flat(await chat.aget(input=QUESTIONS[0])))  # an agent's handoff passes it again
+        return reads
+
+    first, second, third = asyncio.run(run())
+    assert second[: len(first)] == first and third == second
+    assert core.short_term("ann", "s1")[0].content == QUESTIONS[0]  # recorded once, without the block
+    assert len(core.short_term("ann", "s1")) == 1
+
+
+def test_memory_block_system_placement_keeps_the_old_behaviour(make_chat_memory: Callable[..., Memory]) -> None:
+    core = _core("system_end")
+    try:
+        prompts = _block_prompts(core, make_chat_memory, InsertMethod.USER)
+    finally:
+        core.close()
+    # No block is kept: the newest user message carries the whole block, earlier ones none.
+    assert "allergic to peanuts" in (prompts[2][-1].content or "")
+    assert all("<memory" not in (m.content or "") for m in prompts[2][:-1])
 
 
 def test_memory_block_with_system_insertion_changes_the_system_message(
@@ -131,3 +174,54 @@ def test_memory_block_with_system_insertion_changes_the_system_message(
     prompts = _block_prompts(core, make_chat_memory, InsertMethod.SYSTEM)
     firsts = {(p[1].content or "") for p in prompts}
     assert len(firsts) > 1  # Memory's default placement: the prefix changes with the block
+
+
+def test_memory_block_tells_apart_user_messages_with_the_same_text(
+    core: HybridMemory, make_chat_memory: Callable[..., Memory]
+) -> None:
+    """A second "Can I eat peanuts?" is a message of its own: the first keeps its block, the second gets none new."""
+    chat = make_chat_memory(
+        session_id="s1",
+        token_limit=4000,
+        memory_blocks=[HybridMemoryBlock(core, user_id="ann")],
+        insert_method=InsertMethod.USER,
+    )
+    question = "Can I eat peanuts, given I am allergic?"
+
+    async def run() -> list[list[tuple[str, str]]]:
+        prompts = []
+        for answer in ("No.", "Still no."):
+            await chat.aput(ChatMessage(role="user", content=question))
+            prompts.append(_flat(await chat.aget()))
+            await chat.aput(ChatMessage(role="assistant", content=answer))
+        return prompts
+
+    first, second = asyncio.run(run())
+    assert second[: len(first)] == first
+    assert "allergic to peanuts" in first[-1][1] and second[-1] == ("user", question)
+
+
+def test_one_block_keeps_the_blocks_of_each_session_apart(
+    core: HybridMemory, make_chat_memory: Callable[..., Memory]
+) -> None:
+    block = HybridMemoryBlock(core, user_id="ann")
+    chats = {
+        s: make_chat_memory(session_id=s, token_limit=4000, memory_blocks=[block], insert_method=InsertMethod.USER)
+        for s in ("A", "B")
+    }
+
+    async def run() -> dict[str, list[list[tuple[str, str]]]]:
+        prompts: dict[str, list[list[tuple[str, str]]]] = {"A": [], "B": []}
+        for question, answer in zip(QUESTIONS[:3], ANSWERS, strict=False):
+            for s, chat in chats.items():  # the sessions alternate on the same block
+                await chat.aput(ChatMessage(role="user", content=question))
+                prompts[s].append(_flat(await chat.aget()))
+                await chat.aput(ChatMessage(role="assistant", content=answer))
+        return prompts
+
+    prompts = asyncio.run(run())
+    for s in ("A", "B"):
+        for before, after in pairwise(prompts[s]):
+            assert after[: len(before)] == before
+        assert "allergic to peanuts" in prompts[s][0][-1][1]  # each session is shown the memory once
+        assert sum("allergic to peanuts" in text for _, text in prompts[s][-1]) == 1
