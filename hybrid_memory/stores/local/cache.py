@@ -181,20 +181,31 @@ class _PartitionCache(_Connection):
         """Save a snapshot of ``part`` if it is the user's current state and no snapshot matches it yet.
 
         Best effort (the rows stay the truth): a failed write is skipped. The change counter is
-        checked inside the write transaction, so a partition made stale by another connection is
-        never saved.
+        checked again inside the write transaction, so a partition made stale by another
+        connection is never saved; the arrays are assembled before it, not while holding the lock.
         """
         if self._memory or self._closed or part.n == 0 or part.saved == part.version:
             return
-        snap = part.snapshot()
+        hashed = user_hash(user_id)
         try:
+            row = self._conn.execute(
+                "SELECT v.version, s.version FROM user_versions AS v "
+                "LEFT JOIN snapshots AS s ON s.user_hash = v.user_hash WHERE v.user_hash = ?",
+                (hashed,),
+            ).fetchone()
+            if row is None or row[0] != part.version:
+                return  # stale: another connection wrote the user since
+            if row[1] == part.version:
+                part.saved = part.version  # another connection saved this state already
+                return
+            snap = part.snapshot()
             with self._tx() as c:
                 if self._user_version(user_id) != part.version:
                     return
                 c.execute(
                     "INSERT OR REPLACE INTO snapshots (user_hash, version, rows, dim, vectors, columns, postings, "
                     "ids, terms, sessions, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (user_hash(user_id), part.version, *snap),
+                    (hashed, part.version, *snap),
                 )
         except (StoreError, sqlite3.Error):  # pragma: no cover - contention or a full disk: the rows stay the truth
             return
