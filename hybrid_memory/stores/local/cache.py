@@ -212,8 +212,11 @@ class _PartitionCache(_Connection):
         part.saved = part.version
 
     def _save_evicted(self) -> None:
-        """Save the partitions the budget evicted since the last call (no snapshot matched them)."""
-        while self._unsaved:
+        """Save the partitions the budget evicted since the last call (no snapshot matched them).
+
+        Inside an open transaction (a caller's write) they wait for the next call instead.
+        """
+        while self._unsaved and not self._conn.in_transaction:
             user_id, part = self._unsaved.pop()
             self._save(user_id, part)
 
