@@ -363,7 +363,7 @@ class _Partition:
         part.status = np.frombuffer(cols, dtype=np.int8, count=n, offset=20 * n)
         part.category = np.frombuffer(cols, dtype=np.int8, count=n, offset=21 * n)
         part.n = n
-        part.ids = snap.ids.split("\x00")
+        part.ids = snap.ids.split("\x00") if n else []
         part.row_of = dict(zip(part.ids, range(n), strict=True))
         for code, name in enumerate(snap.sessions.split("\x00") if snap.sessions else ()):
             part.session_codes[name] = code
