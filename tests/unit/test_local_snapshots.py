@@ -201,23 +201,3 @@ def test_nothing_is_saved_for_an_empty_user_or_an_in_memory_store(tmp_path: Path
     store._save_all()
     assert store._conn.execute("SELECT COUNT(*) FROM snapshots").fetchone()[0] == saved + (0 if memory else 1)
     store.close()
-
-
-def test_split_product_is_bit_for_bit_the_single_threaded_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hybrid_memory.stores.local import partition
-
-    rng = np.random.default_rng(21)
-    part = _Partition(384)
-    snap = part.snapshot()._replace(
-        rows=1001,
-        vectors=rng.standard_normal((1001, 384)).astype("<f4").tobytes(),
-        columns=bytes(22 * 1001),
-        postings=bytes(8),
-        ids="\x00".join(str(i) for i in range(1001)),
-    )
-    big = _Partition.from_snapshot(snap)
-    q = rng.standard_normal(384).astype(np.float32)
-    single = np.einsum("ij,j->i", big.matrix, q)
-    monkeypatch.setattr(partition, "_SPLIT_ROWS", 8)
-    monkeypatch.setattr(partition, "_CPUS", 2)
-    assert np.array_equal(big.similarities(q), single)

@@ -14,8 +14,6 @@ from __future__ import annotations
 import bisect
 import builtins
 import json
-import os
-import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, get_args
@@ -28,7 +26,6 @@ from hybrid_memory.ranking import FusedHit, bm25_accumulate, cosine_distance, or
 from hybrid_memory.records import Category, MemoryRecord, Status
 from hybrid_memory.stores.local.rows import _micros
 from hybrid_memory.stores.nearest import Neighbour, nearest
-from hybrid_memory.threads import DaemonPool
 from hybrid_memory.values import MemoryFilter
 
 _STATUS_CODES: dict[str, int] = {s: i for i, s in enumerate(get_args(Status))}
@@ -45,20 +42,6 @@ _NEIGHBOUR_BLOCK = 1 << 22
 #: Query terms whose BM25 contributions a partition keeps between writes (then computed per query).
 _BM25_CACHE_TERMS = 4096
 _NO_SCORES: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
-#: Rows from which :meth:`_Partition.similarities` splits the product over two threads.
-_SPLIT_ROWS = 32_768
-_CPUS = os.cpu_count() or 1
-_pool: DaemonPool | None = None
-_pool_lock = threading.Lock()
-
-
-def _split_pool() -> DaemonPool:
-    """The daemon threads that compute the second half of large products (made on first use)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = DaemonPool(name="hybrid-memory-similarities")
-        return _pool
 
 
 def _unit_rows(m: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -469,21 +452,10 @@ class _Partition:
 
         ``einsum`` runs single-threaded SIMD loops: with BLAS's own thread pool the product
         was several times slower (p95) whenever other threads or processes competed for the
-        cores, which is the normal case in an agent server. From :data:`_SPLIT_ROWS` rows on
-        (a memory-bound product) the second half of the rows runs in a pool thread while this
-        thread does the first: each row's dot product is the same ``einsum`` loop, so the
-        result is bit-for-bit the single-threaded one.
+        cores, which is the normal case in an agent server.
         """
-        m = self.matrix[: self.n]
-        if self.n < _SPLIT_ROWS or _CPUS < 2:
-            sims: npt.NDArray[np.float32] = np.einsum("ij,j->i", m, unit_query)
-            return sims
-        out = np.empty(self.n, dtype=np.float32)
-        half = self.n // 2
-        rest = _split_pool().submit(lambda: np.einsum("ij,j->i", m[half:], unit_query, out=out[half:]))
-        np.einsum("ij,j->i", m[:half], unit_query, out=out[:half])
-        rest.result()
-        return out
+        sims: npt.NDArray[np.float32] = np.einsum("ij,j->i", self.matrix[: self.n], unit_query)
+        return sims
 
     def vector_leg(
         self, sims: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int
