@@ -169,8 +169,24 @@ def ingest(opts: ScaleOptions, path: Path) -> dict[str, Any]:
         "rss_start_mb": rss0,
         "rss_end_mb": samples[-1]["rss_mb"] if samples else _rss_mb(),
         "file_mb": sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 1e6,
+        "snapshots": _snapshot_sizes(path),
         "samples": samples,
     }
+
+
+def _snapshot_sizes(path: Path) -> dict[str, float]:
+    """How many users have a saved index snapshot in the file, and the MB they take."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        users, size = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(vectors) + LENGTH(columns) + LENGTH(postings) + LENGTH(CAST(ids AS BLOB)) "
+            "+ LENGTH(CAST(terms AS BLOB)) + LENGTH(CAST(sessions AS BLOB)) + LENGTH(CAST(tags AS BLOB))), 0) FROM snapshots"
+        ).fetchone()
+    finally:
+        conn.close()
+    return {"users": int(users), "mb": int(size) / 1e6}
 
 
 def recall(opts: ScaleOptions, path: Path) -> dict[str, Any]:
@@ -315,6 +331,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"| ingest ({ing['mode']}) | {ing['per_s']:,.0f} memories/s ({ing['seconds']:.0f} s) |",
         f"| outcomes | {ing['actions']} |",
         f"| file size | {ing['file_mb']:,.0f} MB |",
+        f"| index snapshots saved by the writer | {ing['snapshots']['users']} users, {ing['snapshots']['mb']:,.0f} MB |"
+        if "snapshots" in ing
+        else "| index snapshots | - |",
         f"| writer RSS start -> end | {ing['rss_start_mb']:.0f} -> {ing['rss_end_mb']:.0f} MB |",
         f"| reader open | {1000 * rec['open_s']:.0f} ms |",
         f"| reader RSS start -> end | {rec['rss_start_mb']:.0f} -> {rec['rss_end_mb']:.0f} MB |",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ from hybrid_memory.stores.budget import CacheBudget
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.write.neighbours import NeighbourCache
+
+NOW = datetime(2025, 6, 1, tzinfo=timezone.utc)
 
 
 def test_least_recently_used_entries_go_first_and_the_total_stays_within_the_budget() -> None:
@@ -64,7 +67,8 @@ def _fill(mem: HybridMemory, users: list[str], per_user: int) -> None:
 def test_local_store_partitions_are_evicted_at_the_budget_and_recall_is_identical(tmp_path: Path) -> None:
     users = [f"user{i}" for i in range(6)]
     store = LocalStore(tmp_path / "m.sqlite", budget=CacheBudget(10**9))
-    mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=64))
+    # A fixed clock: recall's recency term would otherwise move the scores between the two passes.
+    mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=64), clock=lambda: NOW)
     _fill(mem, users, 40)
     before = {u: [(h.id, round(h.score, 6)) for h in mem.recall("note about topic 3", user_id=u, k=5)] for u in users}
     one = store._partitions[users[0]].nbytes()

@@ -11,11 +11,12 @@ the memory budget (:mod:`hybrid_memory.stores.budget`). Which partitions are cac
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any, get_args
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -101,7 +102,10 @@ class _Partition:
         self.entries = 0
         self.ids: list[str] = []
         self.row_of: dict[str, int] = {}
-        self.term_counts: list[dict[str, int]] = []
+        #: Per-row ``term -> count`` (``None`` until derived: see :attr:`term_counts`).
+        self._counts: list[dict[str, int]] | None = []
+        #: The user's change counter of the snapshot in the file that equals this partition (-1: none).
+        self.saved = -1
         self.tags: list[tuple[str, ...]] = []
         # Postings live in one of two forms per term: ``_arrays[t]`` alone (built in bulk on
         # load, read-only) or ``_postings[t]`` (a ``{row: tf}`` dict, made on the first change
@@ -149,8 +153,15 @@ class _Partition:
         return self.n
 
     def _changed(self) -> None:
-        """Drop what is derived from postings, lengths and N (called by every mutation)."""
+        """Drop what is derived from postings, lengths and N (called by every mutation).
+
+        A partition loaded from a snapshot gets its own writable arrays and its per-row term
+        counts here, before its first change.
+        """
         self._bm25_cache.clear()
+        if not self.matrix.flags.writeable:
+            self.term_counts  # noqa: B018 - derived while the frozen postings are still complete
+            self._alloc(self.n)
 
     def _mutable(self, term: str) -> dict[int, int]:
         """The dict form of a term's postings, to be changed by the caller."""
@@ -267,25 +278,107 @@ class _Partition:
                 counts[t] = counts.get(t, 0) + 1
             term_counts.append(counts)
             lengths.append(len(tokens))
-        self.term_counts = term_counts
-        self.entries = total_entries = sum(len(c) for c in term_counts)
+        self._counts = term_counts
+        self.entries = sum(len(c) for c in term_counts)
         self.dl[:n] = lengths
         self.total_tokens = sum(lengths)
         self.docs_with_tokens = sum(1 for x in lengths if x)
-        # Frozen postings: one stable sort of (term id, row) pairs, sliced per term.
-        vocab: dict[str, int] = {}
-        total = total_entries
-        term_ids = np.fromiter(
-            (vocab.setdefault(t, len(vocab)) for c in term_counts for t in c), dtype=np.int64, count=total
-        )
-        tfs = np.fromiter((v for c in term_counts for v in c.values()), dtype=np.float64, count=total)
-        doc_rows = np.repeat(np.arange(n, dtype=np.int64), [len(c) for c in term_counts])
-        order = np.argsort(term_ids, kind="stable")
-        doc_rows, tfs = doc_rows[order], tfs[order]
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(term_ids, minlength=len(vocab)))))
         self._postings.clear()
-        self._arrays = _FrozenPostings(vocab, doc_rows, tfs, bounds)
+        self._arrays = _freeze(term_counts, self.entries)
         self.n = n
+
+    # -- snapshots (see .cache) ------------------------------------------------------------
+    def snapshot(self) -> _Snapshot:
+        """This partition as contiguous arrays (a ``snapshots`` row of :mod:`.schema`, minus user and version).
+
+        Rows keep their order; postings are the frozen ones (refrozen from the per-row term
+        counts when writes changed them since the bulk load), stored with the terms sorted so a
+        load needs no term dictionary (:class:`_SortedTerms`).
+        """
+        n = self.n
+        frozen = self._arrays
+        if self._postings or not frozen.pristine():
+            frozen = _freeze(self.term_counts, self.entries)
+        terms = builtins.list(frozen.vocab())
+        rows, tfs, bounds = frozen.flat()
+        order = sorted(range(len(terms)), key=terms.__getitem__)
+        lengths = np.diff(bounds)[order]
+        starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        gather = np.repeat(bounds[:-1][order] - starts[:-1], lengths) + np.arange(int(starts[-1]), dtype=np.int64)
+        columns = b"".join(
+            a[:n].tobytes()
+            for a in (
+                self.dl.astype("<f8", copy=False),
+                self.created.astype("<i8", copy=False),
+                self.session.astype("<i4", copy=False),
+                self.status,
+                self.category,
+            )
+        )
+        return _Snapshot(
+            rows=n,
+            dim=int(self.dim or 0),
+            vectors=self.matrix[:n].astype("<f4", copy=False).tobytes(),
+            columns=columns,
+            postings=starts.astype("<i8").tobytes()
+            + rows[gather].astype("<i4").tobytes()
+            + tfs[gather].astype("<i4").tobytes(),
+            ids="\x00".join(self.ids),  # ids and session ids never hold NUL (check_id)
+            terms=json.dumps([terms[i] for i in order], ensure_ascii=False),
+            sessions="\x00".join(s for s in self.session_codes if s is not None),  # codes 0, 1, ... in order
+            tags=json.dumps([[row, tags] for row, tags in enumerate(self.tags) if tags], ensure_ascii=False),
+        )
+
+    @classmethod
+    def from_snapshot(cls, snap: _Snapshot) -> _Partition:
+        """The partition a :meth:`snapshot` was taken of (same rows, postings and statistics).
+
+        The arrays are read-only views of the snapshot's bytes (no copy) until the first write
+        copies them (:meth:`_changed`); per-row term counts are derived from the postings then too.
+        """
+        n, dim = snap.rows, snap.dim
+        part = cls(dim)
+        cols = snap.columns
+        part.matrix = np.frombuffer(snap.vectors, dtype="<f4").reshape(n, dim)
+        part.dl = np.frombuffer(cols, dtype="<f8", count=n)
+        part.created = np.frombuffer(cols, dtype="<i8", count=n, offset=8 * n)
+        part.session = np.frombuffer(cols, dtype="<i4", count=n, offset=16 * n)
+        part.status = np.frombuffer(cols, dtype=np.int8, count=n, offset=20 * n)
+        part.category = np.frombuffer(cols, dtype=np.int8, count=n, offset=21 * n)
+        part.n = n
+        part.ids = snap.ids.split("\x00") if n else []
+        part.row_of = dict(zip(part.ids, range(n), strict=True))
+        for code, name in enumerate(snap.sessions.split("\x00") if snap.sessions else ()):
+            part.session_codes[name] = code
+        tags: builtins.list[tuple[str, ...]] = [()] * n
+        for row, row_tags in json.loads(snap.tags):
+            tags[row] = tuple(row_tags)
+            for tag in row_tags:
+                part.tag_rows.setdefault(tag, set()).add(row)
+        part.tags = tags
+        terms: builtins.list[str] = json.loads(snap.terms)
+        bounds = np.frombuffer(snap.postings, dtype="<i8", count=len(terms) + 1)
+        total = int(bounds[-1])
+        at = 8 * (len(terms) + 1)
+        rows = np.frombuffer(snap.postings, dtype="<i4", count=total, offset=at).astype(np.int64)
+        tfs = np.frombuffer(snap.postings, dtype="<i4", count=total, offset=at + 4 * total).astype(np.float64)
+        part._arrays = _FrozenPostings(_SortedTerms(terms), rows, tfs, bounds.astype(np.int64))
+        part._counts = None
+        part.entries = total
+        part.total_tokens = int(part.dl.sum())
+        part.docs_with_tokens = int(np.count_nonzero(part.dl))
+        return part
+
+    @property
+    def term_counts(self) -> builtins.list[dict[str, int]]:
+        """Each row's ``term -> count`` (derived from the frozen postings after a snapshot load)."""
+        if self._counts is None:
+            counts: builtins.list[dict[str, int]] = [{} for _ in range(self.n)]
+            for term, (rows, tfs) in self._arrays.items():
+                for row, tf in zip(rows.tolist(), tfs.astype(int).tolist(), strict=True):
+                    counts[row][term] = tf
+            self._counts = counts
+        return self._counts
 
     def update(self, rec: _FilterFields, tokens: Sequence[str] | None) -> None:
         """Change the filter fields (and the tokens when the content changed) of one memory."""
@@ -459,6 +552,61 @@ class _Partition:
 _Posting = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
 
 
+class _Snapshot(NamedTuple):
+    """One partition as a ``snapshots`` row (:mod:`.schema`): little-endian arrays and a JSON of names.
+
+    ``vectors``: ``rows x dim`` float32. ``columns``: float64 ``dl``, int64 ``created``, int32
+    ``session``, int8 ``status``, int8 ``category`` (``rows`` each, in that order). ``postings``:
+    int64 ``bounds`` (terms + 1), then int32 ``rows`` and int32 ``tfs`` (``bounds[-1]`` each).
+    ``ids``, ``sessions``: NUL-separated (session code order). ``terms``: JSON list, sorted, one per
+    ``bounds`` slice. ``tags``: JSON ``[[row, [tag, ...]], ...]`` of the rows that have tags.
+    """
+
+    rows: int
+    dim: int
+    vectors: bytes
+    columns: bytes
+    postings: bytes
+    ids: str
+    terms: str
+    sessions: str
+    tags: str
+
+
+class _SortedTerms(Mapping[str, int]):
+    """``term -> position`` over a sorted term list by binary search (nothing built on load)."""
+
+    def __init__(self, terms: builtins.list[str]) -> None:
+        self._terms = terms
+
+    def __getitem__(self, term: str) -> int:
+        i = bisect.bisect_left(self._terms, term)
+        if i < len(self._terms) and self._terms[i] == term:
+            return i
+        raise KeyError(term)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._terms)
+
+    def __len__(self) -> int:
+        return len(self._terms)
+
+
+def _freeze(term_counts: Sequence[Mapping[str, int]], entries: int) -> _FrozenPostings:
+    """Frozen postings of per-row term counts: one stable sort of (term id, row) pairs, sliced per term."""
+    n = len(term_counts)
+    vocab: dict[str, int] = {}
+    term_ids = np.fromiter(
+        (vocab.setdefault(t, len(vocab)) for c in term_counts for t in c), dtype=np.int64, count=entries
+    )
+    tfs = np.fromiter((v for c in term_counts for v in c.values()), dtype=np.float64, count=entries)
+    doc_rows = np.repeat(np.arange(n, dtype=np.int64), [len(c) for c in term_counts])
+    order = np.argsort(term_ids, kind="stable")
+    doc_rows, tfs = doc_rows[order], tfs[order]
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(term_ids, minlength=len(vocab))))).astype(np.int64)
+    return _FrozenPostings(vocab, doc_rows, tfs, bounds)
+
+
 class _FrozenPostings:
     """Postings built in bulk, ``term -> (rows, tfs)`` sliced on demand out of two flat arrays.
 
@@ -468,12 +616,12 @@ class _FrozenPostings:
 
     def __init__(
         self,
-        vocab: dict[str, int] | None = None,
+        vocab: Mapping[str, int] | None = None,
         rows: npt.NDArray[np.int64] | None = None,
         tfs: npt.NDArray[np.float64] | None = None,
         bounds: npt.NDArray[np.int64] | None = None,
     ) -> None:
-        self._vocab: dict[str, int] = vocab if vocab is not None else {}
+        self._vocab: Mapping[str, int] = vocab if vocab is not None else {}
         self._rows = rows if rows is not None else np.zeros(0, dtype=np.int64)
         self._tfs = tfs if tfs is not None else np.zeros(0, dtype=np.float64)
         self._bounds = bounds if bounds is not None else np.zeros(1, dtype=np.int64)
@@ -481,6 +629,29 @@ class _FrozenPostings:
 
     def __len__(self) -> int:
         return len(self._vocab) + len(self._over)
+
+    def pristine(self) -> bool:
+        """Whether every term is still the bulk-built one (nothing set or popped since)."""
+        return not self._over
+
+    def vocab(self) -> Iterator[str]:
+        """The bulk-built terms in the order of their slices."""
+        return iter(self._vocab)
+
+    def flat(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+        """The bulk-built ``(rows, tfs, bounds)`` arrays (term ``i`` is ``bounds[i]:bounds[i + 1]``)."""
+        return self._rows, self._tfs, self._bounds
+
+    def items(self) -> Iterator[tuple[str, _Posting]]:
+        """Every term with its postings (bulk-built ones not popped, then the overlay)."""
+        for term in self._vocab:
+            if term not in self._over:
+                posting = self.get(term)
+                if posting is not None:
+                    yield term, posting
+        for term, value in self._over.items():
+            if value is not None:
+                yield term, value
 
     def get(self, term: str) -> _Posting | None:
         """The postings of ``term`` (``None``: none frozen)."""

@@ -4,7 +4,13 @@ Tables: ``meta`` (schema version, analyzer and embedder names, embedder dimensio
 wipe), ``memories`` (one row per memory with its analysed text and unit vector), ``turns`` (the
 durable turn log), ``extracted`` (each session's fact-extraction watermark; created in place in
 older files), ``forget_epochs`` and ``user_versions`` (per-user counters under a SHA-256 of the
-user id).
+user id), and ``snapshots`` (schema 2: each user's search index as contiguous arrays, so a cold
+process loads it with one query instead of rebuilding it from the rows; see :mod:`.cache`).
+
+A snapshot is valid only for the ``user_versions`` counter it was saved at: two triggers delete a
+user's snapshot in the same transaction as any write that bumps the counter, so a crash between
+two lines never leaves a stale snapshot to serve (and a forgotten user's snapshot goes with its
+rows, zeroed by ``secure_delete``). Files of schema 1 get the table and triggers on open.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import sqlite3
 from hybrid_memory.errors import SchemaError
 from hybrid_memory.text.analyzer import Analyzer
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+#: Schema versions this library opens and migrates in place to :data:`SCHEMA_VERSION`.
+_MIGRATABLE = ("1",)
 _BUSY_TIMEOUT_MS = 5000
 
 _SCHEMA = """
@@ -77,26 +85,50 @@ CREATE TABLE IF NOT EXISTS user_versions (
     user_hash TEXT PRIMARY KEY,
     version   INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS snapshots (
+    user_hash TEXT PRIMARY KEY,
+    version   INTEGER NOT NULL,
+    rows      INTEGER NOT NULL,
+    dim       INTEGER NOT NULL,
+    vectors   BLOB NOT NULL,
+    columns   BLOB NOT NULL,
+    postings  BLOB NOT NULL,
+    ids       TEXT NOT NULL,
+    terms     TEXT NOT NULL,
+    sessions  TEXT NOT NULL,
+    tags      TEXT NOT NULL
+);
 """
+
+#: A write bumps ``user_versions`` in its transaction; these drop the user's snapshot with it.
+_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS snapshots_stale_on_update AFTER UPDATE ON user_versions "
+    "BEGIN DELETE FROM snapshots WHERE user_hash = NEW.user_hash; END",
+    "CREATE TRIGGER IF NOT EXISTS snapshots_stale_on_insert AFTER INSERT ON user_versions "
+    "BEGIN DELETE FROM snapshots WHERE user_hash = NEW.user_hash; END",
+)
 
 
 def _create_or_migrate(c: sqlite3.Connection, analyzer: Analyzer, path: str) -> None:
     """Inside a write transaction: create what is missing, check the schema version, migrate in place.
 
-    Migrations are additive (a column added with a default); a file indexed with another
-    analyzer has its analysed text recomputed (:func:`_reanalyze`).
+    Migrations are additive (a column added with a default; schema 1 -> 2 adds the ``snapshots``
+    table and its triggers); a file indexed with another analyzer has its analysed text
+    recomputed (:func:`_reanalyze`).
 
     Raises:
-        SchemaError: the file holds another schema version than :data:`SCHEMA_VERSION`.
+        SchemaError: the file holds a schema version this library neither reads nor migrates.
     """
+    version = _read_meta(c, "schema_version") if _has_table(c, "meta") else None
+    if version is not None and version != SCHEMA_VERSION and version not in _MIGRATABLE:
+        raise SchemaError(f"{path!r} has schema version {version}; this library reads {SCHEMA_VERSION}")
     for stmt in _SCHEMA.split(";"):
         if stmt.strip():
             c.execute(stmt)
-    version = _read_meta(c, "schema_version")
-    if version is None:
+    for trigger in _TRIGGERS:
+        c.execute(trigger)
+    if version != SCHEMA_VERSION:
         _write_meta(c, "schema_version", SCHEMA_VERSION)
-    elif version != SCHEMA_VERSION:
-        raise SchemaError(f"{path!r} has schema version {version}; this library reads {SCHEMA_VERSION}")
     columns = {str(r[1]) for r in c.execute("PRAGMA table_info(memories)")}
     if "context" not in columns:  # files written before memories had a search context (additive)
         c.execute("ALTER TABLE memories ADD COLUMN context TEXT NOT NULL DEFAULT ''")
@@ -108,7 +140,11 @@ def _create_or_migrate(c: sqlite3.Connection, analyzer: Analyzer, path: str) -> 
 
 
 def _reanalyze(c: sqlite3.Connection, analyzer: Analyzer) -> None:
-    """Recompute every memory's analysed text with ``analyzer`` (inside a write transaction)."""
+    """Recompute every memory's analysed text with ``analyzer`` (inside a write transaction).
+
+    Snapshots hold postings of the old analysis: they are dropped (rebuilt from the new rows).
+    """
+    c.execute("DELETE FROM snapshots")
     rows = c.execute("SELECT user_id, id, content, context FROM memories").fetchall()
     c.executemany(
         "UPDATE memories SET analyzed = ? WHERE user_id = ? AND id = ?",
@@ -117,6 +153,10 @@ def _reanalyze(c: sqlite3.Connection, analyzer: Analyzer) -> None:
             for user_id, mid, content, context in rows
         ],
     )
+
+
+def _has_table(c: sqlite3.Connection, name: str) -> bool:
+    return c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def _read_meta(c: sqlite3.Connection, key: str) -> str | None:

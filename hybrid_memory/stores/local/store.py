@@ -119,6 +119,7 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         self._path = raw
         self._lock = threading.RLock()
         self._partitions = {}
+        self._unsaved = []
         self._budget = budget if budget is not None else cache_budget()
         self._evict = self._budget.owner(self, _drop_partition)
         self._data_version = -1
@@ -162,6 +163,7 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         with self._lock:
             if self._closed:
                 return
+            self._save_all()  # the next process loads these users from their snapshots
             self._closed = True
             self._partitions.clear()
             self._budget.discard_owner(self._evict)

@@ -1,0 +1,203 @@
+"""LocalStore snapshots: a cold process loads a user's index from one row, never a stale one.
+
+A snapshot is the user's partition as contiguous arrays (table ``snapshots``), saved when the
+partition leaves the process (budget eviction, close) and valid only at the user's change counter
+it was saved at. These tests check that a loaded partition ranks exactly like one rebuilt from the
+rows (also after writes to it), that every write, a write of another process and a forget make the
+snapshot go, that a crash-like stale row is not served, and that a schema-1 file is migrated.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.base import SearchRequest, user_hash
+from hybrid_memory.stores.budget import CacheBudget
+from hybrid_memory.stores.local import SCHEMA_VERSION, LocalStore
+from hybrid_memory.stores.local.partition import _Partition
+from tests.unit.test_local_search_fast_paths import FILTERS, corpus, reference
+
+
+def _snapshots(path: Path) -> list[tuple[str, int, int]]:
+    conn = sqlite3.connect(path)
+    try:
+        return [(str(h), int(v), int(n)) for h, v, n in conn.execute("SELECT user_hash, version, rows FROM snapshots")]
+    finally:
+        conn.close()
+
+
+def _requests(rng: np.random.Generator, vectors: np.ndarray) -> list[SearchRequest]:
+    out = []
+    for flt in FILTERS:
+        for alpha in (0.0, 0.5, 1.0):
+            q = vectors[int(rng.integers(0, len(vectors)))] + rng.normal(scale=0.01, size=16).astype(np.float32)
+            out.append(
+                SearchRequest(user_id="u", query="green tea likes 3", vector=q, alpha=alpha, limit=25, filter=flt)
+            )
+    return out
+
+
+def _ranked(store: LocalStore, req: SearchRequest) -> list[tuple[str, float, float | None, float | None]]:
+    return [(h.record.id, h.score, h.keyword_score, h.vector_similarity) for h in store.search(req)]
+
+
+def test_snapshot_round_trip_ranks_exactly_like_the_rows_also_after_writes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    recs, vectors = corpus(rng, 240)
+    path = tmp_path / "snap.db"
+    with LocalStore(path) as store:
+        store.upsert(recs[:200], vectors[:200])
+        store.search(SearchRequest(user_id="u", query="tea", vector=vectors[0], alpha=0.5))  # partition cached
+    [(hashed, version, rows)] = _snapshots(path)  # saved on close
+    assert (hashed, rows) == (user_hash("u"), 200)
+    reqs = _requests(rng, vectors)
+    with LocalStore(path) as store:
+        part = store._partition("u")
+        assert part.saved == part.version == version and not part.matrix.flags.writeable  # loaded, not rebuilt
+        for req in reqs:
+            assert [h[:3] for h in _ranked(store, req)] == reference(store, recs[:200], vectors[:200], req)
+        # writes to a loaded partition: new rows, a replaced row, removed rows, a changed text
+        store.upsert(recs[200:], vectors[200:])
+        store.upsert([recs[5]], vectors[6:7])
+        store.delete("u", [recs[0].id, recs[199].id, recs[17].id])
+        changed = recs[30].model_copy(update={"content": "black coffee evening 9", "tags": ("home",)})
+        store.update([changed])
+        assert _snapshots(path) == []  # the first write dropped it in its transaction
+        after = [_ranked(store, req) for req in reqs]
+    with LocalStore(path, budget=CacheBudget(0)) as fresh:  # rebuilt from the rows: nothing cached
+        for req, expected in zip(reqs, after, strict=True):
+            assert _ranked(fresh, req) == expected
+            fresh._drop_partition("u")
+    with LocalStore(path) as store:  # saved again on close: loaded, same answers
+        assert store._partition("u").saved == store._partition("u").version
+        for req, expected in zip(reqs, after, strict=True):
+            assert _ranked(store, req) == expected
+
+
+def test_partition_snapshot_equals_bulk_load_field_by_field() -> None:
+    rng = np.random.default_rng(5)
+    recs, vectors = corpus(rng, 90)
+    with LocalStore(":memory:") as store:
+        store.upsert(recs, vectors)
+        built = store._partition("u")
+        loaded = _Partition.from_snapshot(built.snapshot())
+    n = built.n
+    assert loaded.n == n and loaded.ids == built.ids and loaded.row_of == built.row_of
+    for name in ("matrix", "dl", "status", "category", "created", "session"):
+        assert np.array_equal(getattr(loaded, name), getattr(built, name)[:n]), name
+    assert loaded.session_codes == built.session_codes and loaded.tags == built.tags
+    assert loaded.tag_rows == built.tag_rows
+    assert (loaded.entries, loaded.total_tokens, loaded.docs_with_tokens) == (
+        built.entries,
+        built.total_tokens,
+        built.docs_with_tokens,
+    )
+    assert loaded.term_counts == built.term_counts  # derived from the postings
+    for term in {t for c in built.term_counts for t in c} | {"no-such-term"}:
+        a, b = loaded._posting_arrays(term), built._posting_arrays(term)
+        assert (a is None) == (b is None), term
+        if a is not None and b is not None:
+            assert dict(zip(a[0].tolist(), a[1].tolist(), strict=True)) == dict(
+                zip(b[0].tolist(), b[1].tolist(), strict=True)
+            ), term
+
+
+def test_a_write_of_another_process_drops_the_snapshot_and_the_reader_rebuilds(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    recs, vectors = corpus(rng, 60)
+    path = tmp_path / "two.db"
+    with LocalStore(path) as store:
+        store.upsert(recs[:50], vectors[:50])
+        store._partition("u")
+    assert len(_snapshots(path)) == 1
+    reader, writer = LocalStore(path), LocalStore(path)
+    try:
+        reader._partition("u")  # loaded from the snapshot
+        writer.upsert(recs[50:], vectors[50:])
+        assert _snapshots(path) == []
+        hits = reader.search(SearchRequest(user_id="u", query=recs[55].content, vector=None, alpha=0.0, limit=60))
+        assert recs[55].id in {h.record.id for h in hits}
+        assert reader._partition("u").n == 60
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_stale_snapshot_is_never_served(tmp_path: Path) -> None:
+    """A snapshot row whose counter is behind (as after a crash between two lines) is ignored."""
+    rng = np.random.default_rng(9)
+    recs, vectors = corpus(rng, 40)
+    path = tmp_path / "stale.db"
+    with LocalStore(path) as store:
+        store.upsert(recs[:30], vectors[:30])
+        store._partition("u")
+    conn = sqlite3.connect(path)
+    saved = conn.execute("SELECT * FROM snapshots").fetchone()
+    conn.close()
+    with LocalStore(path) as store:
+        store.upsert(recs[30:], vectors[30:])
+    conn = sqlite3.connect(path)
+    conn.execute(f"INSERT INTO snapshots VALUES ({', '.join('?' * len(saved))})", saved)  # the old one, back
+    conn.commit()
+    conn.close()
+    with LocalStore(path, budget=CacheBudget(0)) as store:
+        part = store._partition("u")
+        assert part.n == 40 and part.saved == -1 and part.matrix.flags.writeable  # rebuilt from the rows
+
+
+def test_forget_deletes_the_snapshot_and_eviction_saves_one(tmp_path: Path) -> None:
+    rng = np.random.default_rng(13)
+    recs, vectors = corpus(rng, 30)
+    others = [r.model_copy(update={"user_id": "w"}) for r in recs]
+    path = tmp_path / "forget.db"
+    with LocalStore(path, budget=CacheBudget(1)) as store:  # one partition at a time
+        store.upsert(recs, vectors)
+        store._partition("u")
+        store._partition("w")  # evicts u, whose snapshot is saved
+        assert [h for h, _, _ in _snapshots(path)] == [user_hash("u")]
+        store.upsert(others, vectors)
+        assert store.delete_user("u") == 30
+        assert _snapshots(path) == []  # w was written (stale), u forgotten: no snapshot left
+    assert [h for h, _, _ in _snapshots(path)] == [user_hash("w")]
+
+
+def test_a_schema_1_file_is_migrated_in_place(tmp_path: Path) -> None:
+    rng = np.random.default_rng(17)
+    recs, vectors = corpus(rng, 20)
+    path = tmp_path / "v1.db"
+    with LocalStore(path) as store:
+        store.upsert(recs, vectors)
+    conn = sqlite3.connect(path)  # what schema 1 looked like: no snapshots table, no triggers
+    conn.execute("DROP TABLE snapshots")
+    conn.execute("DROP TRIGGER snapshots_stale_on_update")
+    conn.execute("DROP TRIGGER snapshots_stale_on_insert")
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger'").fetchone()[0] == 0
+    conn.close()
+    with LocalStore(path) as store:
+        assert store.count("u") == 20
+        req = SearchRequest(user_id="u", query="green tea", vector=vectors[0], alpha=0.5)
+        assert [h[:3] for h in _ranked(store, req)] == reference(store, recs, vectors, req)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION == "2"
+    conn.close()
+    assert len(_snapshots(path)) == 1
+
+
+@pytest.mark.parametrize("memory", [True, False])
+def test_nothing_is_saved_for_an_empty_user_or_an_in_memory_store(tmp_path: Path, memory: bool) -> None:
+    path = ":memory:" if memory else str(tmp_path / "empty.db")
+    store = LocalStore(path)
+    store.upsert([MemoryRecord.create(user_id="x", content="green tea")], np.ones((1, 4), dtype=np.float32))
+    store._partition("nobody")
+    store._partition("x")
+    saved = store._conn.execute("SELECT COUNT(*) FROM snapshots").fetchone()[0]
+    store._save_all()
+    assert store._conn.execute("SELECT COUNT(*) FROM snapshots").fetchone()[0] == saved + (0 if memory else 1)
+    store.close()
