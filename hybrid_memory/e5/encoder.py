@@ -35,6 +35,8 @@ PASSAGE_PREFIX = "passage: "
 #: Padded tokens per forward batch: large enough for efficient matrix products, small enough to
 #: keep the FFN activations (tokens x 1536 floats) in cache-friendly sizes.
 _BATCH_TOKENS = 512
+#: Matrix products with at most this many rows run weight-first (see :func:`_linear`).
+_FEW_ROWS = 64
 #: Forwards of fewer padded tokens than this run on one BLAS thread (see :mod:`hybrid_memory.e5.blas`).
 _ONE_THREAD_BELOW = 128
 
@@ -63,6 +65,20 @@ def _gelu(x: F32) -> F32:
     u *= np.float32(0.5)
     x *= u
     return x
+
+
+def _linear(x: F32, w: F32, b: F32) -> F32:
+    """``x @ w.T + b`` for ``w`` stored ``out x in``, as a fresh C-contiguous array.
+
+    For a few rows (a query) ``w @ x.T`` is the faster product: OpenBLAS then splits and streams
+    the large weight as its first operand (measured 1.4-1.8x faster at 8-64 rows, slower above 128).
+    """
+    if x.shape[0] <= _FEW_ROWS:
+        y: F32 = np.ascontiguousarray((w @ x.T).T)
+    else:
+        y = x @ w.T
+    y += b
+    return y
 
 
 def _layer_norm(x: F32, w: F32, b: F32, eps: float) -> F32:
@@ -173,8 +189,7 @@ class E5Encoder:
         shape = self._w.shape
         heads, hidden = shape.heads, shape.hidden
         hd = hidden // heads
-        qkv = x @ p.qkv_w.T
-        qkv += p.qkv_b
+        qkv = _linear(x, p.qkv_w, p.qkv_b)
         qkv = qkv.reshape(b, length, 3, heads, hd).transpose(2, 0, 3, 1, 4)  # (3, b, heads, length, hd)
         q, k, v = qkv[0], qkv[1], qkv[2]
         scores = q @ k.transpose(0, 1, 3, 2)
@@ -186,14 +201,11 @@ class E5Encoder:
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
         ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(b * length, hidden)
-        attn = ctx @ p.out_w.T
-        attn += p.out_b
+        attn = _linear(ctx, p.out_w, p.out_b)
         attn += x
         x = _layer_norm(attn, p.attn_ln_w, p.attn_ln_b, shape.eps)
-        mid = x @ p.ffn_in_w.T
-        mid += p.ffn_in_b
+        mid = _linear(x, p.ffn_in_w, p.ffn_in_b)
         mid = _gelu(mid)
-        ffn = mid @ p.ffn_out_w.T
-        ffn += p.ffn_out_b
+        ffn = _linear(mid, p.ffn_out_w, p.ffn_out_b)
         ffn += x
         return _layer_norm(ffn, p.ffn_ln_w, p.ffn_ln_b, shape.eps)
