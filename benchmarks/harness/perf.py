@@ -1310,6 +1310,7 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         + "floors were measured in the same run with queries interleaved, so ratios are fair.",
         "",
         "Reproduce: `hybrid-memory bench perf --out benchmarks/results` (about 5 minutes on 2 idle cores; "
+        "`--cluster` adds a local 3-node Weaviate cluster, about 3 minutes more; "
         "`--sizes 1000,10000 --no-weaviate` for a quick run).",
         "",
         f"Corpus: {report.get('corpus')}; {opts.get('dim')}-d topic-mixture unit vectors, precomputed; k={opts.get('k')}, "
