@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.cluster import WORDS
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.weaviate import WeaviateServer, WeaviateStore
 from hybrid_memory.stores.weaviate.cluster import WeaviateCluster
@@ -41,21 +42,6 @@ from hybrid_memory.values import SearchRequest
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DIM = 256
-WORDS = [
-    "apple",
-    "pear",
-    "garden",
-    "train",
-    "ticket",
-    "doctor",
-    "monday",
-    "coffee",
-    "python",
-    "berlin",
-    "sister",
-    "budget",
-    "flight",
-]
 
 
 def rss_mb(pids: list[int]) -> float:

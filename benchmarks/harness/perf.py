@@ -1293,6 +1293,25 @@ def _profile_md(title: str, prof: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+def _weaviate_tables(sizes: list[dict[str, Any]], *, disk: str) -> list[str]:
+    """The latency table and the ingest/server-cost table of one Weaviate deployment."""
+    md = _lat_rows(
+        sizes, ("bare_hybrid", "bare_hybrid_same_request", "store_search", "recall", "recall_touch", "build_context")
+    )
+    md += [
+        "",
+        f"| memories/user | tenants | ingest /s | server CPU ms/ingested | {disk} | server RSS MB before→after | server CPU ms/query |",
+        "|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for s in sizes:
+        md.append(
+            f"| {s['n']:,} | {s['tenants']} | {_fmt(s['ingest_upsert_per_s'], 0)} | {_fmt(s['server_cpu_per_ingested_ms'], 3)} | "
+            f"{_fmt(s['disk_bytes_per_memory'], 0)} | {_fmt(s['server_rss_mb_before'], 0)}→{_fmt(s['server_rss_mb_after'], 0)} | "
+            f"{_fmt(s['server_cpu_ms_per_query'])} |"
+        )
+    return md
+
+
 def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
     """``perf.md`` from the report (``notes``: hand-written analysis appended verbatim)."""
     md: list[str] = ["# hybrid-memory performance", ""]
@@ -1368,21 +1387,7 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
             "`bare_hybrid_same_request` additionally asks for the vectors and `explain_score` like the store does.",
             "",
         ]
-        md += _lat_rows(
-            wv["sizes"],
-            ("bare_hybrid", "bare_hybrid_same_request", "store_search", "recall", "recall_touch", "build_context"),
-        )
-        md += [
-            "",
-            "| memories/user | tenants | ingest /s | server CPU ms/ingested | disk B/memory | server RSS MB before→after | server CPU ms/query |",
-            "|---:|---:|---:|---:|---:|---|---:|",
-        ]
-        for s in wv["sizes"]:
-            md.append(
-                f"| {s['n']:,} | {s['tenants']} | {_fmt(s['ingest_upsert_per_s'], 0)} | {_fmt(s['server_cpu_per_ingested_ms'], 3)} | "
-                f"{_fmt(s['disk_bytes_per_memory'], 0)} | {_fmt(s['server_rss_mb_before'], 0)}→{_fmt(s['server_rss_mb_after'], 0)} | "
-                f"{_fmt(s['server_cpu_ms_per_query'])} |"
-            )
+        md += _weaviate_tables(wv["sizes"], disk="disk B/memory")
         rm = wv.get("remember_many") or {}
         md += [
             "",
@@ -1403,21 +1408,7 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
             "floors and columns as the single node above; server RSS and CPU are summed over the nodes.",
             "",
         ]
-        md += _lat_rows(
-            cl["sizes"],
-            ("bare_hybrid", "bare_hybrid_same_request", "store_search", "recall", "recall_touch", "build_context"),
-        )
-        md += [
-            "",
-            "| memories/user | tenants | ingest /s | server CPU ms/ingested | disk B/memory (all copies) | server RSS MB before→after | server CPU ms/query |",
-            "|---:|---:|---:|---:|---:|---|---:|",
-        ]
-        for s in cl["sizes"]:
-            md.append(
-                f"| {s['n']:,} | {s['tenants']} | {_fmt(s['ingest_upsert_per_s'], 0)} | {_fmt(s['server_cpu_per_ingested_ms'], 3)} | "
-                f"{_fmt(s['disk_bytes_per_memory'], 0)} | {_fmt(s['server_rss_mb_before'], 0)}→{_fmt(s['server_rss_mb_after'], 0)} | "
-                f"{_fmt(s['server_cpu_ms_per_query'])} |"
-            )
+        md += _weaviate_tables(cl["sizes"], disk="disk B/memory (all copies)")
         rm = cl.get("remember_many") or {}
         md += [
             "",
