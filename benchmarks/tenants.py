@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.cluster import WORDS
+from benchmarks.harness.perf import _proc_mem_mb
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.weaviate import WeaviateServer, WeaviateStore
 from hybrid_memory.stores.weaviate.cluster import WeaviateCluster
@@ -46,12 +47,7 @@ DIM = 256
 
 def rss_mb(pids: list[int]) -> float:
     """Resident memory of these processes, summed (MB)."""
-    total = 0
-    for pid in pids:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1])
-    return total / 1024
+    return sum(_proc_mem_mb(pid).get("VmRSS", 0.0) for pid in pids)
 
 
 def user(i: int) -> str:

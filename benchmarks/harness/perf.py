@@ -935,14 +935,24 @@ def _tenant_activation(w: _Weaviate, user: str, corpus_query: tuple[str, F32], a
     return {"deactivate_ms": deact * 1000, "reactivate_ms": react * 1000, "first_search_after_ms": first * 1000}
 
 
-def measure_weaviate(opts: PerfOptions, workdir: Path) -> dict[str, Any]:
-    """WeaviateStore tables on a private loopback server started here."""
+def _binary(opts: PerfOptions) -> str | None:
+    """The ``weaviate-server`` to start (``opts.weaviate_binary``, else found), remembered in ``opts``."""
     from hybrid_memory.stores.weaviate import find_weaviate_binary
 
-    binary = opts.weaviate_binary or find_weaviate_binary()
+    opts.weaviate_binary = opts.weaviate_binary or find_weaviate_binary()
+    return opts.weaviate_binary
+
+
+def _weaviate_concurrency_size(opts: PerfOptions) -> int:
+    """Memories per user of the Weaviate throughput table (default: the middle size)."""
+    return opts.concurrency_size or sorted(opts.weaviate_sizes or opts.sizes)[len(opts.sizes) // 2]
+
+
+def measure_weaviate(opts: PerfOptions, workdir: Path) -> dict[str, Any]:
+    """WeaviateStore tables on a private loopback server started here."""
+    binary = _binary(opts)
     if binary is None:
         return {"skipped": "no weaviate-server binary (set WEAVIATE_BINARY or install it)"}
-    opts.weaviate_binary = binary
     _log(opts, "starting weaviate-server")
     w = _Weaviate(opts, workdir)
     try:
@@ -963,7 +973,7 @@ def measure_weaviate(opts: PerfOptions, workdir: Path) -> dict[str, Any]:
             )
         except Exception as exc:  # reported, not fatal
             activation = {"error": f"{type(exc).__name__}: {exc}"}
-        cn = opts.concurrency_size or sorted(opts.weaviate_sizes or opts.sizes)[len(opts.sizes) // 2]
+        cn = _weaviate_concurrency_size(opts)
         _log(opts, f"WeaviateStore concurrency at {cn}")
         conc = _recall_concurrency(opts, w, cn, "perf-w-conc")
         return {
@@ -996,12 +1006,9 @@ def _recall_concurrency(opts: PerfOptions, w: _Weaviate | _WeaviateNodes, n: int
 
 def measure_weaviate_cluster(opts: PerfOptions, workdir: Path) -> dict[str, Any]:
     """The WeaviateStore tables again on a local 3-node cluster, replication factor 3 (issue 16)."""
-    from hybrid_memory.stores.weaviate import find_weaviate_binary
-
-    binary = opts.weaviate_binary or find_weaviate_binary()
+    binary = _binary(opts)
     if binary is None:
         return {"skipped": "no weaviate-server binary (set WEAVIATE_BINARY or install it)"}
-    opts.weaviate_binary = binary
     _log(opts, "starting a 3-node weaviate cluster")
     w = _WeaviateNodes(opts, workdir)
     try:
@@ -1013,7 +1020,7 @@ def measure_weaviate_cluster(opts: PerfOptions, workdir: Path) -> dict[str, Any]
             sizes.append(_weaviate_size(opts, w, n, sizes_wanted))
         _log(opts, "cluster remember_many")
         remember = _weaviate_remember(opts, w)
-        cn = opts.concurrency_size or sorted(opts.weaviate_sizes or opts.sizes)[len(opts.sizes) // 2]
+        cn = _weaviate_concurrency_size(opts)
         _log(opts, f"cluster concurrency at {cn}")
         conc = _recall_concurrency(opts, w, cn, "perf-c-conc")
         return {

@@ -139,9 +139,13 @@ def _close_quietly(client: Any) -> None:
         client.close()
 
 
+#: Activity states Weaviate serves requests in (``HOT`` is the pre-1.26 name of ``ACTIVE``).
+_ACTIVE_STATES = ("ACTIVE", "HOT")
+
+
 def _is_active(tenant: Any) -> bool:
     status = getattr(getattr(tenant, "activity_status", None), "value", "ACTIVE")
-    return str(status) in ("ACTIVE", "HOT")
+    return str(status) in _ACTIVE_STATES
 
 
 class _Client:

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from hybrid_memory.errors import InvalidInputError, StoreError
-from hybrid_memory.stores.weaviate.client import _chunks, _is_active
+from hybrid_memory.stores.weaviate.client import _ACTIVE_STATES, _chunks, _is_active
 from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, tenant_name
 from hybrid_memory.stores.weaviate.turns import _TurnLog
 from hybrid_memory.threads import start_daemon
@@ -41,8 +41,6 @@ logger = logging.getLogger("hybrid_memory.stores.weaviate")
 
 #: Tenants per ``tenants.update`` request of a sweep.
 _UPDATE_CHUNK = 100
-#: Activity states Weaviate serves requests in (``HOT`` is the pre-1.26 name of ``ACTIVE``).
-_ACTIVE = ("ACTIVE", "HOT")
 #: Most notes kept waiting for the background writer; beyond that new notes are dropped.
 _MAX_PENDING = 100_000
 
@@ -192,7 +190,7 @@ class _Tenancy(_TurnLog):
         memory, turns = self._statuses(self.collection), self._statuses(self.turns_collection)
 
         def idle_in(statuses: dict[str, str]) -> list[str]:
-            return sorted(t for t, s in statuses.items() if s in _ACTIVE and (t not in uses or uses[t] < cutoff))
+            return sorted(t for t, s in statuses.items() if s in _ACTIVE_STATES and (t not in uses or uses[t] < cutoff))
 
         idle_memory, idle_turns = idle_in(memory), idle_in(turns)
         self._set_inactive(self.collection, idle_memory)

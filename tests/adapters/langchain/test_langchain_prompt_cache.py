@@ -18,32 +18,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langgraph.checkpoint.memory import InMemorySaver
 
-from hybrid_memory import HybridMemory, LocalStore
-from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory import HybridMemory
 from langchain_hybrid_memory import HybridChatMemory, HybridMemoryMiddleware
-
-QUESTIONS = [
-    "Can I eat peanuts tonight, given I am allergic?",
-    "And which restaurant in Lyon would you pick?",
-    "Are the peanuts there safe, as I am allergic?",
-    "Could I bring my dog Rex along?",
-]
-ANSWERS = ["Better not.", "Try a bouchon.", "Ask them first.", "Probably yes."]
-
-
-def _core(placement: str | None = None) -> HybridMemory:
-    config = {"fuser": {"placement": placement}} if placement is not None else None
-    core = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(dim=256), config=config)
-    core.remember("ann", "Ann is allergic to peanuts", importance=0.9)
-    core.remember("ann", "Ann lives in Lyon", importance=0.7)
-    core.remember("ann", "Ann's dog is called Rex", importance=0.6)
-    return core
+from tests.adapters.prompt_cache_script import ANSWERS, QUESTIONS, ann_core
 
 
 @pytest.fixture
 def core() -> Iterator[HybridMemory]:
     """A core with three memories of user ``ann`` and the default placement."""
-    c = _core()
+    c = ann_core()
     yield c
     c.close()
 
@@ -92,7 +75,7 @@ def test_middleware_keeps_the_prefix_and_does_not_repeat_a_memory(core: HybridMe
 
 
 def test_middleware_before_user_is_a_message_of_its_own(tool_model: Any) -> None:
-    core = _core("before_user")
+    core = ann_core("before_user")
     try:
         prompts, _ = _run_agent(core, tool_model)
     finally:
@@ -103,7 +86,7 @@ def test_middleware_before_user_is_a_message_of_its_own(tool_model: Any) -> None
 
 
 def test_middleware_system_end_is_still_available(tool_model: Any) -> None:
-    core = _core("system_end")
+    core = ann_core("system_end")
     try:
         prompts, _ = _run_agent(core, tool_model)
     finally:
@@ -148,7 +131,7 @@ def test_chat_memory_keeps_the_prefix_as_a_string(core: HybridMemory) -> None:
 
 
 def test_chat_memory_system_start_is_still_available() -> None:
-    core = _core("system_start")
+    core = ann_core("system_start")
     try:
         prompts = _chat_prompts(core, return_messages=True)
     finally:

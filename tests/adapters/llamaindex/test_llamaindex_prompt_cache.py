@@ -18,32 +18,15 @@ import pytest
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.memory import InsertMethod, Memory
 
-from hybrid_memory import HybridMemory, LocalStore
-from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory import HybridMemory
 from llamaindex_hybrid_memory import HybridAgentMemory, HybridMemoryBlock
-
-QUESTIONS = [
-    "Can I eat peanuts tonight, given I am allergic?",
-    "And which restaurant in Lyon would you pick?",
-    "Are the peanuts there safe, as I am allergic?",
-    "Could I bring my dog Rex along?",
-]
-ANSWERS = ["Better not.", "Try a bouchon.", "Ask them first.", "Probably yes."]
-
-
-def _core(placement: str | None = None) -> HybridMemory:
-    config = {"fuser": {"placement": placement}} if placement is not None else None
-    core = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(dim=256), config=config)
-    core.remember("ann", "Ann is allergic to peanuts", importance=0.9)
-    core.remember("ann", "Ann lives in Lyon", importance=0.7)
-    core.remember("ann", "Ann's dog is called Rex", importance=0.6)
-    return core
+from tests.adapters.prompt_cache_script import ANSWERS, QUESTIONS, ann_core
 
 
 @pytest.fixture
 def core() -> Iterator[HybridMemory]:
     """A core with three memories of user ``ann`` and the default placement."""
-    c = _core()
+    c = ann_core()
     yield c
     c.close()
 
@@ -76,7 +59,7 @@ def test_agent_memory_keeps_the_prefix(core: HybridMemory) -> None:
 
 
 def test_agent_memory_before_user_is_a_system_message() -> None:
-    core = _core("before_user")
+    core = ann_core("before_user")
     try:
         prompts = _agent_prompts(core)
     finally:
@@ -88,7 +71,7 @@ def test_agent_memory_before_user_is_a_system_message() -> None:
 
 
 def test_agent_memory_system_start_is_still_available() -> None:
-    core = _core("system_start")
+    core = ann_core("system_start")
     try:
         prompts = _agent_prompts(core)
     finally:
@@ -158,7 +141,7 @@ def test_memory_block_renders_each_user_message_once_per_read(
 
 
 def test_memory_block_system_placement_keeps_the_old_behaviour(make_chat_memory: Callable[..., Memory]) -> None:
-    core = _core("system_end")
+    core = ann_core("system_end")
     try:
         prompts = _block_prompts(core, make_chat_memory, InsertMethod.USER)
     finally:
