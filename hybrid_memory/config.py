@@ -114,7 +114,8 @@ class RerankConfig(_Section):
     touch_in_background: bool = Field(
         default=True,
         description="write access touches (recall(touch=True), build_context, touch()) in a background thread, "
-        "coalesced per (user, memory) and batched per user, instead of on the caller's thread: on a replicated "
+        "coalesced per (user, memory) and batched per user (access times within a minute are written as the latest "
+        "of them), instead of on the caller's thread: on a replicated "
         "Weaviate cluster a touch costs about as much as the recall. flush() and close() write them, and get / "
         "list_memories / consolidate of a user write that user's first; a failed write goes to "
         "background_errors, never raised. Touch counts are hints: those still pending when the process is "

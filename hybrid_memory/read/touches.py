@@ -8,8 +8,10 @@ much as the recall itself, so with ``rerank.touch_in_background`` (the default) 
 records it in :class:`TouchQueue` and returns:
 
 * pending touches are **coalesced** per (user, memory id): increments add up, the latest access
-  time wins; and **batched** per user: a flush writes one user's touches with as few store calls
-  as their access times and counts allow (:func:`touch_calls`);
+  time wins; and **batched** per user: a write takes all of one user's touches and needs as many
+  store calls as the largest count among them (access times within :data:`COALESCE_WINDOW` are
+  written as the latest of them; :func:`touch_calls`), so a backlog shrinks instead of costing
+  one store call per recall;
 * they are written by a dedicated background thread as soon as it is free (a *group commit*: no
   timer; touches recorded while a write is in flight join the next one). At most
   :attr:`TouchQueue.max_pending` (user, memory id) pairs wait; beyond that the caller waits
@@ -53,13 +55,13 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hybrid_memory.errors import UserForgottenError
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.write.extraction import BackgroundWorker
 
-__all__ = ["TouchQueue", "touch_calls"]
+__all__ = ["COALESCE_WINDOW", "TouchQueue", "touch_calls"]
 
 #: ``(job, user, session, epoch, message)``: records a background failure (never raised).
 ReportError = Callable[[str, str, str | None, int | None, str], None]
@@ -70,33 +72,49 @@ UserLock = Callable[[Iterable[str]], AbstractContextManager[None]]
 _Pending = dict[str, tuple[int, datetime]]
 
 
-def touch_calls(pending: Mapping[str, tuple[int, datetime]]) -> list[tuple[list[str], datetime]]:
+#: Access times at most this far apart are written as the latest of them, in one store call.
+COALESCE_WINDOW = timedelta(seconds=60)
+
+
+def touch_calls(
+    pending: Mapping[str, tuple[int, datetime]], *, window: timedelta = COALESCE_WINDOW
+) -> list[tuple[list[str], datetime]]:
     """The store ``touch`` calls that apply one user's coalesced touches, in order.
 
-    A store touch adds 1 to every id it is given and sets one access time, so ids are grouped
-    by their latest access time and a group is touched once per increment (the ids touched
-    ``n`` times are in the first ``n`` calls of their group).
+    A store touch adds 1 to every id it is given and sets one access time. Ids whose latest
+    access times lie within ``window`` of the earliest of a group share one call with the
+    group's latest time (a memory's ``last_accessed_at`` may move later by less than
+    ``window``: nothing at the scale of the recency half-life, days), and a group is touched
+    once per increment (the ids touched ``n`` times are in the first ``n`` calls of their
+    group). So a backlog of many recalls costs as many calls as its largest count, not one per
+    recall, while simulated access times (``now=``) days apart stay apart.
 
     Args:
         pending: Memory id -> (how many touches, the latest access time).
+        window: Access times this close are written as one (``timedelta(0)``: exact times).
 
     Returns:
         ``(ids, when)`` per store call.
 
     Example:
-        >>> from datetime import datetime, timezone
-        >>> t1, t2 = datetime(2024, 5, 1, tzinfo=timezone.utc), datetime(2024, 5, 2, tzinfo=timezone.utc)
-        >>> [(ids, w.day) for ids, w in touch_calls({"a": (1, t1), "b": (2, t2), "c": (1, t2)})]
-        [(['a'], 1), (['b', 'c'], 2), (['b'], 2)]
+        >>> from datetime import datetime, timedelta, timezone
+        >>> t1 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+        >>> t2, t3 = t1 + timedelta(seconds=5), t1 + timedelta(days=1)
+        >>> [(ids, w - t1) for ids, w in touch_calls({"a": (1, t1), "b": (2, t2), "c": (1, t3)})]
+        [(['a', 'b'], datetime.timedelta(seconds=5)), (['b'], datetime.timedelta(seconds=5)), (['c'], datetime.timedelta(days=1))]
     """
-    by_when: dict[datetime, dict[str, int]] = {}
-    for memory_id, (count, when) in pending.items():
-        by_when.setdefault(when, {})[memory_id] = count
+    groups: list[dict[str, tuple[int, datetime]]] = []
+    first: datetime | None = None
+    for memory_id, (count, when) in sorted(pending.items(), key=lambda kv: kv[1][1]):
+        if first is None or when - first > window:
+            groups.append({})
+            first = when
+        groups[-1][memory_id] = (count, when)
     calls: list[tuple[list[str], datetime]] = []
-    for when in sorted(by_when):
-        counts = by_when[when]
-        for n in range(1, max(counts.values()) + 1):
-            calls.append(([i for i, c in counts.items() if c >= n], when))
+    for group in groups:
+        latest = max(when for _, when in group.values())
+        for n in range(1, max(count for count, _ in group.values()) + 1):
+            calls.append(([i for i, (count, _) in group.items() if count >= n], latest))
     return calls
 
 

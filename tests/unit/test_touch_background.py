@@ -114,10 +114,18 @@ def test_counts_arrive_after_flush_and_are_coalesced(gated: tuple[HybridMemory, 
 
 
 def test_touch_calls_group_by_access_time_and_layer_the_counts() -> None:
-    t1, t2 = T0, T0 + timedelta(minutes=1)
+    t1, t2 = T0, T0 + timedelta(days=1)
     calls = touch_calls({"a": (3, t2), "b": (1, t2), "c": (2, t1)})
     assert calls == [(["c"], t1), (["c"], t1), (["a", "b"], t2), (["a"], t2), (["a"], t2)]
     assert touch_calls({}) == []
+    # Within the window: one group, written at its latest time; exact times with a zero window.
+    near = {"a": (1, T0), "b": (2, T0 + timedelta(seconds=59)), "c": (1, T0 + timedelta(seconds=61))}
+    assert touch_calls(near) == [
+        (["a", "b"], T0 + timedelta(seconds=59)),
+        (["b"], T0 + timedelta(seconds=59)),
+        (["c"], T0 + timedelta(seconds=61)),
+    ]
+    assert len(touch_calls(near, window=timedelta(0))) == 4
 
 
 def test_reads_of_a_user_see_its_own_pending_touches(gated: tuple[HybridMemory, GatedStore]) -> None:
