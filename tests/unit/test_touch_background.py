@@ -265,7 +265,7 @@ def test_async_twins_touch_in_the_background(gated: tuple[HybridMemory, GatedSto
     assert stored(store, "u")[0][1] == 2
 
 
-def test_record_waits_for_room_beyond_max_pending() -> None:
+def test_back_pressure_beyond_max_pending_loses_nothing() -> None:
     store = GatedStore(gated=("blocker",))
     store.bind_embedder("hash", 2)
     queue = TouchQueue(store, report_error=lambda *a: None, max_pending=1)
