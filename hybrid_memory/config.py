@@ -72,6 +72,10 @@ class RerankConfig(_Section):
     Defaults 0.6 / 0.2 / 0.1 / 0.1 (architecture's 0.5 / 0.2 / 0.2 / 0.1 with recency halved in
     favour of relevance): on the dev benchmarks LoCoMo R@10 0.635 vs 0.632 and MemoryBank-CN R@5
     0.905 vs 0.844 at alpha 0.4.
+
+    Access touches (heat, recency) are written in the background by default
+    (``touch_in_background``; see :mod:`hybrid_memory.read.touches`): they are hints, and those
+    pending when the process is killed are lost.
     """
 
     w_relevance: float = Field(default=0.6, ge=0.0)
@@ -106,6 +110,17 @@ class RerankConfig(_Section):
     )
     touch_on_inject: bool = Field(
         default=True, description="build_context counts the memories it injects as accessed (recency, heat)"
+    )
+    touch_in_background: bool = Field(
+        default=True,
+        description="write access touches (recall(touch=True), build_context, touch()) in a background thread, "
+        "coalesced per (user, memory) and batched per user (access times within a minute are written as the latest "
+        "of them), instead of on the caller's thread: on a replicated "
+        "Weaviate cluster a touch costs about as much as the recall. flush() and close() write them, and get / "
+        "list_memories / consolidate of a user write that user's first; a failed write goes to "
+        "background_errors, never raised. Touch counts are hints: those still pending when the process is "
+        "killed are lost (at most what accumulated during one store write, bounded by 10,000 (user, memory) "
+        "pairs). False = the old synchronous touch",
     )
 
     @model_validator(mode="after")

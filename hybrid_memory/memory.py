@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -63,6 +64,7 @@ from hybrid_memory.observe.metrics import MetricsSnapshot
 from hybrid_memory.observe.trace import Observer, TraceSetting, TraceStep, observed
 from hybrid_memory.read.context import ContextFuser
 from hybrid_memory.read.planner import Recalled, RecallPlanner, check_alpha, check_fusion, check_k
+from hybrid_memory.read.touches import TouchQueue
 from hybrid_memory.records import (
     ForgetCount,
     FusedContext,
@@ -76,7 +78,7 @@ from hybrid_memory.records import (
     ensure_utc,
     utcnow,
 )
-from hybrid_memory.stores.base import MemoryFilter, MemoryStore
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore, check_ids
 from hybrid_memory.text.tokens import TokenCounter
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview
 from hybrid_memory.write.extraction import FactExtractor
@@ -117,8 +119,9 @@ def _async_twin(fn: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_
 class HybridMemory:
     """Short-term + long-term memory for LLM agents, for many users at once.
 
-    Background work (fact extraction, session summaries) runs in one daemon thread;
-    :meth:`flush` waits for it and :meth:`close` drains it (at most ``close_timeout`` seconds).
+    Background work (fact extraction, session summaries) runs in one daemon thread, access
+    touches in another (:mod:`hybrid_memory.read.touches`); :meth:`flush` waits for both and
+    :meth:`close` drains them (at most ``close_timeout`` seconds).
 
     Args:
         store: Where long-term memories live; default an ephemeral ``LocalStore(":memory:")``.
@@ -210,6 +213,12 @@ class HybridMemory:
             record=self._record,
             bind=self._ensure_bound,
             stored_time=self._stored_time,
+        )
+        self._touches = TouchQueue(
+            self.store,
+            report_error=self._sessions.report_error,
+            background=self.config.rerank.touch_in_background,
+            user_lock=self.writer.locked,
         )
         self._bound = False
         self._closed = False
@@ -384,7 +393,8 @@ class HybridMemory:
     def flush(self, timeout: float | None = None) -> bool:
         """Extract and refine partial batches now and wait for all background work to finish.
 
-        Afterwards every extracted memory, summary and importance refinement is stored and recallable.
+        Afterwards every extracted memory, summary and importance refinement is stored and
+        recallable, and every access touch (``rerank.touch_in_background``) is written.
 
         Args:
             timeout: Seconds to wait at most (``None`` = until done).
@@ -392,11 +402,14 @@ class HybridMemory:
         Returns:
             Whether everything finished within ``timeout``.
         """
-        return self._sessions.flush(timeout)
+        start = time.monotonic()
+        done = self._sessions.flush(timeout)
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        return self._touches.flush(left) and done
 
     @property
     def background_errors(self) -> list[str]:
-        """Recent failures of background extraction, summaries and refinements (never raised to the agent).
+        """Recent failures of background extraction, summaries, refinements and touches (never raised to the agent).
 
         Each is also a ``background_error`` trace step and counted in ``metrics().background_errors``.
         """
@@ -426,6 +439,7 @@ class HybridMemory:
         """
         self._ensure_open()
         check_id(user_id)
+        self._touches.sync_user(user_id)  # freshness reads the access counts and times
         report = consolidate(
             self.store,
             user_id,
@@ -617,7 +631,9 @@ class HybridMemory:
             fusion: ``"relative"`` (default) or ``"ranked"``.
             touch: Count this recall as an access (``access_count += 1``); default from
                 ``config.rerank.touch_on_recall``. Pass ``False`` when the caller filters the hits
-                further and only wants to count what it really uses.
+                further and only wants to count what it really uses. The count is written in the
+                background (``rerank.touch_in_background``): :meth:`get`, :meth:`list_memories`
+                and :meth:`flush` see it; later recalls rank with it once it is written.
 
         Returns:
             Hits, best first, each with every score component.
@@ -637,7 +653,7 @@ class HybridMemory:
             fusion=fusion,
         )
         if hits and (self.config.rerank.touch_on_recall if touch is None else touch):
-            self.store.touch(user_id, [h.id for h in hits], self._access_time(now))
+            self._touches.record(user_id, [h.id for h in hits], self._access_time(now))
         return hits
 
     @observed("build_context")
@@ -700,7 +716,7 @@ class HybridMemory:
             turn_vectors=self._sessions.turn_matrix,
         )
         if ctx.hits and self.config.rerank.touch_on_inject:
-            self.store.touch(user_id, [h.id for h in ctx.hits], self._access_time(now))
+            self._touches.record(user_id, [h.id for h in ctx.hits], self._access_time(now))
         return ctx
 
     # ------------------------------------------------------------------ management
@@ -730,20 +746,26 @@ class HybridMemory:
         check_text(record.content)
         for field in ("created_at", "updated_at", "last_accessed_at"):
             self._stored_time(getattr(record, field), name=f"record.{field}")
+        self._touches.sync_user(record.user_id)  # a touch recorded before the put lands before it
         return self._direct.put(record, score=score)
 
     def touch(self, user_id: str, memory_ids: Sequence[str], *, now: datetime | None = None) -> None:
         """Count a use of these memories (``access_count += 1``, ``last_accessed_at = now``).
 
         Use it with ``recall(..., touch=False)`` when the caller filters hits and only some are used.
+        Like the touches of ``recall`` and ``build_context``, it is written in the background
+        (``rerank.touch_in_background``): :meth:`get`, :meth:`list_memories` and :meth:`flush` see it.
+
+        Raises:
+            InvalidInputError: bad user id, ids or ``now``.
         """
         self._ensure_open()
         check_id(user_id)
         if isinstance(memory_ids, (str, bytes)) or not isinstance(memory_ids, Iterable):
             raise InvalidInputError("memory_ids must be a sequence of str (not a single str)")
-        ids = [i for i in memory_ids if isinstance(i, str) and i]
+        ids = check_ids([i for i in memory_ids if isinstance(i, str) and i])
         if ids:
-            self.store.touch(user_id, ids, self._access_time(now))
+            self._touches.record(user_id, ids, self._access_time(now))
 
     def users(self) -> list[str]:
         """Ids of the users that have long-term memories."""
@@ -762,6 +784,7 @@ class HybridMemory:
         """
         self._ensure_open()
         check_id(user_id)
+        self._touches.sync_user(user_id)  # read-your-own-touches
         found = self.store.get(user_id, [memory_id])
         if not found:
             raise NotFoundError(f"no memory {memory_id!r} for this user")
@@ -773,6 +796,7 @@ class HybridMemory:
         """Memories of ``user_id`` passing ``filter``, oldest first (``filter=None``: every status; ``MemoryFilter()``: active)."""
         self._ensure_open()
         check_id(user_id)
+        self._touches.sync_user(user_id)  # read-your-own-touches
         return self.store.list(user_id, filter=filter, limit=limit, offset=offset)
 
     def forget(self, memory_id: str, *, user_id: str) -> bool:
@@ -786,6 +810,7 @@ class HybridMemory:
         # (dedup bump, supersede); a delete in between made that update raise NotFoundError.
         with self.writer.locked([user_id]):
             deleted = self.store.delete(user_id, [memory_id]) > 0
+        self._touches.discard(user_id, [memory_id])
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])
         return deleted
 
@@ -809,6 +834,7 @@ class HybridMemory:
         n = self.store.delete_user(user_id)  # first: from here on, stale writes are refused
         self._obs.forget_user(user_id)  # after the epoch bump (see Observer: late steps delete themselves)
         self._sessions.forget_user(user_id)
+        self._touches.forget_user(user_id)
         self._outcomes.drop(user_id)
         self.writer.forget_user(user_id)
         clear = getattr(self.scorer, "clear_cache", None)
@@ -875,11 +901,15 @@ class HybridMemory:
         return self._obs.metrics.snapshot(self.store if store_sizes else None)
 
     def close(self) -> None:
-        """Close the memory (and the store). Idempotent; loses nothing (turns are durable)."""
+        """Close the memory (and the store). Idempotent; loses nothing (turns are durable).
+
+        Pending access touches are written before the store closes (within ``close_timeout``).
+        """
         if self._closed:
             return
         self.flush(timeout=self.close_timeout)
         self._sessions.close(timeout=self.close_timeout)
+        self._touches.close(timeout=self.close_timeout)  # before the store closes
         self._closed = True
         self._obs.close()
         self.store.close()

@@ -524,6 +524,7 @@ def run_benchmark(
                 for q in questions:
                     tokens.full.append(full)
                     tokens.add_context(q, ctx_mem.build_context(q.text, user_id=group.id, now=q.date or now), alias)
+                    ctx_mem.flush()  # its touch is written in the background: the next question sees it
         finally:
             mem.close()
             for st in (store, plain):

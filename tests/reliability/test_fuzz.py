@@ -336,6 +336,7 @@ def test_build_context(
         ctx = local_mem.build_context(
             query, user_id=user, session_id=session, max_tokens=max_tokens, now=now, k=k, filter=flt
         )
+        local_mem.flush()  # its access touch is written in the background: within this call's check
         assert all(h.record.user_id == user for h in ctx.hits)
         return ctx
 
@@ -361,8 +362,8 @@ def test_get_list_forget_consolidate_and_friends(
     check(store, lambda: mem.metrics())
     check(store, lambda: mem.users())
     check(store, lambda: mem.put(memory_id))
-    check(store, lambda: mem.touch(user, memory_id, now=now))
-    check(store, lambda: mem.touch(user, [memory_id, limit], now=now))
+    check(store, lambda: (mem.touch(user, memory_id, now=now), mem.flush()))  # written in the background
+    check(store, lambda: (mem.touch(user, [memory_id, limit], now=now), mem.flush()))
     if user not in ("alice", "bob"):  # accepted calls on the seeded users legitimately change them
         check(store, lambda: mem.consolidate(user, now=now))
         check(store, lambda: mem.forget_user(user))
@@ -373,7 +374,12 @@ def test_get_list_forget_consolidate_and_friends(
 def test_async_twins(local_mem: HybridMemory, query: Any, user: Any, k: Any, alpha: Any, content: Any) -> None:
     mem = local_mem
     check(mem.store, lambda: mem.arecall(query, user_id=user, k=k, alpha=alpha))
-    check(mem.store, lambda: mem.abuild_context(query, user_id=user))
+
+    async def build_context() -> None:
+        await mem.abuild_context(query, user_id=user)
+        await mem.aflush()  # its access touch is written in the background: within this call's check
+
+    check(mem.store, build_context)
     check(mem.store, lambda: mem.aremember(user, content, importance=alpha))
     check(mem.store, lambda: mem.aadd_turn(user, "s", "user", content))
     check(mem.store, lambda: mem.aforget(query, user_id=user if user not in ("alice", "bob") else "nobody"))
