@@ -181,10 +181,14 @@ def test_forget_deletes_the_snapshot_and_eviction_saves_one(tmp_path: Path) -> N
         store._partition("u")
         store._partition("w")  # evicts u, whose snapshot is saved
         assert [h for h, _, _ in _snapshots(path)] == [user_hash("u")]
+        assert len(_vector_parts(path)) == 1
         store.upsert(others, vectors)
         assert store.delete_user("u") == 30
-        assert _snapshots(path) == []  # w was written (stale), u forgotten: no snapshot left
+        assert _snapshots(path) == [] and _vector_parts(path) == []  # w written (stale), u forgotten
     assert [h for h, _, _ in _snapshots(path)] == [user_hash("w")]
+    conn = sqlite3.connect(path)
+    assert [r[0] for r in conn.execute("SELECT user_hash FROM snapshot_vectors")] == [user_hash("w")]
+    conn.close()
 
 
 def test_a_schema_1_file_is_migrated_in_place(tmp_path: Path) -> None:
@@ -287,3 +291,20 @@ def test_vectors_saved_in_parts_load_exactly_and_a_missing_part_means_a_rebuild(
         part = store._partition("u")
         assert part.saved == -1 and part.matrix.flags.writeable  # rebuilt from the rows
         assert [_ranked(store, req) for req in reqs] == expected
+
+
+def test_a_forgotten_users_snapshot_vectors_leave_no_bytes_in_the_file(tmp_path: Path) -> None:
+    rng = np.random.default_rng(29)
+    recs, vectors = corpus(rng, 50)
+    path = tmp_path / "gone.db"
+    with LocalStore(path) as store:
+        store.upsert(recs, vectors)
+        unit = store._partition("u").matrix[:50].copy()
+    assert len(_vector_parts(path)) == 1
+    marks = [unit[i].tobytes()[:32] for i in range(0, 50, 7)]
+    assert all(m in path.read_bytes() for m in marks)  # in the rows and the snapshot
+    with LocalStore(path) as store:
+        store._partition("u")
+        assert store.delete_user("u") == 50
+    data = b"".join(p.read_bytes() for p in tmp_path.glob("gone.db*"))
+    assert not any(m in data for m in marks)  # zeroed (secure_delete), the WAL truncated
