@@ -8,13 +8,13 @@ user's change counter (``user_versions``) before its next use and rebuilt only i
 
 Cold users are cheap: a partition is loaded from its user's *snapshot* (table ``snapshots``:
 contiguous arrays read with one query, and table ``snapshot_vectors``: the vector matrix in
-parts, read with the blob API through a memory map of the file into one buffer;
+parts, read with the blob API, a large one through a memory map of the file, into one buffer;
 :meth:`~.partition._Partition.from_snapshot`) when the snapshot was saved at the user's current
-change counter, and rebuilt from the rows otherwise. A
-partition that no snapshot matches is saved when it leaves the process (evicted by the budget,
-or the store closes; :meth:`_PartitionCache._save`), in a transaction that first checks the
-counter. Any write of the user bumps the counter, and a trigger deletes the snapshot in the same
-transaction (:mod:`.schema`), so a stale snapshot is never served.
+change counter, and rebuilt from the rows otherwise. A partition that no snapshot matches is
+saved when it leaves the process (evicted by the budget, or the store closes;
+:meth:`_PartitionCache._save`), in a transaction that first checks the counter. Any write of the
+user bumps the counter, and triggers delete the snapshot and its vectors in the same transaction
+(:mod:`.schema`), so a stale snapshot is never served.
 """
 
 from __future__ import annotations
@@ -168,14 +168,15 @@ class _PartitionCache(_Connection):
 
         One read transaction covers the counter, the snapshot (its vectors read straight into one
         array, :func:`_read_vectors`; through a memory map of the file, :meth:`_mapped`, when they
-        are :data:`_LARGE`) or the rows, so all come from the same commit. A schema-2 snapshot (vectors inside its row) is
-        served and marked unsaved, so it is saved again in the current form.
+        are :data:`_LARGE`) or the rows, so all come from the same commit. A schema-2 snapshot
+        (vectors inside its row) is served and marked unsaved, so it is saved again in the
+        current form.
         """
         c = self._conn
         own = not c.in_transaction
         hashed = user_hash(user_id)
-        hint = c.execute("SELECT rows * dim FROM snapshots WHERE user_hash = ?", (hashed,)).fetchone()
-        with self._mapped(hint is not None and 4 * int(hint[0]) >= _LARGE):
+        hint = c.execute("SELECT rows * dim FROM snapshots WHERE user_hash = ?", (hashed,)).fetchone() if own else None
+        with self._mapped(hint is not None and 4 * int(hint[0]) >= _LARGE):  # the hint only sizes the read
             if own:
                 c.execute("BEGIN")
             try:
