@@ -318,7 +318,7 @@ class _Partition:
         return _Snapshot(
             rows=n,
             dim=int(self.dim or 0),
-            vectors=self.matrix[:n].astype("<f4", copy=False).tobytes(),
+            vectors=np.ascontiguousarray(self.matrix[:n], dtype="<f4"),  # a view: the caller writes it at once
             columns=columns,
             postings=starts.astype("<i8").tobytes()
             + rows[gather].astype("<i4").tobytes()
@@ -333,13 +333,14 @@ class _Partition:
     def from_snapshot(cls, snap: _Snapshot) -> _Partition:
         """The partition a :meth:`snapshot` was taken of (same rows, postings and statistics).
 
-        The arrays are read-only views of the snapshot's bytes (no copy) until the first write
+        The arrays are read-only views of the snapshot's buffers (no copy) until the first write
         copies them (:meth:`_changed`); per-row term counts are derived from the postings then too.
         """
         n, dim = snap.rows, snap.dim
         part = cls(dim)
         cols = snap.columns
         part.matrix = np.frombuffer(snap.vectors, dtype="<f4").reshape(n, dim)
+        part.matrix.flags.writeable = False  # also over a writable buffer: _changed copies before a write
         part.dl = np.frombuffer(cols, dtype="<f8", count=n)
         part.created = np.frombuffer(cols, dtype="<i8", count=n, offset=8 * n)
         part.session = np.frombuffer(cols, dtype="<i4", count=n, offset=16 * n)
@@ -347,7 +348,7 @@ class _Partition:
         part.category = np.frombuffer(cols, dtype=np.int8, count=n, offset=21 * n)
         part.n = n
         part.ids = snap.ids.split("\x00") if n else []
-        part.row_of = dict(zip(part.ids, range(n), strict=True))
+        part.row_of = dict(zip(part.ids, range(n), strict=False))  # as many ids as rows (a check costs 5 ms at 100k)
         for code, name in enumerate(snap.sessions.split("\x00") if snap.sessions else ()):
             part.session_codes[name] = code
         tags: builtins.list[tuple[str, ...]] = [()] * n
@@ -360,9 +361,9 @@ class _Partition:
         bounds = np.frombuffer(snap.postings, dtype="<i8", count=len(terms) + 1)
         total = int(bounds[-1])
         at = 8 * (len(terms) + 1)
-        rows = np.frombuffer(snap.postings, dtype="<i4", count=total, offset=at).astype(np.int64)
-        tfs = np.frombuffer(snap.postings, dtype="<i4", count=total, offset=at + 4 * total).astype(np.float64)
-        part._arrays = _FrozenPostings(_SortedTerms(terms), rows, tfs, bounds.astype(np.int64))
+        rows = np.frombuffer(snap.postings, dtype="<i4", count=total, offset=at)  # widened per term by get()
+        tfs = np.frombuffer(snap.postings, dtype="<i4", count=total, offset=at + 4 * total)
+        part._arrays = _FrozenPostings(_SortedTerms(terms), rows, tfs, bounds.astype(np.int64, copy=False))
         part._counts = None
         part.entries = total
         part.total_tokens = int(part.dl.sum())
@@ -555,8 +556,10 @@ _Posting = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
 class _Snapshot(NamedTuple):
     """One partition as a ``snapshots`` row (:mod:`.schema`): little-endian arrays and a JSON of names.
 
-    ``vectors``: ``rows x dim`` float32. ``columns``: float64 ``dl``, int64 ``created``, int32
-    ``session``, int8 ``status``, int8 ``category`` (``rows`` each, in that order). ``postings``:
+    ``vectors``: ``rows x dim`` float32 in any buffer (a view of the matrix when taken; when
+    loaded, the parts of ``snapshot_vectors`` read into one array, or a schema-2 row's bytes).
+    ``columns``: float64 ``dl``, int64 ``created``, int32 ``session``, int8 ``status``, int8
+    ``category`` (``rows`` each, in that order). ``postings``:
     int64 ``bounds`` (terms + 1), then int32 ``rows`` and int32 ``tfs`` (``bounds[-1]`` each).
     ``ids``, ``sessions``: NUL-separated (session code order). ``terms``: JSON list, sorted, one per
     ``bounds`` slice. ``tags``: JSON ``[[row, [tag, ...]], ...]`` of the rows that have tags.
@@ -564,7 +567,7 @@ class _Snapshot(NamedTuple):
 
     rows: int
     dim: int
-    vectors: bytes
+    vectors: bytes | npt.NDArray[Any]
     columns: bytes
     postings: bytes
     ids: str
@@ -612,13 +615,15 @@ class _FrozenPostings:
 
     No per-term objects are made on load (a cold partition is built faster and holds ~250 bytes
     less per distinct term); terms set or popped later live in an overlay (popped = ``None``).
+    The flat arrays may be narrower than the slices handed out (a snapshot's int32 ``rows`` and
+    ``tfs``, kept as views of its bytes): :meth:`get` widens each slice to int64 / float64.
     """
 
     def __init__(
         self,
         vocab: Mapping[str, int] | None = None,
-        rows: npt.NDArray[np.int64] | None = None,
-        tfs: npt.NDArray[np.float64] | None = None,
+        rows: npt.NDArray[np.int64] | npt.NDArray[np.int32] | None = None,
+        tfs: npt.NDArray[np.float64] | npt.NDArray[np.int32] | None = None,
         bounds: npt.NDArray[np.int64] | None = None,
     ) -> None:
         self._vocab: Mapping[str, int] = vocab if vocab is not None else {}
@@ -638,7 +643,7 @@ class _FrozenPostings:
         """The bulk-built terms in the order of their slices."""
         return iter(self._vocab)
 
-    def flat(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    def flat(self) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64]]:
         """The bulk-built ``(rows, tfs, bounds)`` arrays (term ``i`` is ``bounds[i]:bounds[i + 1]``)."""
         return self._rows, self._tfs, self._bounds
 
@@ -661,7 +666,7 @@ class _FrozenPostings:
         if i is None:
             return None
         lo, hi = int(self._bounds[i]), int(self._bounds[i + 1])
-        return self._rows[lo:hi], self._tfs[lo:hi]
+        return self._rows[lo:hi].astype(np.int64, copy=False), self._tfs[lo:hi].astype(np.float64, copy=False)
 
     def __setitem__(self, term: str, value: _Posting) -> None:
         self._over[term] = value

@@ -4,13 +4,23 @@ Tables: ``meta`` (schema version, analyzer and embedder names, embedder dimensio
 wipe), ``memories`` (one row per memory with its analysed text and unit vector), ``turns`` (the
 durable turn log), ``extracted`` (each session's fact-extraction watermark; created in place in
 older files), ``forget_epochs`` and ``user_versions`` (per-user counters under a SHA-256 of the
-user id), and ``snapshots`` (schema 2: each user's search index as contiguous arrays, so a cold
-process loads it with one query instead of rebuilding it from the rows; see :mod:`.cache`).
+user id), ``snapshots`` (schema 2: each user's search index as contiguous arrays, so a cold
+process loads it with one query instead of rebuilding it from the rows; see :mod:`.cache`) and
+``snapshot_vectors`` (schema 3: the snapshot's vector matrix in parts of whole rows, outside the
+``snapshots`` row).
 
-A snapshot is valid only for the ``user_versions`` counter it was saved at: two triggers delete a
-user's snapshot in the same transaction as any write that bumps the counter, so a crash between
-two lines never leaves a stale snapshot to serve (and a forgotten user's snapshot goes with its
-rows, zeroed by ``secure_delete``). Files of schema 1 get the table and triggers on open.
+Schema 3 keeps the vectors out of the ``snapshots`` row (its ``vectors`` column is then empty):
+SQLite stores a large value as a chain of overflow pages, and reading a column stored after it
+in the same row walks that whole chain first, so a schema-2 row made every load read the 150 MB
+of a 100k-memory user's vectors twice. Parts also keep each value under SQLite's 1 GB limit.
+Schema-2 rows (vectors inside) still load, and are saved again in the new form when the
+partition leaves the process (see :mod:`.cache`).
+
+A snapshot is valid only for the ``user_versions`` counter it was saved at: triggers delete a
+user's snapshot and its vectors in the same transaction as any write that bumps the counter, so
+a crash between two lines never leaves a stale snapshot to serve (and a forgotten user's snapshot
+goes with its rows, zeroed by ``secure_delete``). Older files get the tables and triggers on open
+(additive: nothing is copied or rewritten).
 """
 
 from __future__ import annotations
@@ -20,9 +30,9 @@ import sqlite3
 from hybrid_memory.errors import SchemaError
 from hybrid_memory.text.analyzer import Analyzer
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 #: Schema versions this library opens and migrates in place to :data:`SCHEMA_VERSION`.
-_MIGRATABLE = ("1",)
+_MIGRATABLE = ("1", "2")
 _BUSY_TIMEOUT_MS = 5000
 
 _SCHEMA = """
@@ -98,14 +108,26 @@ CREATE TABLE IF NOT EXISTS snapshots (
     sessions  TEXT NOT NULL,
     tags      TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS snapshot_vectors (
+    user_hash TEXT NOT NULL,
+    part      INTEGER NOT NULL,
+    version   INTEGER NOT NULL,
+    vectors   BLOB NOT NULL,
+    PRIMARY KEY (user_hash, part)
+);
 """
 
-#: A write bumps ``user_versions`` in its transaction; these drop the user's snapshot with it.
+#: A write bumps ``user_versions`` in its transaction; these drop the user's snapshot with it
+#: (the first two from schema 2, the other two added by schema 3 for the vectors' parts).
 _TRIGGERS = (
     "CREATE TRIGGER IF NOT EXISTS snapshots_stale_on_update AFTER UPDATE ON user_versions "
     "BEGIN DELETE FROM snapshots WHERE user_hash = NEW.user_hash; END",
     "CREATE TRIGGER IF NOT EXISTS snapshots_stale_on_insert AFTER INSERT ON user_versions "
     "BEGIN DELETE FROM snapshots WHERE user_hash = NEW.user_hash; END",
+    "CREATE TRIGGER IF NOT EXISTS snapshot_vectors_stale_on_update AFTER UPDATE ON user_versions "
+    "BEGIN DELETE FROM snapshot_vectors WHERE user_hash = NEW.user_hash; END",
+    "CREATE TRIGGER IF NOT EXISTS snapshot_vectors_stale_on_insert AFTER INSERT ON user_versions "
+    "BEGIN DELETE FROM snapshot_vectors WHERE user_hash = NEW.user_hash; END",
 )
 
 
@@ -113,7 +135,7 @@ def _create_or_migrate(c: sqlite3.Connection, analyzer: Analyzer, path: str) -> 
     """Inside a write transaction: create what is missing, check the schema version, migrate in place.
 
     Migrations are additive (a column added with a default; schema 1 -> 2 adds the ``snapshots``
-    table and its triggers); a file indexed with another analyzer has its analysed text
+    table and its triggers, 2 -> 3 the ``snapshot_vectors`` table and its triggers); a file indexed with another analyzer has its analysed text
     recomputed (:func:`_reanalyze`).
 
     Raises:
@@ -145,6 +167,7 @@ def _reanalyze(c: sqlite3.Connection, analyzer: Analyzer) -> None:
     Snapshots hold postings of the old analysis: they are dropped (rebuilt from the new rows).
     """
     c.execute("DELETE FROM snapshots")
+    c.execute("DELETE FROM snapshot_vectors")
     rows = c.execute("SELECT user_id, id, content, context FROM memories").fetchall()
     c.executemany(
         "UPDATE memories SET analyzed = ? WHERE user_id = ? AND id = ?",
