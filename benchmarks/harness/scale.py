@@ -184,6 +184,12 @@ def _snapshot_sizes(path: Path) -> dict[str, float]:
             "SELECT COUNT(*), COALESCE(SUM(LENGTH(vectors) + LENGTH(columns) + LENGTH(postings) + LENGTH(CAST(ids AS BLOB)) "
             "+ LENGTH(CAST(terms AS BLOB)) + LENGTH(CAST(sessions AS BLOB)) + LENGTH(CAST(tags AS BLOB))), 0) FROM snapshots"
         ).fetchone()
+        # Schema 3 keeps the vectors in parts of their own table (the ``vectors`` column is empty).
+        has_parts = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'snapshot_vectors'"
+        ).fetchone()
+        if has_parts:
+            size += conn.execute("SELECT COALESCE(SUM(LENGTH(vectors)), 0) FROM snapshot_vectors").fetchone()[0]
     finally:
         conn.close()
     return {"users": int(users), "mb": int(size) / 1e6}
@@ -360,14 +366,14 @@ def _plot(report: dict[str, Any], png: Path) -> None:
 
     ing, rec = report["ingest"]["samples"], report["recall"]["samples"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    ax1.plot([s["users"] for s in ing], [s["rss_mb"] for s in ing], label="writer (ingest)")
-    ax1.plot([s["users"] for s in rec], [s["rss_mb"] for s in rec], label="reader (recall)")
+    ax1.plot([s["users"] for s in ing], [s["rss_mb"] for s in ing], label="writer (ingest)", marker="o")
+    ax1.plot([s["users"] for s in rec], [s["rss_mb"] for s in rec], label="reader (recall)", marker="o")
     ax1.axhline(report["budget_bytes"] / 2**20, color="grey", linestyle=":", label="cache budget")
     ax1.set_xlabel("users touched")
     ax1.set_ylabel("RSS (MB)")
     ax1.legend()
-    ax2.plot([s["users"] for s in rec], [s["cold_ms_p50"] for s in rec], label="cold (first) recall p50")
-    ax2.plot([s["users"] for s in rec], [s["warm_ms_p50"] for s in rec], label="warm recall p50")
+    ax2.plot([s["users"] for s in rec], [s["cold_ms_p50"] for s in rec], label="cold (first) recall p50", marker="o")
+    ax2.plot([s["users"] for s in rec], [s["warm_ms_p50"] for s in rec], label="warm recall p50", marker="o")
     ax2.set_xlabel("users touched")
     ax2.set_ylabel("recall latency (ms)")
     ax2.set_yscale("log")

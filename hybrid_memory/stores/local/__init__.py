@@ -15,10 +15,11 @@ to date on every write:
 
 The analysed text (the :class:`~hybrid_memory.analyzer.Analyzer` tokens) is stored with each
 memory, so an index is rebuilt without re-tokenising; opening a file with another analyzer
-re-analyses it. A user's index is also saved whole in table ``snapshots`` (vectors, postings and
-filter columns as contiguous arrays) when it leaves a process (evicted by the memory budget, or
-the store closes), so the next process's first search for that user loads it with one query
-instead of rebuilding it. A snapshot is served only at the user's change counter it was saved at;
+re-analyses it. A user's index is also saved whole when it leaves a process (evicted by the
+memory budget, or the store closes): postings and filter columns as contiguous arrays in table
+``snapshots``, the vectors in parts of at most 64 MB in table ``snapshot_vectors`` (schema 3; large
+ones are read through a file map), so the next process's first search for that user loads them
+instead of rebuilding the index. A snapshot is served only at the user's change counter it was saved at;
 any write of the user deletes it in the write's own transaction (a trigger), forgets included. When another connection (another process, the CLI) commits to the file, the
 in-process indexes are dropped and rebuilt on the next search (``PRAGMA data_version``).
 
