@@ -62,7 +62,7 @@ from hybrid_memory.stores.base import MemoryStore, Vector
 from hybrid_memory.text.privacy import PiiRedactor
 from hybrid_memory.values import MemoryFilter
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview, HeuristicConflictJudge
-from hybrid_memory.write.neighbours import Neighbour, NeighbourCache, NeighbourSource
+from hybrid_memory.write.neighbours import Neighbour, NeighbourCache, NeighbourSource, SnapshotSource, UserIndex
 
 __all__ = ["LOCK_STRIPES", "REVIEW_KEY", "MemoryWriter", "conflict_similarity_for"]
 
@@ -77,6 +77,15 @@ REVIEW_KEY = "conflict_reviews"
 #: How many striped locks serialise writes per user: users hashing to the same stripe wait for
 #: each other, everyone else writes in parallel; the table never grows with the number of users.
 LOCK_STRIPES = 64
+
+#: A bulk write (:meth:`MemoryWriter.bulk`) copies a user's active vectors when they number at most
+#: this many per item of the call (and at most :data:`BULK_SNAPSHOT_MAX`): copying a vector costs a
+#: small fraction of the one neighbour query per item it saves.
+BULK_SNAPSHOT_PER_ITEM = 10
+#: The most active memories a bulk write copies (one request; above it, one query per item).
+BULK_SNAPSHOT_MAX = 8_000
+#: Below this many items a bulk write keeps the store's per-item neighbour queries.
+BULK_MIN_ITEMS = 64
 
 _VERSION_NAMESPACE = uuid.UUID("3b0f6c52-8d7e-5a41-9c2b-6e1d4f7a8b35")
 
@@ -145,6 +154,11 @@ class MemoryWriter:
         # A store that finds neighbours in its own index serves dedup; otherwise a cache of vectors.
         self._source: NeighbourSource | None = store if isinstance(store, NeighbourSource) else None
         self._neighbours = NeighbourCache(store)
+        # A remote store's bulk snapshots (see bulk()): user -> (nesting depth, copy limit); users
+        # found to have more active memories than the limit (their snapshot is not taken).
+        self._snapshot: SnapshotSource | None = store if isinstance(store, SnapshotSource) else None
+        self._bulk: dict[str, tuple[int, int]] = {}
+        self._bulk_big: set[str] = set()
         # Reviews raised by the write in progress, per user (only touched under that user's lock).
         self._pending_reviews: dict[str, list[ConflictReview]] = {}
 
@@ -181,6 +195,45 @@ class MemoryWriter:
             for i in stripes:
                 stack.enter_context(self._stripes[i])
             yield
+
+    @contextmanager
+    def bulk(self, user_id: str, items: int) -> Iterator[None]:
+        """Within this block, check ``user_id``'s writes against a copy of the user's active vectors.
+
+        For a store whose neighbour lookups are round trips (a :class:`SnapshotSource`, e.g.
+        ``WeaviateStore``: one query per item), a call writing ``items`` drafts in several
+        batches (``remember_many``) copies the user's active vectors once, in one request, when
+        there are at most ``BULK_SNAPSHOT_PER_ITEM * items`` of them (and ``BULK_SNAPSHOT_MAX``);
+        the writer keeps the copy current with its own writes and checks every batch with one
+        matrix product. The copy is dropped when the block ends. Memories that *another process*
+        writes for the same user while the block runs are not seen by its dedup and conflict
+        checks (the store's own lookups see them from the next write on). A no-op for other
+        stores, below ``BULK_MIN_ITEMS`` items, and for users with more active memories.
+
+        Example:
+            >>> from hybrid_memory.stores.local import LocalStore
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> w = MemoryWriter(LocalStore(":memory:"), HashingEmbedder(dim=32))
+            >>> with w.bulk("alice", 1000):
+            ...     pass
+        """
+        if self._snapshot is None or self._source is None or items < BULK_MIN_ITEMS:
+            yield
+            return
+        limit = min(BULK_SNAPSHOT_MAX, BULK_SNAPSHOT_PER_ITEM * items)
+        with self.locked([user_id]):
+            depth, prev = self._bulk.get(user_id, (0, limit))
+            self._bulk[user_id] = (depth + 1, max(prev, limit))
+        try:
+            yield
+        finally:
+            with self.locked([user_id]):
+                depth, prev = self._bulk.pop(user_id)
+                if depth > 1:
+                    self._bulk[user_id] = (depth - 1, prev)
+                else:
+                    self._bulk_big.discard(user_id)
+                    self._neighbours.drop(user_id)
 
     # ---------------------------------------------------------------- review queue & caches
     def review_queue(self, user_id: str) -> list[ConflictReview]:
@@ -635,10 +688,34 @@ class MemoryWriter:
     def _near(
         self, user: str, mat: Vector, dim: int, epoch: int | None, threshold: float, top: int
     ) -> list[list[Neighbour]]:
-        """Each draft's nearest active memories: from the store's own index, else the writer's cache."""
+        """Each draft's nearest active memories: from the store's own index, else the writer's cache.
+
+        Within :meth:`bulk`, a remote store's lookups are answered by the copy of the user's vectors.
+        """
         if self._source is not None:
+            idx = self._bulk_index(user, dim)
+            if idx is not None:
+                return idx.neighbours(mat, threshold, top)
             return self._source.neighbours(user, mat, threshold=threshold, top=top)
         return self._neighbours.load(user, dim, epoch).neighbours(mat, threshold, top)
+
+    def _bulk_index(self, user: str, dim: int) -> UserIndex | None:
+        """The bulk copy of ``user``'s active vectors (taken on first use); ``None``: not in a bulk write."""
+        if self._snapshot is None or user not in self._bulk or user in self._bulk_big:
+            return None
+        idx = self._neighbours.peek(user)
+        if idx is not None and idx.dim == dim:
+            return idx
+        got = self._snapshot.active_vectors(user, limit=self._bulk[user][1])
+        if got is None:
+            self._bulk_big.add(user)
+            return None
+        ids, cats, m = got
+        if len(ids) and int(m.shape[1]) != dim:
+            raise EmbeddingDimensionError(int(m.shape[1]), dim)
+        idx = UserIndex(ids, m.astype(np.float32, copy=False).reshape(len(ids), dim), dim, cats)
+        self._neighbours.put(user, idx)
+        return idx
 
     def _wanted(self, near: list[list[Neighbour]], drafts: list[MemoryRecord], dup_t: float) -> list[str]:
         """Ids of the stored memories the checks will read: dedup range and the first conflict candidates."""
