@@ -525,8 +525,24 @@ class MemoryWriter:
         epoch: int | None,
     ) -> None:
         dim = int(vec[idxs[0]].shape[0])
+        dup_t, rel_t = self.dedup_threshold, self.conflict_threshold
+        # Existing memories worth a look: duplicates always, related ones only for conflict checks.
+        look_t = rel_t if self.config.detect_conflicts else dup_t
+        top = max(8, self.config.max_conflict_candidates * 2)
+        records = _Records(self.store, user, to_update)
+        ids = [drafts[i].id for i in idxs]
+        # In a bulk write to a remote store the neighbours come from the local copy: the records
+        # the checks read go in the same request as the drafts' own ids (one round trip, not two).
+        bulk = self._bulk_index(user, dim) if self._source is not None else None
+        early: dict[int, list[Neighbour]] = {}
+        if bulk is not None:
+            rows = bulk.neighbours(np.stack([vec[i] for i in idxs]), look_t, top)
+            early = dict(zip(idxs, rows, strict=True))
+            records.prefetch([*ids, *self._wanted(rows, [drafts[i] for i in idxs], dup_t)])
+            stored = {m: r for m in ids if (r := records.fetched(m)) is not None}
+        else:
+            stored = {r.id: r for r in self.store.get(user, ids)}
         # Same deterministic id already stored: bump an active one; re-version a superseded one.
-        stored = {r.id: r for r in self.store.get(user, [drafts[i].id for i in idxs])}
         rest: list[int] = []
         for i in idxs:
             old = stored.get(drafts[i].id)
@@ -557,12 +573,7 @@ class MemoryWriter:
             return
         mat = np.stack([vec[i] for i in rest])
         sim_in = mat @ mat.T
-        dup_t, rel_t = self.dedup_threshold, self.conflict_threshold
-        # Existing memories worth a look: duplicates always, related ones only for conflict checks.
-        look_t = rel_t if self.config.detect_conflicts else dup_t
-        top = max(8, self.config.max_conflict_candidates * 2)
-        near = self._near(user, mat, dim, epoch, look_t, top)
-        records = _Records(self.store, user, to_update)
+        near = [early[i] for i in rest] if early else self._near(user, mat, dim, epoch, look_t, top)
         records.prefetch(self._wanted(near, [drafts[i] for i in rest], dup_t))
         accepted: dict[int, _Pending] = {}  # row in rest -> pending
         in_batch = sim_in >= look_t
@@ -688,14 +699,8 @@ class MemoryWriter:
     def _near(
         self, user: str, mat: Vector, dim: int, epoch: int | None, threshold: float, top: int
     ) -> list[list[Neighbour]]:
-        """Each draft's nearest active memories: from the store's own index, else the writer's cache.
-
-        Within :meth:`bulk`, a remote store's lookups are answered by the copy of the user's vectors.
-        """
+        """Each draft's nearest active memories: from the store's own index, else the writer's cache."""
         if self._source is not None:
-            idx = self._bulk_index(user, dim)
-            if idx is not None:
-                return idx.neighbours(mat, threshold, top)
             return self._source.neighbours(user, mat, threshold=threshold, top=top)
         return self._neighbours.load(user, dim, epoch).neighbours(mat, threshold, top)
 
@@ -764,6 +769,10 @@ class _Records:
             got = {r.id: r for r in self._store.get(self._user, chunk)}
             for m in chunk:
                 self._fetched[m] = got.get(m)
+
+    def fetched(self, memory_id: str) -> MemoryRecord | None:
+        """The stored record of ``memory_id`` as read by :meth:`prefetch` (any status; ``None``: missing or not read)."""
+        return self._fetched.get(memory_id)
 
     def active(self, memory_id: str) -> MemoryRecord | None:
         """The current record of ``memory_id`` if it is active (``None``: gone or no longer active)."""

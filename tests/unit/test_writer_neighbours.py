@@ -130,6 +130,11 @@ class _SnapshotStore(_NoIndexStore):
         super().__init__(inner)
         self.queries = 0
         self.snapshots = 0
+        self.gets = 0
+
+    def get(self, user_id: str, ids: Any) -> Any:
+        self.gets += 1
+        return self._inner.get(user_id, ids)
 
     def neighbours(self, user_id: str, vectors: Any, *, threshold: float, top: int) -> Any:
         self.queries += len(vectors)
@@ -173,6 +178,8 @@ def test_bulk_snapshot_gives_the_store_index_outcomes_without_per_item_queries()
     assert _bulk_run(snap, w) == expected
     assert {a for a, _ in expected} >= {"added", "deduplicated", "superseded"}
     assert snap.snapshots == 1 and snap.queries == 3  # the 3 drafts before the bulk asked the store
+    batches = -(-len(_many("u")) // 8)
+    assert snap.gets <= 2 + batches  # the write before the bulk, then one read per batch (ids and candidates)
     assert "u" not in w._neighbours  # the copy is dropped when the bulk write ends
 
 
