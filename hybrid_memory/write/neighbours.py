@@ -5,7 +5,13 @@ vectors" implements :class:`NeighbourSource` (``LocalStore`` does, from the same
 its searches use, kept current across processes by a per-user change counter). The writer then
 keeps no vectors of its own and needs no per-write count: the store's index is the one index.
 
-For a store without it, :class:`NeighbourCache` keeps one :class:`UserIndex` per user (ids,
+A store whose neighbour queries are network round trips (``WeaviateStore``: one query per row)
+also implements :class:`SnapshotSource`: for a large ``remember_many`` the writer copies the
+user's active vectors once (bounded) into a :class:`UserIndex`, keeps it current with its own
+writes for the duration of the call (:meth:`MemoryWriter.bulk`) and checks each batch with one
+matrix product.
+
+For a store without either, :class:`NeighbourCache` keeps one :class:`UserIndex` per user (ids,
 categories and unit vectors of the user's active memories), accounted in the process's cache
 budget (:mod:`hybrid_memory.stores.budget`, least recently used users evicted first). It is only
 a cache: :meth:`NeighbourCache.load` rebuilds a user's index when the number of active memories
@@ -22,6 +28,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,7 +36,16 @@ from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
 from hybrid_memory.stores.budget import CacheBudget, cache_budget
 from hybrid_memory.stores.nearest import Neighbour, NeighbourSource, nearest
 
-__all__ = ["Neighbour", "NeighbourCache", "NeighbourSource", "UserIndex", "nearest"]
+__all__ = ["Neighbour", "NeighbourCache", "NeighbourSource", "SnapshotSource", "UserIndex", "nearest"]
+
+
+@runtime_checkable
+class SnapshotSource(Protocol):
+    """A store that can hand over a user's active vectors in one request (optional store capability)."""
+
+    def active_vectors(self, user_id: str, *, limit: int) -> tuple[list[str], list[str], Vector] | None:
+        """``(ids, categories, unit vectors)`` of the user's active memories; ``None`` when more than ``limit``."""
+        ...
 
 
 class UserIndex:
@@ -145,6 +161,11 @@ class NeighbourCache:
             self._by_user.pop(user_id, None)
             self._budget.discard(self._evict, user_id)
 
+    def put(self, user_id: str, idx: UserIndex) -> None:
+        """Cache ``idx`` as ``user_id``'s index (replacing any), accounted in the budget."""
+        self._by_user[user_id] = idx
+        self._budget.add(self._evict, user_id, idx.nbytes)
+
     def load(self, user_id: str, dim: int, epoch: int | None) -> UserIndex:
         """The index of ``user_id``'s active memories, rebuilt from the store when it may be stale.
 
@@ -164,7 +185,7 @@ class NeighbourCache:
         vecs = self.store.get_vectors(user_id, ids) if ids else {}
         ids = [i for i in ids if i in vecs]
         m = np.stack([vecs[i] for i in ids]).astype(np.float32) if ids else np.zeros((0, dim), dtype=np.float32)
-        idx = self._by_user[user_id] = UserIndex(ids, m, dim, [cats[i] for i in ids])
+        idx = UserIndex(ids, m, dim, [cats[i] for i in ids])
         idx.epoch = epoch
-        self._budget.add(self._evict, user_id, idx.nbytes)
+        self.put(user_id, idx)
         return idx

@@ -152,17 +152,18 @@ class DirectWrites:
             bar = tqdm(total=len(drafts), unit="mem", desc="remember")
         outcomes: list[WriteOutcome] = []
         try:
-            for i in range(0, len(drafts), batch_size):
-                chunk = drafts[i : i + batch_size]
-                written = self.sessions.write(chunk, epochs=epochs)
-                if notes:
-                    written = [
-                        o.model_copy(update={"notes": (*o.notes, notes[i + j])}) if (i + j) in notes else o
-                        for j, o in enumerate(written)
-                    ]
-                outcomes.extend(self._record(written))
-                if bar is not None:
-                    bar.update(len(chunk))
+            with self.writer.bulk(user_id, len(drafts)):  # a remote store: one copy serves every batch
+                for i in range(0, len(drafts), batch_size):
+                    chunk = drafts[i : i + batch_size]
+                    written = self.sessions.write(chunk, epochs=epochs)
+                    if notes:
+                        written = [
+                            o.model_copy(update={"notes": (*o.notes, notes[i + j])}) if (i + j) in notes else o
+                            for j, o in enumerate(written)
+                        ]
+                    outcomes.extend(self._record(written))
+                    if bar is not None:
+                        bar.update(len(chunk))
         finally:
             if bar is not None:
                 bar.close()

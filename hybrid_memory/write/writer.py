@@ -62,7 +62,7 @@ from hybrid_memory.stores.base import MemoryStore, Vector
 from hybrid_memory.text.privacy import PiiRedactor
 from hybrid_memory.values import MemoryFilter
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview, HeuristicConflictJudge
-from hybrid_memory.write.neighbours import Neighbour, NeighbourCache, NeighbourSource
+from hybrid_memory.write.neighbours import Neighbour, NeighbourCache, NeighbourSource, SnapshotSource, UserIndex
 
 __all__ = ["LOCK_STRIPES", "REVIEW_KEY", "MemoryWriter", "conflict_similarity_for"]
 
@@ -77,6 +77,18 @@ REVIEW_KEY = "conflict_reviews"
 #: How many striped locks serialise writes per user: users hashing to the same stripe wait for
 #: each other, everyone else writes in parallel; the table never grows with the number of users.
 LOCK_STRIPES = 64
+
+#: A bulk write (:meth:`MemoryWriter.bulk`) copies a user's active vectors when they number at most
+#: this many per item of the call (and at most :data:`BULK_SNAPSHOT_MAX`): copying a vector costs a
+#: small fraction of the one neighbour query per item it saves.
+BULK_SNAPSHOT_PER_ITEM = 10
+#: The most active memories a bulk write copies (one request; above it, one query per item).
+BULK_SNAPSHOT_MAX = 8_000
+#: Below this many items a bulk write keeps the store's per-item neighbour queries.
+BULK_MIN_ITEMS = 64
+#: A bulk write holds back this many new or changed records of its user and sends them in one store
+#: write (the store keeps ``write_concurrency`` batch requests in flight), not one write per batch.
+BULK_FLUSH = 1024
 
 _VERSION_NAMESPACE = uuid.UUID("3b0f6c52-8d7e-5a41-9c2b-6e1d4f7a8b35")
 
@@ -103,6 +115,23 @@ class _Pending:
     record: MemoryRecord
     vector: Vector
     note: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Held:
+    """A bulk write's records of one user not sent to the store yet (newest version of each)."""
+
+    new: dict[str, tuple[MemoryRecord, Vector]] = field(default_factory=dict)
+    changed: dict[str, MemoryRecord] = field(default_factory=dict)
+    epoch: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.new) + len(self.changed)
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        """The held version of ``memory_id`` (``None``: not held)."""
+        got = self.new.get(memory_id)
+        return got[0] if got is not None else self.changed.get(memory_id)
 
 
 class MemoryWriter:
@@ -145,6 +174,13 @@ class MemoryWriter:
         # A store that finds neighbours in its own index serves dedup; otherwise a cache of vectors.
         self._source: NeighbourSource | None = store if isinstance(store, NeighbourSource) else None
         self._neighbours = NeighbourCache(store)
+        # A remote store's bulk snapshots (see bulk()): user -> (nesting depth, copy limit); users
+        # found to have more active memories than the limit (their snapshot is not taken).
+        self._snapshot: SnapshotSource | None = store if isinstance(store, SnapshotSource) else None
+        self._bulk: dict[str, tuple[int, int]] = {}
+        self._bulk_big: set[str] = set()
+        # Records a bulk write holds back (users with a copy only: the copy includes them).
+        self._held: dict[str, _Held] = {}
         # Reviews raised by the write in progress, per user (only touched under that user's lock).
         self._pending_reviews: dict[str, list[ConflictReview]] = {}
 
@@ -168,6 +204,7 @@ class MemoryWriter:
 
         Callers that change a user's memories outside :meth:`write` (e.g. deleting one) hold it
         so that a concurrent write never reads a memory, then updates one that vanished in between.
+        What a :meth:`bulk` write of these users holds back is written to the store first.
 
         Example:
             >>> from hybrid_memory.stores.local import LocalStore
@@ -176,11 +213,81 @@ class MemoryWriter:
             >>> with w.locked(["alice", "bob"]):
             ...     pass
         """
+        users = list(user_ids)
+        with self._locked(users):
+            for user in users:
+                self._flush(user)
+            yield
+
+    @contextmanager
+    def _locked(self, user_ids: Iterable[str]) -> Iterator[None]:
+        """The write locks of ``user_ids`` without writing what a bulk write holds back."""
         stripes = sorted({zlib.crc32(u.encode("utf-8")) % LOCK_STRIPES for u in user_ids})
         with ExitStack() as stack:
             for i in stripes:
                 stack.enter_context(self._stripes[i])
             yield
+
+    def _flush(self, user: str) -> None:
+        """Write what a bulk write of ``user`` holds back: new records first, then changed ones."""
+        held = self._held.get(user)
+        if not held:
+            return
+        new, changed = held.new, held.changed
+        held.new, held.changed = {}, {}  # emptied in place: callers may hold this object
+        epochs = None if held.epoch is None else {user: held.epoch}
+        if new:
+            self.store.upsert([r for r, _ in new.values()], np.stack([v for _, v in new.values()]), epochs=epochs)
+        if changed:
+            self.store.update(list(changed.values()), epochs=epochs)
+
+    @contextmanager
+    def bulk(self, user_id: str, items: int) -> Iterator[None]:
+        """Within this block, check ``user_id``'s writes against a copy of the user's active vectors.
+
+        For a store whose neighbour lookups are round trips (a :class:`SnapshotSource`, e.g.
+        ``WeaviateStore``: one query per item), a call writing ``items`` drafts in several
+        batches (``remember_many``) copies the user's active vectors once, in one request, when
+        there are at most ``BULK_SNAPSHOT_PER_ITEM * items`` of them (and ``BULK_SNAPSHOT_MAX``);
+        the writer keeps the copy current with its own writes and checks every batch with one
+        matrix product. It also holds back the user's new and changed records and writes them
+        ``BULK_FLUSH`` at a time (and when the block ends, or when another caller takes the
+        user's lock), so the store receives large writes with several batch requests in flight;
+        its dedup and conflict reads see the held records. The copy is dropped when the block
+        ends. Memories that *another process* writes for the same user while the block runs are
+        not seen by its dedup and conflict checks (the store's own lookups see them from the
+        next write on), and other readers see the held records only once they are written. A
+        no-op for other stores, below ``BULK_MIN_ITEMS`` items, and for users with more active
+        memories.
+
+        Example:
+            >>> from hybrid_memory.stores.local import LocalStore
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> w = MemoryWriter(LocalStore(":memory:"), HashingEmbedder(dim=32))
+            >>> with w.bulk("alice", 1000):
+            ...     pass
+        """
+        if self._snapshot is None or self._source is None or items < BULK_MIN_ITEMS:
+            yield
+            return
+        limit = min(BULK_SNAPSHOT_MAX, BULK_SNAPSHOT_PER_ITEM * items)
+        with self.locked([user_id]):
+            depth, prev = self._bulk.get(user_id, (0, limit))
+            self._bulk[user_id] = (depth + 1, max(prev, limit))
+        try:
+            yield
+        finally:
+            with self._locked([user_id]):
+                depth, prev = self._bulk.pop(user_id)
+                if depth > 1:
+                    self._bulk[user_id] = (depth - 1, prev)
+                else:
+                    self._bulk_big.discard(user_id)
+                    self._neighbours.drop(user_id)
+                    try:
+                        self._flush(user_id)  # what failed is dead-lettered by the store and raised
+                    finally:
+                        self._held.pop(user_id, None)
 
     # ---------------------------------------------------------------- review queue & caches
     def review_queue(self, user_id: str) -> list[ConflictReview]:
@@ -235,10 +342,13 @@ class MemoryWriter:
             self._neighbours.drop(user_id)
 
     def forget_user(self, user_id: str) -> None:
-        """Drop every trace of ``user_id`` held by the writer (its cached vectors; reviews live in the store)."""
-        with self.locked([user_id]):
+        """Drop every trace of ``user_id`` held by the writer (its cached vectors, records a bulk write holds back)."""
+        with self._locked([user_id]):
             self._neighbours.drop(user_id)
             self._pending_reviews.pop(user_id, None)
+            held = self._held.get(user_id)
+            if held is not None:  # never written: the user is being forgotten
+                held.new, held.changed = {}, {}
 
     def mark_superseded(
         self, user_id: str, old_id: str, new: MemoryRecord, *, epoch: int | None = None
@@ -314,7 +424,7 @@ class MemoryWriter:
             if vectors.ndim != 2 or vectors.shape[0] != len(drafts):
                 raise InvalidInputError(f"vectors must have one row per draft; got shape {vectors.shape}")
         users = {d.user_id for d in drafts}
-        with self.locked(users):
+        with self._locked(users):
             try:
                 return self._write(list(drafts), vectors, epochs)
             finally:  # a failed write leaves no review behind for the next one
@@ -432,10 +542,19 @@ class MemoryWriter:
             self._write_user(user, idxs, drafts, vec, notes, outcomes, now, to_upsert, to_update, removed, epoch)
         self._attach_reviews(by_user, to_upsert)
 
-        if to_upsert:
-            self.store.upsert([p.record for p in to_upsert], np.stack([p.vector for p in to_upsert]), epochs=epochs)
-        if to_update:
-            self.store.update(list(to_update.values()), epochs=epochs)
+        held = {u: self._held[u] for u in by_user if u in self._held}
+        if held:
+            to_upsert_now, to_update_now = self._hold(held, to_upsert, to_update, epochs)
+        else:
+            to_upsert_now, to_update_now = to_upsert, list(to_update.values())
+        if to_upsert_now:
+            recs, vecs = [p.record for p in to_upsert_now], np.stack([p.vector for p in to_upsert_now])
+            self.store.upsert(recs, vecs, epochs=epochs)
+        if to_update_now:
+            self.store.update(to_update_now, epochs=epochs)
+        for user, h in held.items():
+            if len(h) >= BULK_FLUSH:
+                self._flush(user)
         for user in by_user:
             idx = self._neighbours.peek(user)
             if idx is None:
@@ -457,6 +576,38 @@ class MemoryWriter:
             out.append(o)
         return out
 
+    def _hold(
+        self,
+        held: Mapping[str, _Held],
+        to_upsert: list[_Pending],
+        to_update: Mapping[tuple[str, str], MemoryRecord],
+        epochs: Mapping[str, int] | None,
+    ) -> tuple[list[_Pending], list[MemoryRecord]]:
+        """Keep the bulk users' new and changed records back; return what is written now (the other users')."""
+        for user, mine in held.items():
+            epoch = None if epochs is None else epochs.get(user)
+            if mine and mine.epoch != epoch:  # written under another epoch: never mix them in one write
+                self._flush(user)
+            mine.epoch = epoch
+        now_up: list[_Pending] = []
+        for p in to_upsert:
+            h = held.get(p.record.user_id)
+            if h is None:
+                now_up.append(p)
+            else:
+                h.changed.pop(p.record.id, None)
+                h.new[p.record.id] = (p.record, p.vector)
+        now_update: list[MemoryRecord] = []
+        for (user, mid), r in to_update.items():
+            h = held.get(user)
+            if h is None:
+                now_update.append(r)
+            elif mid in h.new:
+                h.new[mid] = (r, h.new[mid][1])
+            else:
+                h.changed[mid] = r
+        return now_up, now_update
+
     def _write_user(
         self,
         user: str,
@@ -472,8 +623,24 @@ class MemoryWriter:
         epoch: int | None,
     ) -> None:
         dim = int(vec[idxs[0]].shape[0])
+        dup_t, rel_t = self.dedup_threshold, self.conflict_threshold
+        # Existing memories worth a look: duplicates always, related ones only for conflict checks.
+        look_t = rel_t if self.config.detect_conflicts else dup_t
+        top = max(8, self.config.max_conflict_candidates * 2)
+        records = _Records(self.store, user, to_update, self._held.get(user))
+        ids = [drafts[i].id for i in idxs]
+        # In a bulk write to a remote store the neighbours come from the local copy: the records
+        # the checks read go in the same request as the drafts' own ids (one round trip, not two).
+        bulk = self._bulk_index(user, dim) if self._source is not None else None
+        early: dict[int, list[Neighbour]] = {}
+        if bulk is not None:
+            rows = bulk.neighbours(np.stack([vec[i] for i in idxs]), look_t, top)
+            early = dict(zip(idxs, rows, strict=True))
+            records.prefetch([*ids, *self._wanted(rows, [drafts[i] for i in idxs], dup_t)])
+            stored = {m: r for m in ids if (r := records.fetched(m)) is not None}
+        else:
+            stored = {r.id: r for r in self.store.get(user, ids)}
         # Same deterministic id already stored: bump an active one; re-version a superseded one.
-        stored = {r.id: r for r in self.store.get(user, [drafts[i].id for i in idxs])}
         rest: list[int] = []
         for i in idxs:
             old = stored.get(drafts[i].id)
@@ -504,12 +671,7 @@ class MemoryWriter:
             return
         mat = np.stack([vec[i] for i in rest])
         sim_in = mat @ mat.T
-        dup_t, rel_t = self.dedup_threshold, self.conflict_threshold
-        # Existing memories worth a look: duplicates always, related ones only for conflict checks.
-        look_t = rel_t if self.config.detect_conflicts else dup_t
-        top = max(8, self.config.max_conflict_candidates * 2)
-        near = self._near(user, mat, dim, epoch, look_t, top)
-        records = _Records(self.store, user, to_update)
+        near = [early[i] for i in rest] if early else self._near(user, mat, dim, epoch, look_t, top)
         records.prefetch(self._wanted(near, [drafts[i] for i in rest], dup_t))
         accepted: dict[int, _Pending] = {}  # row in rest -> pending
         in_batch = sim_in >= look_t
@@ -640,6 +802,28 @@ class MemoryWriter:
             return self._source.neighbours(user, mat, threshold=threshold, top=top)
         return self._neighbours.load(user, dim, epoch).neighbours(mat, threshold, top)
 
+    def _bulk_index(self, user: str, dim: int) -> UserIndex | None:
+        """The bulk copy of ``user``'s active vectors (taken on first use); ``None``: not in a bulk write."""
+        if self._snapshot is None or user not in self._bulk or user in self._bulk_big:
+            return None
+        idx = self._neighbours.peek(user)
+        if idx is not None and idx.dim == dim:
+            self._held.setdefault(user, _Held())
+            return idx
+        self._flush(user)  # the copy is taken from the store: it must see what was held back
+        got = self._snapshot.active_vectors(user, limit=self._bulk[user][1])
+        if got is None:
+            self._bulk_big.add(user)
+            self._held.pop(user, None)
+            return None
+        ids, cats, m = got
+        if len(ids) and int(m.shape[1]) != dim:
+            raise EmbeddingDimensionError(int(m.shape[1]), dim)
+        idx = UserIndex(ids, m.astype(np.float32, copy=False).reshape(len(ids), dim), dim, cats)
+        self._neighbours.put(user, idx)
+        self._held.setdefault(user, _Held())
+        return idx
+
     def _wanted(self, near: list[list[Neighbour]], drafts: list[MemoryRecord], dup_t: float) -> list[str]:
         """Ids of the stored memories the checks will read: dedup range and the first conflict candidates."""
         out: list[str] = []
@@ -670,23 +854,41 @@ class MemoryWriter:
 class _Records:
     """The stored records a write of one user reads, fetched in batches and only when needed.
 
-    Records changed earlier in the same write (``to_update``) win over the stored ones.
+    Records changed earlier in the same write (``to_update``) win over those a bulk write holds
+    back (``held``), which win over the stored ones.
     """
 
-    def __init__(self, store: MemoryStore, user: str, to_update: dict[tuple[str, str], MemoryRecord]) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        user: str,
+        to_update: dict[tuple[str, str], MemoryRecord],
+        held: _Held | None = None,
+    ) -> None:
         self._store = store
         self._user = user
         self._to_update = to_update
+        self._held = held
         self._fetched: dict[str, MemoryRecord | None] = {}
 
     def prefetch(self, ids: Iterable[str]) -> None:
         """Read these ids from the store (500 per request), skipping those already read."""
+        held = self._held
         todo = [m for m in dict.fromkeys(ids) if m not in self._fetched]
+        if held:
+            for m in todo:
+                if (r := held.get(m)) is not None:
+                    self._fetched[m] = r
+            todo = [m for m in todo if m not in self._fetched]
         for k in range(0, len(todo), 500):
             chunk = todo[k : k + 500]
             got = {r.id: r for r in self._store.get(self._user, chunk)}
             for m in chunk:
                 self._fetched[m] = got.get(m)
+
+    def fetched(self, memory_id: str) -> MemoryRecord | None:
+        """The stored record of ``memory_id`` as read by :meth:`prefetch` (any status; ``None``: missing or not read)."""
+        return self._fetched.get(memory_id)
 
     def active(self, memory_id: str) -> MemoryRecord | None:
         """The current record of ``memory_id`` if it is active (``None``: gone or no longer active)."""

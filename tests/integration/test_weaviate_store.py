@@ -66,6 +66,42 @@ def binary() -> str:
     return found
 
 
+# -- the writer's bulk snapshot ---------------------------------------------------------------------
+def test_active_vectors_are_the_active_memories_within_the_limit(weaviate_store: WeaviateStore) -> None:
+    rs = [rec("u", f"memory {i}", i, category="preference" if i else "fact") for i in range(3)]
+    weaviate_store.upsert(rs, vecs(3))
+    weaviate_store.update([rs[1].evolve(status="superseded")])
+    got = weaviate_store.active_vectors("u", limit=5)
+    assert got is not None
+    ids, cats, m = got
+    assert sorted(zip(ids, cats, strict=True)) == sorted([(rs[0].id, "fact"), (rs[2].id, "preference")])
+    stored = weaviate_store.get_vectors("u", ids)
+    np.testing.assert_allclose(m, np.stack([stored[i] for i in ids]), atol=1e-6)
+    assert weaviate_store.active_vectors("u", limit=1) is None
+    nobody = weaviate_store.active_vectors("nobody", limit=5)
+    assert nobody is not None and nobody[:2] == ([], []) and nobody[2].shape == (0, 8)
+
+
+def test_remember_many_outcomes_match_localstore(weaviate_store: WeaviateStore) -> None:
+    from hybrid_memory import HybridMemory, LocalStore
+    from hybrid_memory.testing import HashingEmbedder
+
+    facts = ["I have 2 kids", "I live in Paris", "I drink green tea every morning", "Project Falcon ships in May"]
+    later = ["I have 3 kids", "I live in Paris", "I no longer drink green tea every morning", "我喜欢喝茶"]
+    topics = ["tea", "coffee", "Paris", "Berlin", "my sister", "project Falcon", "running"]
+    items = [
+        {"content": t, "importance": 0.7, "timestamp": T0 + timedelta(minutes=1 + i)}
+        for i, t in enumerate([*later, *(f"I talked about {topics[i % 7]} with note {i % 5}" for i in range(70))])
+    ]
+    got = []
+    for store in (LocalStore(":memory:"), weaviate_store):
+        mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=64), clock=lambda: T0 + timedelta(days=1))
+        mem.remember_many("u", [{"content": t, "importance": 0.7, "timestamp": T0} for t in facts])
+        got.append([(o.action, o.reason) for o in mem.remember_many("u", items, batch_size=16)])
+    assert got[0] == got[1]
+    assert {a for a, _ in got[0]} >= {"added", "deduplicated", "superseded"}
+
+
 # -- schema ---------------------------------------------------------------------------------------
 def test_schema_follows_weaviate_md_section_7(weaviate_store: WeaviateStore) -> None:
     weaviate_store.upsert([rec("alice", "green tea")], vecs(1))

@@ -306,6 +306,53 @@ def test_kill9_during_facade_ingest_nothing_lost_silently(private_weaviate: Call
         cleanup(server, store, mem)
 
 
+def test_kill9_during_a_bulk_remember_many_nothing_lost(private_weaviate: Callable[..., Any], tmp_path: Path) -> None:
+    """Calls of 200 items (a bulk write: records held back, written 1,024 at a time) while the server dies.
+
+    A call either returns (everything it wrote is stored) or raises typed; what it held back is
+    written or dead-lettered, never dropped. After the restart, replaying the queue and re-submitting
+    the failed calls stores every memory exactly once.
+    """
+    server = private_weaviate()
+    store = connect(server, tmp_path, max_retries=1)
+    mem = HybridMemory(store=store, embedder=HashingEmbedder(dim=DIM), config=HybridMemoryConfig())
+    size = 200
+    try:
+        recs, _ = make_records(1000, 1, seed=11)
+        items: list[dict[str, Any]] = [
+            {"content": r.content, "importance": r.importance, "metadata": r.metadata} for r in recs
+        ]
+        acked: dict[str, str] = {}
+        raised: list[list[dict[str, Any]]] = []
+        killer = kill_when(server, lambda: len(acked) >= 200)
+        for i in range(0, len(items), size):
+            if len(acked) >= 600:
+                killer.hold_until_fired()
+            batch = items[i : i + size]
+            try:
+                outs = mem.remember_many("user-00", batch)
+            except StoreUnavailableError:
+                raised.append(batch)
+                continue
+            acked.update((o.record.content, o.record.id) for o in outs if o.record is not None)
+        killer.join(timeout=5)
+        assert raised, "the kill did not interrupt the ingest"
+        restart(server)
+        wait_until_usable(store, "user-00")
+        present = {r.id for r in store.list("user-00", filter=None)}
+        dead = {r.id for r, _e, _n in store.dead_letters()}
+        assert [c for c, mid in acked.items() if mid not in present] == []  # a returned call wrote everything
+        store.replay_dead_letters()
+        for batch in raised:
+            mem.remember_many("user-00", batch)
+        final = store.list("user-00", filter=None)
+        assert sorted(r.content for r in final) == sorted(it["content"] for it in items)
+        assert len({r.id for r in final}) == len(items) and store.dead_letter_count() == 0
+        assert dead <= {r.id for r in final}
+    finally:
+        cleanup(server, store, mem)
+
+
 # ------------------------------------------------------------------------------------- fault 2
 def _memory(server: Any, tmp_path: Path, *, degrade: bool) -> HybridMemory:
     """A facade on its own client (the strict and the degrading one share the server and data).

@@ -121,3 +121,109 @@ def test_own_writes_keep_the_partition_in_place(tmp_path: Path) -> None:
     store.upsert([MemoryRecord.create(user_id="u", content="two")], v)
     assert store._partitions["u"] is part and part.n == 2
     store.close()
+
+
+class _SnapshotStore(_NoIndexStore):
+    """A LocalStore offering ``active_vectors`` (like WeaviateStore) and counting its ``neighbours`` queries."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        super().__init__(inner)
+        self.queries = 0
+        self.snapshots = 0
+        self.gets = 0
+        self.writes: list[int] = []
+
+    def upsert(self, records: Any, vectors: Any, **kwargs: Any) -> None:
+        self.writes.append(len(records))
+        self._inner.upsert(records, vectors, **kwargs)
+
+    def get(self, user_id: str, ids: Any) -> Any:
+        self.gets += 1
+        return self._inner.get(user_id, ids)
+
+    def neighbours(self, user_id: str, vectors: Any, *, threshold: float, top: int) -> Any:
+        self.queries += len(vectors)
+        return self._inner.neighbours(user_id, vectors, threshold=threshold, top=top)
+
+    def active_vectors(self, user_id: str, *, limit: int) -> Any:
+        self.snapshots += 1
+        recs = self._inner.list(user_id, filter=MemoryFilter())
+        if len(recs) > limit:
+            return None
+        vecs = self._inner.get_vectors(user_id, [r.id for r in recs])
+        m = np.stack([vecs[r.id] for r in recs]) if recs else np.zeros((0, 64), dtype=np.float32)
+        return [r.id for r in recs], [r.category for r in recs], m
+
+
+def _many(user: str) -> list[MemoryRecord]:
+    topics = ["tea", "coffee", "Paris", "Berlin", "my sister", "project Falcon", "running"]
+    extra = [f"I talked about {topics[i % 7]} on day {i % 9} with note {i % 5}" for i in range(70)]
+    return [
+        MemoryRecord.create(user_id=user, content=t, importance=0.7, timestamp=T0 + timedelta(hours=i))
+        for i, t in enumerate([*TEXTS, *extra, *TEXTS[:4]])
+    ]
+
+
+def _bulk_run(store: Any, writer: MemoryWriter, size: int = 8) -> list[tuple[str, str | None]]:
+    writer.write(_drafts("u")[:3])  # stored before the bulk write: the copy must hold them
+    drafts = _many("u")
+    out: list[tuple[str, str | None]] = []
+    with writer.bulk("u", len(drafts)):
+        for k in range(0, len(drafts), size):
+            out += _summary(writer.write([d.model_copy() for d in drafts[k : k + size]]))
+    return out
+
+
+def _stored(store: Any) -> list[dict[str, Any]]:
+    every = MemoryFilter(statuses=("active", "superseded", "archived"))
+    return sorted((r.model_dump() for r in store.list("u", filter=every)), key=lambda r: str(r["id"]))
+
+
+def _writer(store: Any) -> MemoryWriter:
+    return MemoryWriter(store, HashingEmbedder(dim=64), clock=lambda: T0 + timedelta(days=30))
+
+
+def test_bulk_snapshot_gives_the_store_index_outcomes_without_per_item_queries() -> None:
+    plain = LocalStore(":memory:")
+    snap = _SnapshotStore(LocalStore(":memory:"))
+    expected = _bulk_run(plain, _writer(plain))
+    w = _writer(snap)
+    assert _bulk_run(snap, w) == expected
+    assert {a for a, _ in expected} >= {"added", "deduplicated", "superseded"}
+    assert _stored(snap) == _stored(plain)  # the same records, versions, counts and statuses
+    assert snap.snapshots == 1 and snap.queries == 3  # the 3 drafts before the bulk asked the store
+    batches = -(-len(_many("u")) // 8)
+    assert snap.gets <= 2 + batches  # the write before the bulk, then one read per batch (ids and candidates)
+    assert len(snap.writes) == 2  # the write before the bulk, then the held records in one write at its end
+    assert "u" not in w._neighbours  # the copy is dropped when the bulk write ends
+
+
+def test_bulk_write_sends_held_records_every_bulk_flush_and_before_other_lock_holders(monkeypatch: Any) -> None:
+    import hybrid_memory.write.writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "BULK_FLUSH", 20)
+    plain = LocalStore(":memory:")
+    snap = _SnapshotStore(LocalStore(":memory:"))
+    expected = _bulk_run(plain, _writer(plain))
+    assert _bulk_run(snap, _writer(snap)) == expected
+    assert _stored(snap) == _stored(plain)
+    assert len(snap.writes) > 3 and max(snap.writes[1:]) <= 20 + 8  # flushed once 20 are held (a batch adds <= 8)
+    w = _writer(snap)
+    with w.bulk("v", 100):
+        w.write([MemoryRecord.create(user_id="v", content=f"fact number {i} about v") for i in range(3)])
+        assert snap.count("v") == 0  # held back
+        with w.locked(["v"]):  # e.g. a delete by the facade: it must see what was held back
+            assert snap.count("v") == 3
+
+
+def test_bulk_snapshot_over_its_limit_asks_the_store_per_item(monkeypatch: Any) -> None:
+    import hybrid_memory.write.writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "BULK_SNAPSHOT_MAX", 1)  # the user has 2 active memories
+    plain = LocalStore(":memory:")
+    snap = _SnapshotStore(LocalStore(":memory:"))
+    expected = _bulk_run(plain, _writer(plain))
+    assert _bulk_run(snap, _writer(snap)) == expected
+    assert _stored(snap) == _stored(plain)
+    assert len(snap.writes) > 5  # no copy, nothing held back: one write per batch
+    assert snap.snapshots == 1 and snap.queries > 70  # every new draft (not the repeated ids) asked the store

@@ -879,6 +879,57 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(_NEIGHBOUR_CONCURRENCY, len(rows))) as pool:
             return list(pool.map(one, rows))
 
+    def active_vectors(self, user_id: str, *, limit: int) -> tuple[list[str], list[str], Vector] | None:
+        """Ids, categories and stored unit vectors of ``user_id``'s active memories, if at most ``limit``.
+
+        One request (``fetch_objects`` of at most ``limit + 1`` active objects with their vectors and
+        two properties): the writer's bulk snapshot for a large ``remember_many``, which then
+        checks a whole batch against the user's memories with one matrix product instead of one
+        :meth:`neighbours` query per item.
+
+        Args:
+            user_id: Whose memories.
+            limit: The most memories worth copying (at most ``QUERY_MAXIMUM_RESULTS - 1``).
+
+        Returns:
+            ``(ids, categories, matrix)`` (matrix rows unit, float32), or ``None`` when the user
+            has more than ``limit`` active memories (then nothing is kept).
+        """
+        self._check_open()
+        check_id(user_id)
+        limit = max(0, min(int(limit), QUERY_MAXIMUM_RESULTS - 1))
+        where = self._filters(MemoryFilter())
+        h = self._tenant(tenant_name(user_id))
+
+        def run() -> Any:
+            return h.query.fetch_objects(
+                filters=where,
+                limit=limit + 1,
+                include_vector=True,
+                return_properties=["record_id", "user_id", "category"],
+            )
+
+        try:
+            res = self._call("active vectors", run)
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return [], [], np.zeros((0, self.dimension or 0), dtype=np.float32)
+            raise
+        if len(res.objects) > limit:
+            return None
+        ids: list[str] = []
+        cats: list[str] = []
+        rows: list[Vector] = []
+        for o in res.objects:
+            vec = _vector_of(o)
+            if o.properties.get("user_id") != user_id or vec is None:  # defence in depth
+                continue
+            ids.append(str(o.properties["record_id"]))
+            cats.append(str(o.properties["category"]))
+            rows.append(vec)
+        dim = self.dimension or 0
+        return ids, cats, (np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32))
+
     def _keyword_scores(
         self, objects: Sequence[Any], request: SearchRequest, query_text: str | None, h: Any, where: Any
     ) -> dict[str, float]:
