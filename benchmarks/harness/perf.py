@@ -4,8 +4,10 @@ One run measures every table of issue 7 (Performance) with the floors taken in t
 the same process, queries interleaved so that machine load hits every method alike:
 
 * recall latency p50/p95/p99 against memories per user for :class:`~hybrid_memory.LocalStore`
-  (store ``search`` and the full ``HybridMemory.recall``) with the floor = plain numpy float32
-  brute-force top-k over the same unit-vector matrix, and for
+  (store ``search`` and the full ``HybridMemory.recall``) with two floors: plain numpy doing the
+  same hybrid search fused (the float32 vector leg and the BM25 leg over postings built once,
+  relativeScoreFusion, :func:`numpy_floor_fused`), and the vector leg alone (float32 brute-force
+  top-k over the same unit-vector matrix); and for
   :class:`~hybrid_memory.WeaviateStore` on loopback with the floor = a bare
   ``collection.with_tenant(t).query.hybrid(...)`` client call;
 * ingest throughput (``store.upsert`` with precomputed vectors, and ``remember_many`` through the
@@ -87,7 +89,7 @@ _CJK_RUN = re.compile(r"[\u4e00-\u9fff，。？！、]{6,}")
 # Targets of issue 7 (benchmark figures, not timed unit tests).
 TARGETS = {
     "local_p95_10k_ms": 5.0,
-    "local_p95_100k_vs_floor": 3.0,
+    "local_p95_100k_vs_fused_floor": 1.5,  # issue 20 (issue 7 asked for 3x the vector-only floor)
     "weaviate_p95_10k_ms": 20.0,
     "weaviate_p95_vs_bare": 1.2,  # issue 16 (issue 7 asked for 1.5)
     "ingest_local_per_s": 5000.0,
@@ -393,6 +395,132 @@ def numpy_floor_einsum_topk(matrix: F32, query: F32, k: int) -> npt.NDArray[np.i
     return out
 
 
+#: Weaviate's BM25 ``k1`` and ``b``: float64 of their float32 configuration (weaviate.md §2.2).
+_BM25_K1, _BM25_B = float(np.float32(1.2)), float(np.float32(0.75))
+
+
+@dataclass(frozen=True)
+class FloorIndex:
+    """What the fused numpy floor searches, built once outside every timing: one user's memories as arrays.
+
+    Attributes:
+        matrix: ``n x dim`` float32 unit vectors (C-contiguous).
+        bounds: int64, terms + 1: term ``t``'s postings are ``rows[bounds[t]:bounds[t + 1]]``.
+        rows: int64 posting rows, grouped by term.
+        tfs: float64 term frequencies of those rows.
+        dl: float64 token count of every row (stopwords included).
+        avgdl: Mean ``dl`` over the rows with at least one token.
+        vocab: Term -> ``t``.
+        id_rank: int64 position of each row's id in ascending id order (Weaviate's last tie-break).
+    """
+
+    matrix: F32
+    bounds: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.int64]
+    tfs: npt.NDArray[np.float64]
+    dl: npt.NDArray[np.float64]
+    avgdl: float
+    vocab: dict[str, int]
+    id_rank: npt.NDArray[np.int64]
+
+
+def build_floor_index(matrix: F32, documents: Sequence[Sequence[str]], ids: Sequence[str]) -> FloorIndex:
+    """The :class:`FloorIndex` of rows ``matrix`` with index tokens ``documents`` and ids ``ids``."""
+    vocab: dict[str, int] = {}
+    term_ids: list[int] = []
+    doc_rows: list[int] = []
+    tfs: list[int] = []
+    for row, tokens in enumerate(documents):
+        for term, tf in Counter(tokens).items():
+            term_ids.append(vocab.setdefault(term, len(vocab)))
+            doc_rows.append(row)
+            tfs.append(tf)
+    terms = np.array(term_ids, dtype=np.int64)
+    order = np.argsort(terms, kind="stable")
+    dl = np.array([len(t) for t in documents], dtype=np.float64)
+    with_tokens = int(np.count_nonzero(dl))
+    return FloorIndex(
+        matrix=np.ascontiguousarray(matrix, dtype=np.float32),
+        bounds=np.concatenate(([0], np.cumsum(np.bincount(terms, minlength=len(vocab))))).astype(np.int64),
+        rows=np.array(doc_rows, dtype=np.int64)[order],
+        tfs=np.array(tfs, dtype=np.float64)[order],
+        dl=dl,
+        avgdl=float(dl.sum()) / with_tokens if with_tokens else 0.0,
+        vocab=vocab,
+        id_rank=np.argsort(np.argsort(np.array(ids, dtype=object), kind="stable")).astype(np.int64),
+    )
+
+
+def floor_query_terms(index: FloorIndex, tokens: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The query's known terms (first-seen order) and how often each occurs in the query (tokenised beforehand)."""
+    counts = Counter(tokens)  # insertion order = first-seen order
+    known = [(index.vocab[t], c) for t, c in counts.items() if t in index.vocab]
+    return np.array([t for t, _ in known], dtype=np.int64), np.array([c for _, c in known], dtype=np.int64)
+
+
+def _floor_top(key: npt.NDArray[Any], rows: npt.NDArray[np.intp], k: int, id_rank: npt.NDArray[np.int64]) -> Any:
+    """Positions of the ``k`` smallest ``key`` values, ties at the cut by id ascending (``rows`` map to ids)."""
+    if key.size > k:
+        sel = np.flatnonzero(key <= np.partition(key, k - 1)[k - 1])
+        return sel[np.lexsort((id_rank[rows[sel]], key[sel]))[:k]]
+    return np.arange(key.size)
+
+
+def numpy_floor_fused(
+    index: FloorIndex,
+    query: F32,
+    terms: npt.NDArray[np.int64],
+    dups: npt.NDArray[np.int64],
+    *,
+    alpha: float,
+    candidates: int,
+    limit: int,
+    einsum: bool = False,
+) -> tuple[npt.NDArray[np.intp], F32]:
+    """Plain numpy hybrid search: both legs, relativeScoreFusion, top ``limit`` (weaviate.md §1.9, §2.2).
+
+    Vector leg: float32 ``matrix @ query`` (or ``einsum``), cosine distance ``max(0, 1 - dot)``, the
+    ``candidates`` nearest. Keyword leg: Weaviate's BM25 over the postings in float64 (idf from the
+    unfiltered df times the query multiplicity), float32 scores, the ``candidates`` best. Each leg
+    is min-max normalised in float32 and weighted ``alpha`` (vector) and ``1 - alpha`` (keyword);
+    1.0 = pure vector, 0.0 = pure keyword (BM25). Sums are ordered by score, then the later leg's
+    value, then id. Every row is searchable (no filter) and ``alpha`` is strictly between 0 and 1.
+
+    Returns:
+        ``(rows, float32 fused scores)``, best first.
+    """
+    n = index.dl.shape[0]
+    sims: F32 = np.einsum("ij,j->i", index.matrix, query) if einsum else index.matrix @ query
+    dist = np.maximum(np.float32(0), np.float32(1) - sims)
+    every = np.arange(n)
+    vec = _floor_top(dist, every, candidates, index.id_rank)
+    vec_rows, vec_ssv = every[vec], np.float32(1) - dist[vec]
+    acc = np.zeros(n, dtype=np.float64)
+    for t, dup in zip(terms.tolist(), dups.tolist(), strict=True):
+        lo, hi = int(index.bounds[t]), int(index.bounds[t + 1])
+        rows, tf = index.rows[lo:hi], index.tfs[lo:hi]
+        idf = math.log(1.0 + (max(n, hi - lo) - (hi - lo) + 0.5) / ((hi - lo) + 0.5)) * dup
+        acc[rows] += tf / (tf + _BM25_K1 * ((1 - _BM25_B) + _BM25_B * (index.dl[rows] / index.avgdl))) * idf
+    hits = np.flatnonzero(acc)
+    bm25 = acc[hits].astype(np.float32)
+    kw = _floor_top(-bm25, hits, candidates, index.id_rank)
+    kw_rows, kw_ssv = hits[kw], bm25[kw]
+    a64 = float(np.float32(alpha))
+    parts = []
+    for weight, values in ((np.float32(a64), vec_ssv), (np.float32(1 - a64), kw_ssv)):
+        hi_v, lo_v = (values.max(), values.min()) if values.size else (0, 0)
+        parts.append(np.full_like(values, weight) if hi_v == lo_v else weight * ((values - lo_v) / (hi_v - lo_v)))
+    rows_all = np.concatenate((vec_rows, kw_rows))
+    uniq, inv = np.unique(rows_all, return_inverse=True)
+    score = np.zeros(uniq.size, dtype=np.float32)
+    np.add.at(score, inv, np.concatenate(parts))  # vector leg first, like the fusion's float32 sums
+    ssv = np.empty(uniq.size, dtype=np.float32)
+    ssv[inv[: vec_rows.size]] = vec_ssv
+    ssv[inv[vec_rows.size :]] = kw_ssv  # the keyword leg's value wins for a row in both
+    order = np.lexsort((index.id_rank[uniq], -ssv, -score))[:limit]
+    return uniq[order], score[order]
+
+
 def _profile(fn: Callable[[], Any], calls: int, top: int = 14) -> dict[str, Any]:
     """Profile ``calls`` calls of ``fn``; the top functions by own time, per call."""
     prof = cProfile.Profile()
@@ -455,12 +583,17 @@ def _time_store_and_api(
     return hits
 
 
-def _ingest(store: Any, corpus: Corpus, user: str, n: int, batch: int = 1000) -> float:
-    """Upsert ``n`` memories with precomputed vectors; returns the seconds spent in upsert."""
+def _ingest(store: Any, corpus: Corpus, user: str, n: int, batch: int = 1000, ids: list[str] | None = None) -> float:
+    """Upsert ``n`` memories with precomputed vectors; returns the seconds spent in upsert.
+
+    ``ids``, when given, receives the memories' ids in row order.
+    """
     spent = 0.0
     for lo in range(0, n, batch):
         hi = min(n, lo + batch)
         recs = _records(corpus, user, lo, hi)
+        if ids is not None:
+            ids.extend(r.id for r in recs)
         t0 = time.perf_counter()
         store.upsert(recs, corpus.vectors[lo:hi])
         spent += time.perf_counter() - t0
@@ -591,12 +724,21 @@ def _local_size(opts: PerfOptions, n: int, workdir: Path) -> dict[str, Any]:
     store = LocalStore(path)
     user = "perf-user"
     rss0 = _rss_mb()
-    ingest_s = _ingest(store, corpus, user, n)
+    ids: list[str] = []
+    ingest_s = _ingest(store, corpus, user, n, ids=ids)
     mem = _memory(store, corpus, opts.dim)
     alpha = mem.config.retrieval.alpha
     limit = max(opts.k, mem.config.retrieval.candidates)
     matrix = np.ascontiguousarray(corpus.vectors)
     kk = candidate_limit(limit)
+    # The fused floor's postings and each query's terms: the store's analyzer, outside every timing.
+    floor = build_floor_index(matrix, [store.analyzer.index_tokens(t) for t in corpus.texts], ids)
+    terms = [floor_query_terms(floor, store.analyzer.query_tokens(q)) for q in corpus.query_texts]
+
+    def fused(j: int, *, einsum: bool) -> Any:
+        return numpy_floor_fused(
+            floor, corpus.query_vectors[j], *terms[j], alpha=alpha, candidates=kk, limit=limit, einsum=einsum
+        )
 
     def req(j: int) -> SearchRequest:
         return SearchRequest(
@@ -614,12 +756,15 @@ def _local_size(opts: PerfOptions, n: int, workdir: Path) -> dict[str, Any]:
     rss_index = _rss_mb() - rss0
     for j in range(opts.warmup):
         numpy_floor_topk(matrix, corpus.query_vectors[j], kk)
+        fused(j, einsum=False)
         store.search(req(j))
         mem.recall(corpus.query_texts[j], user_id=user, k=opts.k)
         mem.build_context(corpus.query_texts[j], user_id=user)
     lat: dict[str, list[float]] = {
         "numpy_floor": [],
         "numpy_floor_einsum": [],
+        "numpy_floor_fused": [],
+        "numpy_floor_fused_einsum": [],
         "store_search": [],
         "recall": [],
         "recall_touch": [],
@@ -630,6 +775,8 @@ def _local_size(opts: PerfOptions, n: int, workdir: Path) -> dict[str, Any]:
         q, v = corpus.query_texts[j], corpus.query_vectors[j]
         _timed(lat["numpy_floor"], numpy_floor_topk, matrix, v, kk)
         _timed(lat["numpy_floor_einsum"], numpy_floor_einsum_topk, matrix, v, kk)
+        _timed(lat["numpy_floor_fused"], fused, j, einsum=False)
+        _timed(lat["numpy_floor_fused_einsum"], fused, j, einsum=True)
         hits = _time_store_and_api(lat, store, req(j), mem, q, user, opts.k)
         hit_target += any(h.record.content == corpus.texts[corpus.query_targets[j]] for h in hits)
     out: dict[str, Any] = {
@@ -1121,13 +1268,30 @@ def _size(section: dict[str, Any] | None, n: int) -> dict[str, Any] | None:
     return None
 
 
+def _faster_p95(sec: dict[str, Any] | None, *keys: str) -> float | None:
+    """The smallest p95 among ``keys`` measured in ``sec`` (``None``: none measured)."""
+    found = [x for x in (_p95(sec, k) for k in keys) if x is not None]
+    return min(found) if found else None
+
+
+def _ratio(figure: float | None, floor: float | None) -> float | None:
+    return None if figure is None or not floor else figure / floor
+
+
 def check_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each issue-7 target with the measured figure and met / missed / not measured."""
+    """Each issue-7 target (issue 20 for the 100k floor) with the measured figure and its status.
+
+    The status is met / missed / not measured, or informational for a figure without a limit.
+    """
     out: list[dict[str, Any]] = []
 
-    def add(name: str, figure: float | None, limit: float, unit: str, *, higher: bool = False, note: str = "") -> None:
+    def add(
+        name: str, figure: float | None, limit: float | None, unit: str, *, higher: bool = False, note: str = ""
+    ) -> None:
         if figure is None or not math.isfinite(figure):
             status = "not measured"
+        elif limit is None:
+            status = "informational"
         else:
             status = "met" if (figure >= limit if higher else figure <= limit) else "missed"
         out.append({"target": name, "figure": figure, "limit": limit, "unit": unit, "status": status, "note": note})
@@ -1136,16 +1300,22 @@ def check_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     l10, l100 = _size(local, 10_000), _size(local, 100_000)
     add("LocalStore store.search p95 at 10k/user", _p95(l10, "store_search"), TARGETS["local_p95_10k_ms"], "ms")
     add("LocalStore HybridMemory.recall p95 at 10k/user", _p95(l10, "recall"), TARGETS["local_p95_10k_ms"], "ms")
-    ratio = None
-    if l100 and _p95(l100, "numpy_floor"):
-        # The floor is the faster of the two plain-numpy brute forces (BLAS ``@`` and einsum).
-        floor = min(x for x in (_p95(l100, "numpy_floor"), _p95(l100, "numpy_floor_einsum")) if x is not None)
-        ratio = (_p95(l100, "store_search") or 0) / floor
+    # Each floor is the faster of its two plain-numpy forms (BLAS ``@`` and einsum for the product).
+    fused_floor = _faster_p95(l100, "numpy_floor_fused", "numpy_floor_fused_einsum")
+    for key, what in (("store_search", "store.search"), ("recall", "HybridMemory.recall")):
+        add(
+            f"LocalStore {what} p95 at 100k / fused numpy floor p95 (vector + BM25 legs, relativeScoreFusion; "
+            "faster of @ and einsum)",
+            _ratio(_p95(l100, key), fused_floor),
+            TARGETS["local_p95_100k_vs_fused_floor"],
+            "x",
+        )
     add(
-        "LocalStore store.search p95 at 100k / numpy floor p95 (faster of @ and einsum)",
-        ratio,
-        TARGETS["local_p95_100k_vs_floor"],
+        "LocalStore store.search p95 at 100k / vector-only numpy floor p95 (faster of @ and einsum)",
+        _ratio(_p95(l100, "store_search"), _faster_p95(l100, "numpy_floor", "numpy_floor_einsum")),
+        None,
         "x",
+        note="the floor of issue 7: the vector leg alone",
     )
     w10 = _size(wv, 10_000)
     add(
@@ -1361,9 +1531,24 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
         md += ["## LocalStore recall latency", "", "![latency vs memories](latency_vs_memories.png)", ""]
         md += _lat_rows(
             local["sizes"],
-            ("numpy_floor", "numpy_floor_einsum", "store_search", "recall", "recall_touch", "build_context"),
+            (
+                "numpy_floor",
+                "numpy_floor_einsum",
+                "numpy_floor_fused",
+                "numpy_floor_fused_einsum",
+                "store_search",
+                "recall",
+                "recall_touch",
+                "build_context",
+            ),
         )
         md += [
+            "",
+            "`numpy_floor*`: the vector leg alone in plain numpy (float32 product, top candidates); "
+            "`numpy_floor_fused*`: plain numpy doing the whole hybrid search over the same memories (the product, "
+            "Weaviate's BM25 over postings built once before the timing, relativeScoreFusion at the same alpha, "
+            "top k; the query's tokens come from the store's analyzer, also before the timing). "
+            "`_einsum`: the product with `einsum` instead of BLAS `@`.",
             "",
             "| memories/user | ingest store.upsert /s | cold index load ms | index RSS MB | SQLite file MB | target in candidates |",
             "|---:|---:|---:|---:|---:|---:|",
@@ -1523,7 +1708,8 @@ def write_plots(report: dict[str, Any], out_dir: Path) -> list[Path]:
     wv = report.get("weaviate") or {}
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     series = [
-        (local, "numpy_floor", "numpy float32 brute force (floor)", "k--"),
+        (local, "numpy_floor", "numpy float32 brute force (vector-leg floor)", "k:"),
+        (local, "numpy_floor_fused", "numpy vector + BM25 legs fused (floor)", "k--"),
         (local, "store_search", "LocalStore.search", "C0-o"),
         (local, "recall", "HybridMemory.recall (LocalStore)", "C0:s"),
         (wv, "bare_hybrid", "bare Weaviate query.hybrid (floor)", "k-."),

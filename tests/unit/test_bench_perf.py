@@ -78,7 +78,16 @@ def test_report_schema_and_real_numbers(report: dict[str, Any]) -> None:
     for s in local["sizes"]:
         assert _finite(s["ingest_upsert_per_s"]) and s["ingest_upsert_per_s"] > 0
         assert s["target_in_candidates"] > 0.5  # queries find the memory they were aimed at
-        for key in ("numpy_floor", "numpy_floor_einsum", "store_search", "recall", "recall_touch", "build_context"):
+        for key in (
+            "numpy_floor",
+            "numpy_floor_einsum",
+            "numpy_floor_fused",
+            "numpy_floor_fused_einsum",
+            "store_search",
+            "recall",
+            "recall_touch",
+            "build_context",
+        ):
             st = s["latency"][key]
             assert st["n"] == 6
             assert all(_finite(st[p]) and st[p] > 0 for p in ("p50_ms", "p95_ms", "p99_ms"))
@@ -96,10 +105,35 @@ def test_report_schema_and_real_numbers(report: dict[str, Any]) -> None:
 
 def test_targets_have_status(report: dict[str, Any]) -> None:
     targets = check_targets(report)
-    assert {t["status"] for t in targets} <= {"met", "missed", "not measured"}
+    assert {t["status"] for t in targets} <= {"met", "missed", "not measured", "informational"}
     imp = next(t for t in targets if t["target"].startswith("import"))
     assert imp["status"] in ("met", "missed") and _finite(imp["figure"])
     assert any(t["status"] == "not measured" and "Weaviate" in t["target"] for t in targets)
+
+
+def test_100k_targets_compare_with_the_fused_floor() -> None:
+    def lat(**p95: float) -> dict[str, Any]:
+        return {k: {"p95_ms": v} for k, v in p95.items()}
+
+    size = {
+        "n": 100_000,
+        "ingest_upsert_per_s": 9000.0,
+        "latency": lat(
+            numpy_floor=8.0,
+            numpy_floor_einsum=10.0,
+            numpy_floor_fused=12.0,
+            numpy_floor_fused_einsum=11.0,
+            store_search=16.0,
+            recall=17.0,
+        ),
+    }
+    rows = [t for t in check_targets({"local": {"sizes": [size]}}) if "at 100k" in t["target"]]
+    assert [(round(t["figure"], 4), t["limit"], t["status"]) for t in rows] == [
+        (round(16 / 11, 4), 1.5, "met"),  # the faster fused floor (einsum here)
+        (round(17 / 11, 4), 1.5, "missed"),
+        (2.0, None, "informational"),  # the vector-only floor, @ here
+    ]
+    assert "fused numpy floor" in rows[0]["target"] and "vector-only" in rows[2]["target"]
 
 
 def test_projection_from_weaviate_figures() -> None:
@@ -139,7 +173,7 @@ def test_projection_prefers_the_cluster_and_counts_per_copy() -> None:
             "latency": {"store_search": {"p95_ms": 30.0}, "bare_hybrid": {"p95_ms": 25.0}},
         }
 
-    fake = {
+    fake: dict[str, Any] = {
         "weaviate": {"sizes": [size(5000.0, 320.0, 2.0)]},
         "weaviate_cluster": {"nodes": 3, "replication_factor": 3, "sizes": [size(15000.0, 360.0, 6.0)]},
     }
