@@ -194,6 +194,23 @@ def snapshot(store: Any, users: tuple[str, ...] | None = None) -> tuple[Any, ...
     return (total, tuple(sorted(rows)), store.dimension)
 
 
+#: The memory over each store of these tests (by ``id(store)``): its background work is settled
+#: around every checked call (see :func:`_settle`).
+_MEMORIES: dict[int, HybridMemory] = {}
+
+
+def _settle(store: Any) -> None:
+    """Write what the memory over ``store`` still has pending in the background (access touches).
+
+    Accepted calls leave touches that a background thread writes later; settled before a check
+    they cannot land inside the next call's before/after window and pass for its change, and
+    settled after a rejected call they are part of what that call changed.
+    """
+    mem = _MEMORIES.get(id(store))
+    if mem is not None:
+        assert mem.flush(timeout=60), "background work did not finish"
+
+
 def _check(
     store: Any,
     call: Callable[[], Any],
@@ -206,12 +223,14 @@ def _check(
     ``users`` limits the snapshot to the users a call can touch (the Weaviate tests: listing
     every tenant after every call would dominate their run time).
     """
+    _settle(store)
     before = snapshot(store, users)
     try:
         out = call()
         if asyncio.iscoroutine(out):
             asyncio.run(out)
     except (HybridMemoryError, *allowed) as exc:
+        _settle(store)
         after = snapshot(store, users)
         assert after == before, f"store changed by a rejected call ({type(exc).__name__}: {exc})"
         return "rejected"
@@ -249,6 +268,7 @@ def new_memory(store: Any) -> HybridMemory:
         store=store, embedder=HashingEmbedder(dim=DIM), config=HybridMemoryConfig(buffer={"summary_every": 0})
     )
     seed(mem)
+    _MEMORIES[id(store)] = mem
     return mem
 
 
