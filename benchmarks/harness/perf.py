@@ -395,6 +395,18 @@ def numpy_floor_einsum_topk(matrix: F32, query: F32, k: int) -> npt.NDArray[np.i
     return out
 
 
+#: The LocalStore latency table's rows, in table order: the floors, then the store and the API.
+_LOCAL_METHODS = (
+    "numpy_floor",
+    "numpy_floor_einsum",
+    "numpy_floor_fused",
+    "numpy_floor_fused_einsum",
+    "store_search",
+    "recall",
+    "recall_touch",
+    "build_context",
+)
+
 #: Weaviate's BM25 ``k1`` and ``b``: float64 of their float32 configuration (weaviate.md §2.2).
 _BM25_K1, _BM25_B = float(np.float32(1.2)), float(np.float32(0.75))
 
@@ -760,16 +772,7 @@ def _local_size(opts: PerfOptions, n: int, workdir: Path) -> dict[str, Any]:
         store.search(req(j))
         mem.recall(corpus.query_texts[j], user_id=user, k=opts.k)
         mem.build_context(corpus.query_texts[j], user_id=user)
-    lat: dict[str, list[float]] = {
-        "numpy_floor": [],
-        "numpy_floor_einsum": [],
-        "numpy_floor_fused": [],
-        "numpy_floor_fused_einsum": [],
-        "store_search": [],
-        "recall": [],
-        "recall_touch": [],
-        "build_context": [],
-    }
+    lat: dict[str, list[float]] = {m: [] for m in _LOCAL_METHODS}
     hit_target = 0
     for j in range(opts.warmup, opts.warmup + nq):
         q, v = corpus.query_texts[j], corpus.query_vectors[j]
@@ -1092,7 +1095,8 @@ def _binary(opts: PerfOptions) -> str | None:
 
 def _weaviate_concurrency_size(opts: PerfOptions) -> int:
     """Memories per user of the Weaviate throughput table (default: the middle size)."""
-    return opts.concurrency_size or sorted(opts.weaviate_sizes or opts.sizes)[len(opts.sizes) // 2]
+    sizes = sorted(opts.weaviate_sizes or opts.sizes)
+    return opts.concurrency_size or sizes[len(sizes) // 2]
 
 
 def measure_weaviate(opts: PerfOptions, workdir: Path) -> dict[str, Any]:
@@ -1529,19 +1533,7 @@ def render_markdown(report: dict[str, Any], notes: str | None = None) -> str:
     local = report.get("local") or {}
     if local.get("sizes"):
         md += ["## LocalStore recall latency", "", "![latency vs memories](latency_vs_memories.png)", ""]
-        md += _lat_rows(
-            local["sizes"],
-            (
-                "numpy_floor",
-                "numpy_floor_einsum",
-                "numpy_floor_fused",
-                "numpy_floor_fused_einsum",
-                "store_search",
-                "recall",
-                "recall_touch",
-                "build_context",
-            ),
-        )
+        md += _lat_rows(local["sizes"], _LOCAL_METHODS)
         md += [
             "",
             "`numpy_floor*`: the vector leg alone in plain numpy (float32 product, top candidates); "
