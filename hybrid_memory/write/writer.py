@@ -124,6 +124,8 @@ class _Held:
     new: dict[str, tuple[MemoryRecord, Vector]] = field(default_factory=dict)
     changed: dict[str, MemoryRecord] = field(default_factory=dict)
     epoch: int | None = None
+    #: A write of these records that failed for another lock holder: the bulk call raises it at its end.
+    error: Exception | None = None
 
     def __len__(self) -> int:
         return len(self.new) + len(self.changed)
@@ -204,7 +206,9 @@ class MemoryWriter:
 
         Callers that change a user's memories outside :meth:`write` (e.g. deleting one) hold it
         so that a concurrent write never reads a memory, then updates one that vanished in between.
-        What a :meth:`bulk` write of these users holds back is written to the store first.
+        What a :meth:`bulk` write of these users holds back is written to the store first; if
+        that write fails, the bulk call raises the error when it ends (the caller here, which did
+        not make those records, goes on).
 
         Example:
             >>> from hybrid_memory.stores.local import LocalStore
@@ -216,7 +220,12 @@ class MemoryWriter:
         users = list(user_ids)
         with self._locked(users):
             for user in users:
-                self._flush(user)
+                try:
+                    self._flush(user)
+                except Exception as exc:  # the bulk call that held them raises it (see bulk())
+                    held = self._held.get(user)
+                    if held is not None and held.error is None:
+                        held.error = exc
             yield
 
     @contextmanager
@@ -286,6 +295,9 @@ class MemoryWriter:
                     self._neighbours.drop(user_id)
                     try:
                         self._flush(user_id)  # what failed is dead-lettered by the store and raised
+                        held = self._held.get(user_id)
+                        if held is not None and held.error is not None:
+                            raise held.error  # a write of held records failed for another lock holder
                     finally:
                         self._held.pop(user_id, None)
 

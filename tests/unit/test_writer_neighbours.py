@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from hybrid_memory.errors import StoreUnavailableError
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest
 from hybrid_memory.stores.local import LocalStore
@@ -214,6 +216,30 @@ def test_bulk_write_sends_held_records_every_bulk_flush_and_before_other_lock_ho
         assert snap.count("v") == 0  # held back
         with w.locked(["v"]):  # e.g. a delete by the facade: it must see what was held back
             assert snap.count("v") == 3
+
+
+def test_a_held_write_failing_for_another_lock_holder_is_raised_by_the_bulk_call() -> None:
+    class _Failing(_SnapshotStore):
+        fail = False
+
+        def upsert(self, records: Any, vectors: Any, **kwargs: Any) -> None:
+            if self.fail:
+                raise StoreUnavailableError("store down")
+            super().upsert(records, vectors, **kwargs)
+
+    snap = _Failing(LocalStore(":memory:"))
+    w = _writer(snap)
+    went_on = []
+    with pytest.raises(StoreUnavailableError, match="store down"), w.bulk("v", 100):
+        w.write([MemoryRecord.create(user_id="v", content=f"fact number {i} about v") for i in range(3)])
+        snap.fail = True
+        with w.locked(["v"]):  # another holder (a delete, a touch): not its records, not its error
+            went_on.append("holder")
+        snap.fail = False
+        went_on.append("bulk")
+    assert went_on == ["holder", "bulk"]  # raised where the records came from, when that call ends
+    assert snap.count("v") == 0  # never written: the bulk call did not return normally
+    assert "v" not in w._held
 
 
 def test_bulk_snapshot_over_its_limit_asks_the_store_per_item(monkeypatch: Any) -> None:
