@@ -222,7 +222,14 @@ class HybridMemory:
         )
         self._bound = False
         self._closed = False
-        self._planner = RecallPlanner(self.store, self.embedder, self.config, fuser=self.fuser, bind=self._ensure_bound)
+        self._planner = RecallPlanner(
+            self.store,
+            self.embedder,
+            self.config,
+            fuser=self.fuser,
+            bind=self._ensure_bound,
+            touches=self._touches.apply,
+        )
         static_dim = self.embedder._dim if isinstance(self.embedder, _BaseEmbedder) else None
         if static_dim is not None and self.store.dimension is not None and static_dim != self.store.dimension:
             raise EmbeddingDimensionError(
@@ -632,8 +639,8 @@ class HybridMemory:
             touch: Count this recall as an access (``access_count += 1``); default from
                 ``config.rerank.touch_on_recall``. Pass ``False`` when the caller filters the hits
                 further and only wants to count what it really uses. The count is written in the
-                background (``rerank.touch_in_background``): :meth:`get`, :meth:`list_memories`
-                and :meth:`flush` see it; later recalls rank with it once it is written.
+                background (``rerank.touch_in_background``); :meth:`get`, :meth:`list_memories`
+                and later recalls of this process see it at once.
 
         Returns:
             Hits, best first, each with every score component.

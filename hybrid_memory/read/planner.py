@@ -103,6 +103,8 @@ class RecallPlanner:
         config: The memory's settings (``retrieval`` and ``rerank`` sections are used).
         fuser: The context builder whose relevance floor the archive fall-back shares.
         bind: Binds the embedder to the store before the first embedding (idempotent).
+        touches: Adds a user's access touches not written yet to its hits (:meth:`TouchQueue.apply
+            <hybrid_memory.read.touches.TouchQueue.apply>`); ``None``: the hits as the store has them.
     """
 
     def __init__(
@@ -113,8 +115,10 @@ class RecallPlanner:
         *,
         fuser: ContextFuser,
         bind: Callable[[], None],
+        touches: Callable[[str, Sequence[StoreHit]], list[StoreHit]] | None = None,
     ) -> None:
         self.store = store
+        self._touches = touches
         self.embedder = embedder
         self.config = config
         self.fuser = fuser
@@ -190,6 +194,8 @@ class RecallPlanner:
             hits = self.search_windows(
                 hits, windows, query, user_id, limit=limit, alpha=alpha, base=base, fusion=fusion, vector=vector
             )
+        if self._touches is not None:
+            hits = self._touches(user_id, hits)  # heat counts the touches still being written
         ranked = rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows, k=k)
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
 

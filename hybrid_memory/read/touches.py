@@ -23,6 +23,12 @@ records it in :class:`TouchQueue` and returns:
 * :meth:`TouchQueue.sync_user` writes one user's pending touches on the caller's thread (reads
   of that user's records, such as ``get`` and ``list_memories``, see their own touches); it
   costs a dictionary lookup when nothing is pending;
+* a recall ranks with its user's touches that are not written yet (:meth:`TouchQueue.apply`):
+  the access counts and times the search returned get the touches still pending or being
+  written added, so the heat a recall sees does not depend on how quick the thread was. The
+  caller never waits for it. A store call that commits a touch in the instant between the
+  search and this correction is counted twice or not at all, once, for that recall's ranking
+  only (nothing is written from it);
 * a failed write is never raised: it is reported (``background_errors``, a
   ``background_error`` trace step, ``metrics().background_errors["touch"]``) and its counts are
   dropped. Touch counts are ranking hints (heat, recency), not data: what is pending when the
@@ -35,7 +41,7 @@ records it in :class:`TouchQueue` and returns:
 Example:
     >>> from datetime import datetime, timezone
     >>> from hybrid_memory.stores.local import LocalStore
-    >>> from hybrid_memory.records import MemoryRecord
+    >>> from hybrid_memory.records import MAX_COUNTER, MemoryRecord
     >>> store = LocalStore(":memory:")
     >>> store.bind_embedder("demo", 2)
     >>> rec = MemoryRecord.create(user_id="alice", content="likes tea")
@@ -52,13 +58,16 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 
 from hybrid_memory.errors import UserForgottenError
+from hybrid_memory.records import MAX_COUNTER, MemoryRecord
 from hybrid_memory.stores.base import MemoryStore
+from hybrid_memory.values import StoreHit
 from hybrid_memory.write.extraction import BackgroundWorker
 
 __all__ = ["COALESCE_WINDOW", "TouchQueue", "touch_calls"]
@@ -152,6 +161,8 @@ class TouchQueue:
         self._pending: dict[str, _Pending] = {}
         self._size = 0  # (user, memory id) pairs in _pending
         self._writing: dict[str, int] = {}  # users whose taken touches are being written
+        #: Per user: the store calls taken for writing and not returned yet, oldest first.
+        self._unsent: dict[str, list[list[tuple[list[str], datetime]]]] = {}
         self._scheduled = False  # a drain job is queued and has not started yet
         self._closed = False
 
@@ -201,6 +212,50 @@ class TouchQueue:
             if user_id not in self._pending and user_id not in self._writing:
                 return
         self._write_user(user_id)
+
+    def apply(self, user_id: str, hits: Sequence[StoreHit]) -> list[StoreHit]:
+        """``hits`` of ``user_id`` as they will be once its pending touches are written.
+
+        A store read (a search) does not see the touches still pending or being written; this
+        adds them to the hits' access counts and times, without waiting and without writing.
+
+        Example:
+            >>> from datetime import datetime, timezone
+            >>> from hybrid_memory.stores.local import LocalStore
+            >>> from hybrid_memory.records import MemoryRecord
+            >>> from hybrid_memory.values import StoreHit
+            >>> store = LocalStore(":memory:")
+            >>> store.bind_embedder("demo", 2)
+            >>> rec = MemoryRecord.create(user_id="alice", content="likes tea")
+            >>> store.upsert([rec], [[1.0, 0.0]])
+            >>> lock = threading.Lock()  # held: the background write of alice's touches waits
+            >>> q = TouchQueue(store, report_error=lambda *a: None, user_lock=lambda users: lock)
+            >>> with lock:
+            ...     q.record("alice", [rec.id], datetime(2024, 5, 1, tzinfo=timezone.utc))
+            ...     hit = StoreHit(record=store.get("alice", [rec.id])[0], score=1.0)
+            ...     hit.record.access_count, q.apply("alice", [hit])[0].record.access_count
+            (0, 1)
+            >>> q.close(timeout=10), store.get("alice", [rec.id])[0].access_count
+            (True, 1)
+        """
+        hits = list(hits)
+        if not hits:
+            return hits
+        with self._cond:
+            if user_id not in self._pending and user_id not in self._unsent:
+                return hits
+            extra = self._unwritten(user_id)
+        return [_with_touches(h, extra.get(h.record.id)) for h in hits]
+
+    def _unwritten(self, user_id: str) -> dict[str, tuple[int, datetime]]:
+        """Touches of ``user_id`` not in the store: pending plus calls not returned (under _cond)."""
+        out: dict[str, tuple[int, datetime]] = dict(self._pending.get(user_id, {}))
+        for calls in self._unsent.get(user_id, ()):
+            for ids, when in calls:
+                for memory_id in ids:
+                    old = out.get(memory_id)
+                    out[memory_id] = (1, when) if old is None else (old[0] + 1, max(old[1], when))
+        return out
 
     def forget_user(self, user_id: str) -> None:
         """Drop the pending touches of ``user_id`` (it was forgotten)."""
@@ -259,21 +314,47 @@ class TouchQueue:
                     return
                 self._size -= len(batch)
                 self._writing[user_id] = self._writing.get(user_id, 0) + 1
+                calls = touch_calls(batch)
+                self._unsent.setdefault(user_id, []).append(calls)
                 self._cond.notify_all()
             try:
-                for ids, when in touch_calls(batch):
-                    self.store.touch(user_id, ids, when)
+                while calls:
+                    ids, when = calls[0]
+                    try:
+                        self.store.touch(user_id, ids, when)
+                    finally:
+                        with self._cond:
+                            calls.pop(0)  # written, or failed and dropped: no longer added on reads
             except UserForgottenError:
                 pass  # forgotten meanwhile (any process): the store kept nothing of it
             except Exception as exc:  # counts are hints: reported and dropped, never raised
                 self._report_error("touch", user_id, None, None, f"touch failed: {type(exc).__name__}: {exc}")
             finally:
                 with self._cond:
+                    calls.clear()
+                    unsent = [c for c in self._unsent[user_id] if c is not calls]  # by identity
+                    if unsent:
+                        self._unsent[user_id] = unsent
+                    else:
+                        del self._unsent[user_id]
                     left = self._writing[user_id] - 1
                     if left:
                         self._writing[user_id] = left
                     else:
                         del self._writing[user_id]
+
+
+def _with_touches(hit: StoreHit, touch: tuple[int, datetime] | None) -> StoreHit:
+    """``hit`` with ``touch`` (count, latest time) added to its record."""
+    if touch is None:
+        return hit
+    rec: MemoryRecord = hit.record
+    count, when = touch
+    last = when if rec.last_accessed_at is None else max(rec.last_accessed_at, when)
+    record = rec.model_copy(
+        update={"access_count": min(MAX_COUNTER, rec.access_count + count), "last_accessed_at": last}
+    )
+    return dataclasses.replace(hit, record=record)
 
 
 def _no_lock(user_ids: Iterable[str]) -> AbstractContextManager[None]:

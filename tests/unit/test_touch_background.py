@@ -283,3 +283,35 @@ def test_back_pressure_beyond_max_pending_loses_nothing() -> None:
     finally:
         store.release.set()
         queue.close(timeout=30)
+
+
+def test_a_recall_ranks_with_the_touches_still_pending(gated: tuple[HybridMemory, GatedStore]) -> None:
+    mem, store = gated
+    hold_the_worker(mem, store)  # u's touches stay pending: the thread is busy with another user
+    first = mem.recall("colour", user_id="u", touch=True)[0]
+    again = mem.recall("colour", user_id="u")[0]
+    assert stored(store, "u")[0][1] == 0  # not written yet ...
+    assert (first.record.access_count, again.record.access_count) == (0, 1)  # ... and the second recall counts it
+    assert again.heat > first.heat
+    store.release.set()
+    assert mem.flush(timeout=30)
+    after = mem.recall("colour", user_id="u")[0]
+    assert (after.record.access_count, after.heat) == (again.record.access_count, again.heat)  # the same once written
+
+
+def test_a_recall_counts_a_touch_being_written_once() -> None:
+    store = GatedStore(gated=("u",))
+    mem = memory(store)
+    try:
+        mem.remember("u", "favourite colour is teal", timestamp=T0)
+        mem.recall("colour", user_id="u", touch=True)
+        assert store.entered.wait(30)  # the touch is inside the store call, held there
+        held = mem.recall("colour", user_id="u")[0]  # returns at once, with the held touch counted
+        assert (held.record.access_count, stored(store, "u")[0][1]) == (1, 0)
+        store.release.set()
+        assert mem.flush(timeout=30)
+        after = mem.recall("colour", user_id="u")[0]  # written now: counted once, not twice
+        assert (after.record.access_count, after.heat) == (held.record.access_count, held.heat)
+    finally:
+        store.release.set()
+        mem.close()
