@@ -11,6 +11,7 @@ from hybrid_memory.text.analyzer import (
     QUERY_STOPWORDS,
     Analyzer,
     CjkMode,
+    scripts,
 )
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "QUERY_STOPWORDS",
     "Analyzer",
     "CjkMode",
+    "scripts",
 ]

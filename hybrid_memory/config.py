@@ -103,6 +103,12 @@ class RerankConfig(_Section):
         "k + 1's by at least this gap rank first, whatever the importance, recency or heat of the others "
         "(None = off)",
     )
+    cross_script: bool = Field(
+        default=True,
+        description="a memory written in another script than the query (Chinese for an English question, or "
+        "the reverse, no word in common for the keyword leg) gets the relevance its vector score alone gives "
+        "(relative fusion: the candidates' cosines rescaled to 0..1) instead of only alpha times it",
+    )
     touch_on_recall: bool = Field(
         default=False,
         description="recall() counts as an access (access_count += 1, last_accessed_at = now); off by default: "

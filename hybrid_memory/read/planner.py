@@ -196,7 +196,7 @@ class RecallPlanner:
             )
         if self._touches is not None:
             hits = self._touches(user_id, hits)  # heat counts the touches still being written
-        ranked = rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows, k=k)
+        ranked = rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows, k=k, query=query)
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
 
     def search(

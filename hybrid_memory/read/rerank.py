@@ -4,7 +4,11 @@
 with
 
 * ``relevance``: the fused hybrid score in 0..1 (relativeScoreFusion; rankedFusion scores are
-  rescaled by their maximum 1/60 so they also lie in 0..1);
+  rescaled by their maximum 1/60 so they also lie in 0..1). A memory in another script than the
+  query, its search context included (``cross_script``, with relative fusion), cannot score on
+  the keyword leg, which gives same-script memories up to ``1 - alpha`` for a single shared
+  character; its relevance is the larger of the fused score and its vector score alone (the
+  candidates' cosines rescaled to 0..1, as relativeScoreFusion rescales a leg);
 * ``recency = 0.5 ** (Δt / half_life)``, Δt since the later of last access and last update;
 * ``heat = log1p(access_count) / log1p(max access_count among the candidates)`` (0 when none
   was ever accessed);
@@ -38,6 +42,7 @@ from datetime import datetime
 from hybrid_memory.config import RerankConfig
 from hybrid_memory.records import MemoryRecord, RecallHit
 from hybrid_memory.stores.base import FusionType, StoreHit
+from hybrid_memory.text.analyzer import scripts
 from hybrid_memory.text.temporal import TimeWindow
 
 __all__ = ["freshness", "guarded_order", "protected", "recency", "relevance_of", "rerank"]
@@ -122,6 +127,25 @@ def guarded_order(scores: Sequence[float], keep: frozenset[int], k: int) -> list
     return head + [i for i in order if i not in chosen]
 
 
+def _cross_script_relevance(hits: Sequence[StoreHit], query: str | None) -> dict[int, float]:
+    """Vector-leg relevance (cosines rescaled to 0..1 over the candidates) of the hits in another script than ``query``."""
+    asked = scripts(query) if query else frozenset()
+    if len(asked) != 1:
+        return {}  # no words, or mixed: every memory may share words with the query
+    sims = [h.vector_similarity for h in hits if h.vector_similarity is not None]
+    if not sims:
+        return {}
+    low, high = min(sims), max(sims)
+    out: dict[int, float] = {}
+    for i, h in enumerate(hits):
+        if h.vector_similarity is None:
+            continue
+        own = scripts(h.record.search_text)  # what the keyword leg reads: the context too
+        if len(own) == 1 and own != asked:
+            out[i] = (h.vector_similarity - low) / (high - low) if high > low else 1.0
+    return out
+
+
 def rerank(
     hits: Sequence[StoreHit],
     *,
@@ -130,19 +154,23 @@ def rerank(
     fusion: FusionType = "relative",
     windows: Sequence[TimeWindow] = (),
     k: int | None = None,
+    query: str | None = None,
 ) -> list[RecallHit]:
     """Score store hits with relevance, importance, recency, heat and time match; best first.
 
     Ties on the final score keep the store's order (which is deterministic). With ``k`` (how many
     the caller keeps) and the guard on (``config.guard_margin`` / ``guard_gap``), the clearly
     relevant candidates (:func:`protected`) come first, at most ``k`` (:func:`guarded_order`).
+    With ``query`` (and ``config.cross_script``), memories in another script than the query are
+    scored by their vector leg alone (see the module docstring).
     """
     cfg = config if config is not None else RerankConfig()
     max_access = max((h.record.access_count for h in hits), default=0)
     denom = math.log1p(max_access)
+    vector_alone = _cross_script_relevance(hits, query) if cfg.cross_script and fusion == "relative" else {}
     out: list[RecallHit] = []
-    for h in hits:
-        rel = relevance_of(h.score, fusion)
+    for i, h in enumerate(hits):
+        rel = max(relevance_of(h.score, fusion), vector_alone.get(i, 0.0))
         rec = recency(h.record, now, cfg.half_life_days)
         heat = math.log1p(h.record.access_count) / denom if denom > 0 else 0.0
         imp = h.record.importance

@@ -35,7 +35,7 @@ from typing import Literal
 
 from hybrid_memory.errors import ConfigurationError, MissingDependencyError
 
-__all__ = ["CJK_QUERY_STOPWORDS", "ENGLISH_STOPWORDS", "QUERY_STOPWORDS", "Analyzer", "CjkMode"]
+__all__ = ["CJK_QUERY_STOPWORDS", "ENGLISH_STOPWORDS", "QUERY_STOPWORDS", "Analyzer", "CjkMode", "scripts"]
 
 CjkMode = Literal["bigram+unigram", "bigram", "unigram", "jieba"]
 
@@ -195,6 +195,27 @@ _PIECE = re.compile(rf"(?:(?=[^\W_])[{_CJK_CLASS}])+|(?:(?![{_CJK_CLASS}])[^\W_]
 _CJK_CHAR = re.compile(rf"[{_CJK_CLASS}]")
 # ASCII text (NFKC-stable, no CJK, lower-casing maps letters to letters): the same words in one pass.
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def scripts(text: str) -> frozenset[str]:
+    """Which writing systems the words of ``text`` use: ``"cjk"`` and/or ``"other"`` (letters of any other script).
+
+    Numbers alone do not count, so ``"line 2"`` and ``"2号线"`` each use one script. Two texts whose
+    sets are single and different share no word a keyword index could match.
+
+    Example:
+        >>> sorted(scripts("我明天去 Shanghai 开会")), sorted(scripts("Where do I live?")), sorted(scripts("2024!"))
+        (['cjk', 'other'], ['other'], [])
+    """
+    found: set[str] = set()
+    for piece in _PIECE.findall(unicodedata.normalize("NFKC", text)):
+        if _is_cjk(piece[0]):
+            found.add("cjk")
+        elif not piece.isdigit():
+            found.add("other")
+        if len(found) == 2:
+            break
+    return frozenset(found)
 
 
 def _is_cjk(ch: str) -> bool:

@@ -175,3 +175,42 @@ def test_inject_places_block_at_end_or_start() -> None:
     assert ContextFuser(FuserConfig(placement="system_start")).inject("Be brief.", ctx).endswith("\n\nBe brief.")
     skipped = ContextFuser().fuse([], query="x", now=NOW)
     assert ContextFuser().inject("Be brief.", skipped) == "Be brief."
+
+
+def test_a_memory_in_the_other_script_is_ranked_by_its_vector_leg() -> None:
+    # Relative fusion at alpha 0.4: the English distractor shares one word with the question (keyword leg
+    # normalised to 1.0) and is far in meaning; the Chinese answer cannot match a single keyword.
+    answer = StoreHit(rec("我在一家医院做夜班护士。"), 0.4 * 1.0, None, 0.55)
+    distractor = StoreHit(rec("I take the subway to work every day."), 0.6 * 1.0 + 0.4 * 0.0, 1.1, 0.20)
+    middle = StoreHit(rec("My son plays football."), 0.4 * 0.6, None, 0.41)
+    weights = RerankConfig(w_relevance=1, w_importance=0, w_recency=0, w_heat=0)
+    out = rerank([distractor, answer, middle], now=NOW, config=weights, query="What is my job?")
+    assert [h.content for h in out][:2] == [answer.record.content, distractor.record.content]
+    assert math.isclose(out[0].relevance, 1.0)  # its cosine is the candidates' highest
+    assert math.isclose(out[1].relevance, 0.6)  # same script: the fused score, unchanged
+    assert math.isclose(out[2].relevance, 0.4 * 0.6)  # same script as the question: unchanged
+    # Off, with a mixed-script question (it shares words with either), or with rankedFusion: the fused order.
+    off = RerankConfig(w_relevance=1, w_importance=0, w_recency=0, w_heat=0, cross_script=False)
+    for kwargs in (
+        {"config": off, "query": "What is my job?"},
+        {"config": weights, "query": "What is my 工作?"},
+        {"config": weights, "query": None},
+    ):
+        assert rerank([distractor, answer], now=NOW, **kwargs)[0].content == distractor.record.content
+    ranked = rerank(
+        [StoreHit(distractor.record, 1 / 60, 1.1, 0.2), StoreHit(answer.record, 1 / 61, None, 0.55)],
+        now=NOW,
+        config=weights,
+        fusion="ranked",
+        query="What is my job?",
+    )
+    assert ranked[0].content == distractor.record.content
+
+
+def test_scripts_of_a_text() -> None:
+    from hybrid_memory.text.analyzer import scripts
+
+    assert scripts("我坐几号线地铁上班？") == {"cjk"}
+    assert scripts("I take the subway line 2 to work.") == {"other"}
+    assert scripts("我明天去 Shanghai 开会。") == {"cjk", "other"}
+    assert scripts("2号线") == {"cjk"} and scripts("42 !") == frozenset() and scripts("Ｆｕｌｌ") == {"other"}
