@@ -207,15 +207,24 @@ def scripts(text: str) -> frozenset[str]:
         >>> sorted(scripts("我明天去 Shanghai 开会")), sorted(scripts("Where do I live?")), sorted(scripts("2024!"))
         (['cjk', 'other'], ['other'], [])
     """
-    found: set[str] = set()
-    for piece in _PIECE.findall(unicodedata.normalize("NFKC", text)):
-        if _is_cjk(piece[0]):
-            found.add("cjk")
-        elif not piece.isdigit():
-            found.add("other")
-        if len(found) == 2:
-            break
-    return frozenset(found)
+    if text.isascii():  # most texts: one C pass, then one search
+        return _OTHER_ONLY if _ASCII_LETTER.search(text) else _NO_SCRIPT
+    cjk = _CJK_CHAR.search(text) is not None
+    other = _OTHER_LETTER.search(text) is not None
+    return _SCRIPT_SETS[cjk, other]
+
+
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
+#: A letter outside the CJK class (digits and marks are not letters; full-width Latin is "other").
+_OTHER_LETTER = re.compile(rf"(?![{_CJK_CLASS}])[^\W\d_]")
+_NO_SCRIPT: frozenset[str] = frozenset()
+_OTHER_ONLY = frozenset({"other"})
+_SCRIPT_SETS = {
+    (False, False): _NO_SCRIPT,
+    (False, True): _OTHER_ONLY,
+    (True, False): frozenset({"cjk"}),
+    (True, True): frozenset({"cjk", "other"}),
+}
 
 
 def _is_cjk(ch: str) -> bool:
