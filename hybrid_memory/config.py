@@ -122,8 +122,9 @@ class RerankConfig(_Section):
         description="write access touches (recall(touch=True), build_context, touch()) in a background thread, "
         "coalesced per (user, memory) and batched per user (access times within a minute are written as the latest "
         "of them), instead of on the caller's thread: on a replicated "
-        "Weaviate cluster a touch costs about as much as the recall. flush() and close() write them, and get / "
-        "list_memories / consolidate of a user write that user's first; a failed write goes to "
+        "Weaviate cluster a touch costs about as much as the recall. flush() and close() write them, get / "
+        "list_memories / consolidate of a user write that user's first, and recalls of this process rank with "
+        "them before they are written; a failed write goes to "
         "background_errors, never raised. Touch counts are hints: those still pending when the process is "
         "killed are lost (at most what accumulated during one store write, bounded by 10,000 (user, memory) "
         "pairs). False = the old synchronous touch",
