@@ -178,7 +178,7 @@ def run(data_dir: Path, *, repeats: int, threads: int) -> dict[str, Any]:
         "onnx float32": OnnxE5Encoder(enc._w, threads=threads, int8=False),
         "onnx int8": OnnxE5Encoder(enc._w, threads=threads),
     }
-    sizes = {label: len(v.model_bytes) for label, v in variants.items() if isinstance(v, OnnxE5Encoder)}
+    sizes = {label: v.model_size for label, v in variants.items() if isinstance(v, OnnxE5Encoder)}
     result: dict[str, Any] = {
         "texts": "128 LoCoMo turns + 128 MemoryBank-CN exchanges (the embedder study's speed texts)",
         "queries": f"{len(queries)} LoCoMo questions (every 10th), one embed_query each",

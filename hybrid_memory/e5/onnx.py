@@ -93,7 +93,7 @@ def _quiet_quantizer() -> Iterator[None]:
     """Drop the quantizer's advice logged on the root logger (pre-processing, shape inference) while it runs."""
 
     def keep(record: logging.LogRecord) -> bool:
-        return "onnxruntime" not in record.pathname.replace("\\", "/").split("/site-packages/")[-1]
+        return "onnxruntime" not in Path(record.pathname).parts
 
     root = logging.getLogger()
     root.addFilter(keep)
@@ -138,14 +138,15 @@ class OnnxE5Encoder(E5Encoder):
         import onnxruntime as ort
 
         super().__init__(weights)
-        #: The serialised ONNX model the session runs.
-        self.model_bytes = _int8_model(weights) if int8 else build_graph(weights).SerializeToString()
+        model = _int8_model(weights) if int8 else build_graph(weights).SerializeToString()
+        #: Bytes of the serialised ONNX model the session runs (the bytes themselves are not kept).
+        self.model_size = len(model)
         opts = ort.SessionOptions()
         if threads is not None:
             opts.intra_op_num_threads = threads
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3  # errors only: the fused graph's shape-inference notes are noise
-        self._session = ort.InferenceSession(self.model_bytes, opts, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
     def _encoder_layers(self, x: F32, valid: npt.NDArray[np.bool_]) -> F32:
         out: F32 = self._session.run(None, {"x": x, "mask": valid.astype(np.int32)})[0]

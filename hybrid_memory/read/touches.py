@@ -160,8 +160,7 @@ class TouchQueue:
         self._cond = threading.Condition()
         self._pending: dict[str, _Pending] = {}
         self._size = 0  # (user, memory id) pairs in _pending
-        self._writing: dict[str, int] = {}  # users whose taken touches are being written
-        #: Per user: the store calls taken for writing and not returned yet, oldest first.
+        #: Per user with touches being written: each batch's store calls not returned yet, oldest first.
         self._unsent: dict[str, list[list[tuple[list[str], datetime]]]] = {}
         self._scheduled = False  # a drain job is queued and has not started yet
         self._closed = False
@@ -209,7 +208,7 @@ class TouchQueue:
         write is reported, not raised.
         """
         with self._cond:
-            if user_id not in self._pending and user_id not in self._writing:
+            if user_id not in self._pending and user_id not in self._unsent:
                 return
         self._write_user(user_id)
 
@@ -313,7 +312,6 @@ class TouchQueue:
                 if not batch:
                     return
                 self._size -= len(batch)
-                self._writing[user_id] = self._writing.get(user_id, 0) + 1
                 calls = touch_calls(batch)
                 self._unsent.setdefault(user_id, []).append(calls)
                 self._cond.notify_all()
@@ -337,11 +335,6 @@ class TouchQueue:
                         self._unsent[user_id] = unsent
                     else:
                         del self._unsent[user_id]
-                    left = self._writing[user_id] - 1
-                    if left:
-                        self._writing[user_id] = left
-                    else:
-                        del self._writing[user_id]
 
 
 def _with_touches(hit: StoreHit, touch: tuple[int, datetime] | None) -> StoreHit:
