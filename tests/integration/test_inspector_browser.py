@@ -125,14 +125,21 @@ def _by(kind: str) -> Any:
 
 
 def _click_and_wait(browser: Any, element: Any) -> None:
-    """Click something that navigates, and wait until the new page has replaced the old one."""
-    from selenium.webdriver.support import expected_conditions
+    """Click something that navigates, and wait until the new page has replaced the old one.
+
+    The old document is marked from JavaScript; the wait ends when the window holds a complete document
+    without the mark. Chromium answers a query that falls between the two documents with a generic
+    ``WebDriverException`` (e.g. "Node with given id does not belong to the document"), not always with
+    ``StaleElementReferenceException``, so the poll retries any WebDriver error until the timeout.
+    """
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    old = browser.find_element(_by("TAG_NAME"), "html")
+    browser.execute_script("document.__hmOldPage = true;")
     element.click()
-    WebDriverWait(browser, 15).until(expected_conditions.staleness_of(old))
-    WebDriverWait(browser, 15).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    WebDriverWait(browser, 15, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script("return document.readyState === 'complete' && !document.__hmOldPage")
+    )
 
 
 def _rows(browser: Any, table_class: str) -> list[list[str]]:
