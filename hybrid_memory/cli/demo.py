@@ -247,7 +247,8 @@ def _context(mem: HybridMemory, now: datetime) -> None:
     if ctx.skipped:
         print(f"   {call} → nothing is injected: {ctx.skipped_reason}")
     else:
-        print(f"   {call} picked {len(ctx.hits)} memories, {ctx.token_count} tokens:\n")
+        noun = "memory" if len(ctx.hits) == 1 else "memories"
+        print(f"   {call} picked {len(ctx.hits)} {noun}, {ctx.token_count} tokens:\n")
         print("\n".join("     " + line for line in ctx.text.splitlines()))
     other = "What's the capital of Australia?"
     skipped = mem.build_context(other, user_id="alice", now=now)
