@@ -3,13 +3,14 @@ tokens mapped to users, 401 without one, no cross-user reads, Host/Origin checks
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp.conftest import ALICE_TOKEN, BOB_TOKEN, HttpServer
+from tests.mcp.conftest import ALICE_TOKEN, BOB_TOKEN, HttpServer, start_http, stop
 
 _INIT = {
     "jsonrpc": "2.0",
@@ -85,3 +86,16 @@ def test_http_refusals(http_server: HttpServer) -> None:
             "mcp-protocol-version": "2025-06-18",
         }
         assert c.post(url, json=call, headers=bob).status_code == 404
+
+
+def test_the_token_file_can_be_named_by_the_environment_alone(store_path: Path, tmp_path: Path) -> None:
+    server = start_http(store_path, tmp_path, tokens_from_env=True)  # no --tokens on the command line
+    try:
+        with httpx.Client(timeout=10) as c:
+            ok = c.post(server.url, json=_INIT, headers={**_JSON, "Authorization": f"Bearer {BOB_TOKEN}"})
+            unknown = c.post(server.url, json=_INIT, headers={**_JSON, "Authorization": "Bearer " + "z9" * 20})
+    finally:
+        assert stop(server.proc) == 0, server.stderr()
+    assert "--tokens" not in server.proc.args
+    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "hybrid-memory"
+    assert unknown.status_code == 401
