@@ -106,6 +106,21 @@ class HttpServer:
         return self.log.read_text(encoding="utf-8")
 
 
+async def http_session(server: HttpServer, token: str, calls: Any) -> Any:
+    """Open an SDK session with ``token`` on an HTTP server, return ``await calls(session)``."""
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with (
+        httpx.AsyncClient(headers=server.headers(token), timeout=60) as http,
+        streamable_http_client(server.url, http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return await calls(session)
+
+
 def write_tokens(path: Path) -> Path:
     import hashlib
 

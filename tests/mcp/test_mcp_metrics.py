@@ -10,13 +10,22 @@ import re
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp.conftest import ALICE_TOKEN, hybrid_memory_command, run_stdio, server_env, start_http, stdio_args, stop
+from tests.mcp.conftest import (
+    ALICE_TOKEN,
+    http_session,
+    hybrid_memory_command,
+    run_stdio,
+    server_env,
+    start_http,
+    stdio_args,
+    stop,
+)
 
 pytest.importorskip("prometheus_client", reason="the 'prometheus' extra is not installed")
 
@@ -60,13 +69,11 @@ async def test_http_tool_calls_are_counted_on_the_metrics_port(store_path: Path,
     try:
         url = _metrics_url(server.stderr())  # announced before the MCP URL
         before = _op_count(url, "recall")
-        async with (
-            httpx.AsyncClient(headers=server.headers(ALICE_TOKEN), timeout=30) as http,
-            streamable_http_client(server.url, http_client=http) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            await session.call_tool("recall", {"query": "anything at all"})
+
+        async def recall(s: ClientSession) -> Any:
+            return await s.call_tool("recall", {"query": "anything at all"})
+
+        assert (await http_session(server, ALICE_TOKEN, recall)).isError is False
         after = _op_count(url, "recall")
     finally:
         assert stop(server.proc) == 0, server.stderr()

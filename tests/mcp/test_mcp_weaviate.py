@@ -14,13 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from hybrid_memory.cli import main
-from tests.mcp.conftest import ALICE_TOKEN, BOB_TOKEN, HttpServer, run_stdio, start_http, stop
+from tests.mcp.conftest import ALICE_TOKEN, BOB_TOKEN, http_session, run_stdio, start_http, stop
 from tests.weaviate_fixtures import WeaviateEndpoint
 
 pytestmark = pytest.mark.weaviate
@@ -45,16 +43,6 @@ def wv_args(weaviate_endpoint: WeaviateEndpoint, weaviate_store_factory: Callabl
     if weaviate_endpoint.api_key:
         args += ["--api-key", weaviate_endpoint.api_key]
     return [*args, "--collection", collection]
-
-
-async def _http_session(server: HttpServer, token: str, calls: Any) -> Any:
-    async with (
-        httpx.AsyncClient(headers=server.headers(token), timeout=60) as http,
-        streamable_http_client(server.url, http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        return await calls(session)
 
 
 async def test_stdio_and_http_over_weaviate_share_one_memory_per_user_and_replay_shows_the_calls(
@@ -89,8 +77,8 @@ async def test_stdio_and_http_over_weaviate_share_one_memory_per_user_and_replay
 
     server = start_http(wv_args, tmp_path)
     try:
-        mine = await _http_session(server, ALICE_TOKEN, alice_http)
-        recall, listed, recent = await _http_session(server, BOB_TOKEN, bob_http)
+        mine = await http_session(server, ALICE_TOKEN, alice_http)
+        recall, listed, recent = await http_session(server, BOB_TOKEN, bob_http)
     finally:
         assert stop(server.proc) == 0, server.stderr()
     assert mine.structuredContent["hits"][0]["content"] == TEA  # the stdio process's write, read over HTTP
