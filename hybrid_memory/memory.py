@@ -806,6 +806,12 @@ class HybridMemory:
         self._touches.sync_user(user_id)  # read-your-own-touches
         return self.store.list(user_id, filter=filter, limit=limit, offset=offset)
 
+    def count_memories(self, user_id: str, *, filter: MemoryFilter | None = None) -> int:
+        """How many memories :meth:`list_memories` would return for ``user_id`` and ``filter`` without a limit."""
+        self._ensure_open()
+        check_id(user_id)
+        return self.store.count(user_id, filter=filter)
+
     def forget(self, memory_id: str, *, user_id: str) -> bool:
         """Delete one memory of ``user_id``; return whether it existed."""
         self._ensure_open()
@@ -950,6 +956,7 @@ class HybridMemory:
     ausers = _async_twin(users)
     aget = _async_twin(get)
     alist_memories = _async_twin(list_memories)
+    acount_memories = _async_twin(count_memories)
     aforget = _async_twin(forget)
     aforget_user = _async_twin(forget_user)
     awipe_pending = _async_twin(wipe_pending)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from hybrid_memory.errors import ConfigurationError
@@ -28,7 +29,8 @@ through langchain-mcp-adapters, LlamaIndex agents through llama-index-tools-mcp)
       Authorization: Bearer <token>, with tokens mapped to users in --tokens FILE (JSON
       {"<token or sha256:<hex>>": "user id"}; default: the file named by $HYBRID_MEMORY_MCP_TOKENS).
 
-Every tool call is traced beside the store (see `hybrid-memory replay`) and counted in the metrics.
+Every tool call is traced beside the store (see `hybrid-memory replay`) and counted in the metrics;
+--metrics-port PORT serves them to Prometheus at http://127.0.0.1:PORT/metrics (announced on stderr).
 """
 
 
@@ -68,6 +70,12 @@ def register(subparsers: Any) -> None:
         help="offer the forget_user tool (a client may erase its user's whole memory)",
     )
     p.add_argument("--no-trace", action="store_true", help="do not record a trace of the tool calls")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="also serve Prometheus /metrics on 127.0.0.1:PORT (0 = any free port; needs the prometheus extra)",
+    )
     p.set_defaults(func=_cmd_mcp)
 
 
@@ -112,10 +120,18 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
                 '(JSON {"<token or sha256:<hex>>": "user id"})'
             )
         tokens = TokenTable.from_file(path)
+    metrics_port = args.metrics_port
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise ConfigurationError(f"--metrics-port must be 0..65535, got {metrics_port}")
+    if metrics_port and tokens is not None and metrics_port == args.port:
+        raise ConfigurationError(f"--metrics-port {metrics_port} is also the MCP server's --port")
     from hybrid_memory.mcp import server as mcp_server  # raises MissingDependencyError without the extra
 
     mem = open_server_memory(args)
+    metrics = None
     try:
+        if metrics_port is not None:
+            metrics = _serve_metrics(mem, metrics_port)
         if tokens is None:
             mcp_server.serve_stdio(mem, user=args.user, allow_forget_user=args.allow_forget_user)
         else:
@@ -131,5 +147,28 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()
         mem.close()
     return 0
+
+
+def _serve_metrics(mem: Any, port: int) -> Any:
+    """Serve ``mem``'s Prometheus metrics on the loopback ``port``; announce the URL on stderr.
+
+    Stderr, not stdout: over stdio, stdout is the protocol stream.
+
+    Raises:
+        ConfigurationError: the port cannot be bound (e.g. it is in use).
+        MissingDependencyError: ``prometheus-client`` is not installed.
+    """
+    from hybrid_memory.observe.metrics import serve_prometheus
+
+    try:
+        server = serve_prometheus(mem, port=port, addr="127.0.0.1")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot serve metrics on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
+    bound = int(server.server_address[1])
+    print(f"hybrid-memory metrics (Prometheus) on http://127.0.0.1:{bound}/metrics", file=sys.stderr, flush=True)
+    return server

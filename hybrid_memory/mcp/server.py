@@ -437,7 +437,7 @@ def _filter(status: str) -> Any:
 
 def _page(mem: Any, user: str, limit: int, offset: int, status: str) -> MemoryPage:
     flt = _filter(status)
-    total = int(mem.store.count(user, filter=flt))
+    total = mem.count_memories(user, filter=flt)
     rows = mem.list_memories(user, filter=flt, limit=limit, offset=offset)
     nxt = offset + len(rows)
     return MemoryPage(
@@ -450,7 +450,7 @@ def _page(mem: Any, user: str, limit: int, offset: int, status: str) -> MemoryPa
 
 def _recent(mem: Any, user: str, n: int) -> list[MemoryItem]:
     flt = _filter("active")
-    total = int(mem.store.count(user, filter=flt))
+    total = mem.count_memories(user, filter=flt)
     rows = mem.list_memories(user, filter=flt, limit=n, offset=max(0, total - n))
     return [MemoryItem.of(r) for r in reversed(rows)]
 

@@ -58,13 +58,32 @@ def test_missing_token_file(tmp_path: Path) -> None:
         (["mcp", "--store", "{db}", "--transport", "http"], "needs bearer tokens"),
         (["mcp", "--store", "{db}", "--transport", "http", "--user", "a"], "--user is for stdio"),
         (["mcp", "--store", "{db}", "--transport", "http", "--tokens", "{missing}"], "cannot read the token file"),
+        (["mcp", "--store", "{db}", "--user", "a", "--metrics-port", "65536"], "--metrics-port must be 0..65535"),
+        (
+            [
+                "mcp",
+                "--store",
+                "{db}",
+                "--transport",
+                "http",
+                "--tokens",
+                "{tokens}",
+                "--port",
+                "9",
+                "--metrics-port",
+                "9",
+            ],
+            "--metrics-port 9 is also the MCP server's --port",
+        ),
     ],
 )
 def test_mcp_command_refuses_an_ambiguous_identity(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], message: str
 ) -> None:
     monkeypatch.delenv("HYBRID_MEMORY_MCP_TOKENS", raising=False)
-    args = [a.format(db=tmp_path / "m.db", missing=tmp_path / "missing.json") for a in argv]
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"t" * 20: "alice"}), encoding="utf-8")
+    args = [a.format(db=tmp_path / "m.db", missing=tmp_path / "missing.json", tokens=tokens) for a in argv]
     assert main(args) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "m.db").exists()  # refused before anything was opened

@@ -30,7 +30,7 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
 
 from tests.adapters.langchain.conftest import ToolCallingFake
-from tests.mcp.conftest import ALICE_TOKEN, BOB_TOKEN, HttpServer, hybrid_memory_command, stdio_args
+from tests.mcp.conftest import ALICE_TOKEN, BOB_TOKEN, HttpServer, hybrid_memory_command, server_env, stdio_args
 
 # FunctionAgent's workflow machinery runs inspect.getmembers over the pydantic agent, which reads
 # deprecated pydantic attributes; that happens inside llama-index (same filter as
@@ -79,7 +79,7 @@ async def _llamaindex_run(
     store: Path, user: str, calls: Sequence[tuple[str, dict[str, Any]]], question: str
 ) -> list[str]:
     cmd = hybrid_memory_command()
-    client = BasicMCPClient(cmd[0], args=[*cmd[1:], *stdio_args(store, user)])
+    client = BasicMCPClient(cmd[0], args=[*cmd[1:], *stdio_args(store, user)], env=server_env())
     tools = await McpToolSpec(client=client, allowed_tools=["remember", "recall"]).to_tool_list_async()
     assert sorted(t.metadata.name or "" for t in tools) == ["recall", "remember"]
     agent = FunctionAgent(tools=tools, llm=MockFunctionCallingLLM(response_generator=_scripted(calls)))

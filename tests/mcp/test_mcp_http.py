@@ -3,13 +3,13 @@ tokens mapped to users, 401 without one, no cross-user reads, Host/Origin checks
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp.conftest import ALICE_TOKEN, BOB_TOKEN, HttpServer
+from tests.mcp.conftest import ALICE_TOKEN, BOB_TOKEN, HttpServer, http_session, start_http, stop
 
 _INIT = {
     "jsonrpc": "2.0",
@@ -18,16 +18,6 @@ _INIT = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 _JSON = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-
-
-async def _session(server: HttpServer, token: str, calls: Any) -> Any:
-    async with (
-        httpx.AsyncClient(headers=server.headers(token), timeout=30) as http,
-        streamable_http_client(server.url, http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        return await calls(session)
 
 
 async def test_each_token_sees_only_its_users_memory(http_server: HttpServer) -> None:
@@ -41,11 +31,11 @@ async def test_each_token_sees_only_its_users_memory(http_server: HttpServer) ->
         spoof = await s.call_tool("recall", {"query": "passport", "user_id": "alice"})
         return recall, page, spoof
 
-    got = await _session(http_server, ALICE_TOKEN, alice)
+    got = await http_session(http_server, ALICE_TOKEN, alice)
     assert got.structuredContent["hits"][0]["content"] == "Alice's passport number ends in 314"
     alice_id = got.structuredContent["hits"][0]["memory_id"]
 
-    recall, page, spoof = await _session(http_server, BOB_TOKEN, bob)
+    recall, page, spoof = await http_session(http_server, BOB_TOKEN, bob)
     assert recall.structuredContent["hits"] == []
     assert page.structuredContent["total"] == 0
     assert spoof.isError is True and "the user is fixed by the connection" in spoof.content[0].text
@@ -53,12 +43,12 @@ async def test_each_token_sees_only_its_users_memory(http_server: HttpServer) ->
     async def bob_forgets(s: ClientSession) -> Any:
         return await s.call_tool("forget", {"memory_id": alice_id})
 
-    assert (await _session(http_server, BOB_TOKEN, bob_forgets)).structuredContent["deleted"] is False
+    assert (await http_session(http_server, BOB_TOKEN, bob_forgets)).structuredContent["deleted"] is False
 
     async def alice_again(s: ClientSession) -> Any:
         return await s.call_tool("list_memories", {})
 
-    assert (await _session(http_server, ALICE_TOKEN, alice_again)).structuredContent["total"] == 1
+    assert (await http_session(http_server, ALICE_TOKEN, alice_again)).structuredContent["total"] == 1
 
 
 def test_http_refusals(http_server: HttpServer) -> None:
@@ -85,3 +75,16 @@ def test_http_refusals(http_server: HttpServer) -> None:
             "mcp-protocol-version": "2025-06-18",
         }
         assert c.post(url, json=call, headers=bob).status_code == 404
+
+
+def test_the_token_file_can_be_named_by_the_environment_alone(store_path: Path, tmp_path: Path) -> None:
+    server = start_http(store_path, tmp_path, tokens_from_env=True)  # no --tokens on the command line
+    try:
+        with httpx.Client(timeout=10) as c:
+            ok = c.post(server.url, json=_INIT, headers={**_JSON, "Authorization": f"Bearer {BOB_TOKEN}"})
+            unknown = c.post(server.url, json=_INIT, headers={**_JSON, "Authorization": "Bearer " + "z9" * 20})
+    finally:
+        assert stop(server.proc) == 0, server.stderr()
+    assert "--tokens" not in server.proc.args
+    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "hybrid-memory"
+    assert unknown.status_code == 401

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,16 @@ def test_the_desktop_config_is_a_valid_command() -> None:
     assert server["command"] == "hybrid-memory"
     args = build_parser().parse_args(server["args"])
     assert (args.command, args.transport, args.user) == ("mcp", "stdio", "alice")
+
+
+def test_every_command_of_the_section_parses() -> None:
+    lines = [
+        line.split("  #")[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", readme_section(SECTION), re.S)
+        for line in block.splitlines()
+    ]
+    commands = [build_parser().parse_args(shlex.split(line)[1:]) for line in lines if line.startswith("hybrid-memory ")]
+    assert [(a.transport, a.metrics_port) for a in commands] == [("http", None), ("http", 9465)]
 
 
 async def test_the_langgraph_and_llamaindex_snippets_share_one_memory(

@@ -7,26 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import ClientSession
 
 from hybrid_memory.cli import main
-from tests.mcp.conftest import hybrid_memory_command, stdio_args
-
-
-def _params(store: Path, user: str, *extra: str) -> StdioServerParameters:
-    cmd = hybrid_memory_command()
-    return StdioServerParameters(command=cmd[0], args=[*cmd[1:], *stdio_args(store, user, *extra)])
-
-
-async def _run(store: Path, user: str, tmp: Path, calls: Any, *extra: str) -> Any:
-    with open(tmp / f"stdio-{user}.log", "a", encoding="utf-8") as errlog:
-        async with (
-            stdio_client(_params(store, user, *extra), errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            return await calls(session)
+from tests.mcp.conftest import run_stdio
 
 
 async def test_tools_resources_and_prompts_round_trip_and_replay_shows_them(
@@ -51,7 +35,7 @@ async def test_tools_resources_and_prompts_round_trip_and_replay_shows_them(
         out["forget_again"] = await s.call_tool("forget", {"memory_id": tea})
         return out
 
-    out = await _run(store_path, "alice", tmp_path, calls)
+    out = await run_stdio(store_path, "alice", tmp_path, calls)
     names = {t.name for t in out["init_tools"]}
     assert names == {"remember", "recall", "build_context", "add_turn", "forget", "list_memories"}
     for t in out["init_tools"]:
@@ -101,8 +85,8 @@ async def test_the_user_is_fixed_at_start_and_forget_user_needs_the_operator_fla
         erase = await s.call_tool("forget_user", {"confirm": True})
         return mine, spoof, erase, names
 
-    assert (await _run(store_path, "alice", tmp_path, alice)).isError is False
-    mine, spoof, erase, names = await _run(store_path, "bob", tmp_path, bob)
+    assert (await run_stdio(store_path, "alice", tmp_path, alice)).isError is False
+    mine, spoof, erase, names = await run_stdio(store_path, "bob", tmp_path, bob)
     assert mine.structuredContent["hits"] == []
     assert spoof.isError is True and "unknown argument(s) 'user_id'" in spoof.content[0].text
     assert "forget_user" not in names
@@ -114,7 +98,7 @@ async def test_the_user_is_fixed_at_start_and_forget_user_needs_the_operator_fla
         after = await s.call_tool("recall", {"query": "locker code"})
         return refused, done, after
 
-    refused, done, after = await _run(store_path, "alice", tmp_path, alice_erases, "--allow-forget-user")
+    refused, done, after = await run_stdio(store_path, "alice", tmp_path, alice_erases, "--allow-forget-user")
     assert refused.isError is True and "confirm must be true" in refused.content[0].text
     assert done.structuredContent == {"deleted_memories": 1}
     assert after.structuredContent["hits"] == []

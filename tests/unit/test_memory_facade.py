@@ -214,6 +214,22 @@ async def test_async_twins() -> None:
         assert await m.aforget_user("u") == 2
 
 
+async def test_count_memories_matches_list_memories_for_every_filter(mem: HybridMemory) -> None:
+    from hybrid_memory.records import MemoryRecord
+
+    mem.remember("alice", "Alice's cat is called Miso", importance=0.8)
+    mem.remember("alice", "Alice plays the cello on Sundays", importance=0.8)
+    old = MemoryRecord.create(user_id="alice", content="Alice lived in Lyon in 2019", id="old-1", timestamp=T0)
+    mem.put(old.evolve(status="archived"))
+    mem.remember("bob", "Bob collects stamps", importance=0.8)
+    for flt in (None, MemoryFilter(), MemoryFilter(statuses=("archived",)), MemoryFilter(categories=("project",))):
+        assert mem.count_memories("alice", filter=flt) == len(mem.list_memories("alice", filter=flt))
+    assert (mem.count_memories("alice"), mem.count_memories("alice", filter=MemoryFilter())) == (3, 2)
+    assert await mem.acount_memories("bob") == 1 and mem.count_memories("nobody") == 0
+    with pytest.raises(InvalidInputError):
+        mem.count_memories("")
+
+
 def test_store_vectors_are_unit_norm(mem: HybridMemory) -> None:
     r = mem.remember("u", "unit norm check").record
     assert r is not None
