@@ -113,7 +113,9 @@ async def _series(session: ClientSession, calls: int, tag: str) -> dict[str, dic
 async def bench_stdio(store: Path, calls: int, embedder: str) -> dict[str, dict[str, float]]:
     cmd = _cmd()
     params = StdioServerParameters(
-        command=cmd[0], args=[*cmd[1:], "mcp", "--store", str(store), "--user", "alice", "--embedder", embedder]
+        command=cmd[0],
+        args=[*cmd[1:], "mcp", "--store", str(store), "--user", "alice", "--embedder", embedder],
+        env={**os.environ},  # the SDK passes only HOME/PATH/...: keep PYTHONPATH, so the tree measured is this one
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -61,7 +61,7 @@ from hybrid_memory.errors import (
     StoreUnavailableError,
 )
 from hybrid_memory.observe.metrics import MetricsSnapshot
-from hybrid_memory.observe.trace import Observer, TraceSetting, TraceStep, observed
+from hybrid_memory.observe.trace import Observer, TraceSetting, TraceStep, counted, observed
 from hybrid_memory.read.context import ContextFuser
 from hybrid_memory.read.planner import Recalled, RecallPlanner, check_alpha, check_fusion, check_k
 from hybrid_memory.read.touches import TouchQueue
@@ -797,6 +797,7 @@ class HybridMemory:
             raise NotFoundError(f"no memory {memory_id!r} for this user")
         return found[0]
 
+    @counted("list_memories")
     def list_memories(
         self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
     ) -> list[MemoryRecord]:
@@ -806,12 +807,14 @@ class HybridMemory:
         self._touches.sync_user(user_id)  # read-your-own-touches
         return self.store.list(user_id, filter=filter, limit=limit, offset=offset)
 
+    @counted("count_memories")
     def count_memories(self, user_id: str, *, filter: MemoryFilter | None = None) -> int:
         """How many memories :meth:`list_memories` would return for ``user_id`` and ``filter`` without a limit."""
         self._ensure_open()
         check_id(user_id)
         return self.store.count(user_id, filter=filter)
 
+    @counted("forget")
     def forget(self, memory_id: str, *, user_id: str) -> bool:
         """Delete one memory of ``user_id``; return whether it existed."""
         self._ensure_open()
@@ -827,6 +830,7 @@ class HybridMemory:
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])
         return deleted
 
+    @counted("forget_user")
     def forget_user(self, user_id: str) -> ForgetCount:
         """Right to be forgotten: delete every memory, turn, trace step and cache of ``user_id``.
 

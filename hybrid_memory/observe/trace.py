@@ -987,6 +987,35 @@ def observed(kind: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     return deco
 
 
+def counted(kind: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a facade method so its calls are timed and counted as ``kind`` in the metrics only.
+
+    For calls that leave nothing worth replaying (listing, counting, deleting one memory): they
+    join the ``kind`` latency histogram and call count like traced operations, a failed call
+    counts as an error, and no trace step is written.
+    """
+
+    def deco(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            obs: Observer | None = getattr(args[0], "_obs", None) if args else None
+            metrics = obs.metrics if obs is not None else None
+            if metrics is None:
+                return fn(*args, **kwargs)
+            t0 = time.perf_counter()
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException:
+                metrics.observe_op(kind, time.perf_counter() - t0, error=True)
+                raise
+            metrics.observe_op(kind, time.perf_counter() - t0)
+            return result
+
+        return wrapper
+
+    return deco
+
+
 # ----------------------------------------------------------------------------- text output
 def _f(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None else format(x, fmt)

@@ -100,7 +100,12 @@ async def test_every_tool_call_is_traced_and_counted(mem: HybridMemory) -> None:
         await client.call_tool("recall", {"query": "tea", "k": 0})  # refused before the facade: not a call
         await client.call_tool("build_context", {"query": "tea", "session_id": "s1"})
         await client.call_tool("add_turn", {"session_id": "s1", "role": "user", "content": "I like tea"})
+        await client.call_tool("list_memories", {})
+        await client.call_tool("forget", {"memory_id": "no-such-memory"})
     snap = mem.metrics()
+    assert snap.operations["list_memories"].count == 1
+    assert snap.operations["count_memories"].count == 1  # the page's total
+    assert snap.operations["forget"].count == 1
     assert snap.operations["remember"].count == 1
     assert snap.operations["recall"].count == 1
     assert snap.operations["build_context"].count == 1

@@ -303,3 +303,24 @@ def test_metrics_hooks_do_not_change_results() -> None:
     finally:
         on.close()
         off.close()
+
+
+def test_listing_counting_and_forgetting_are_counted_without_trace_steps() -> None:
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0, trace=True)
+    try:
+        rec = m.remember("u", "I live in Lisbon", importance=0.7, timestamp=T0).record
+        assert rec is not None
+        m.list_memories("u")
+        m.count_memories("u")
+        assert m.forget(rec.id, user_id="u")
+        with pytest.raises(Exception, match="memory_id"):
+            m.forget("", user_id="u")  # a refused call counts as an error
+        m.forget_user("u")
+        ops = m.metrics().operations
+        assert (ops["list_memories"].count, ops["count_memories"].count, ops["forget_user"].count) == (1, 1, 1)
+        assert (ops["forget"].count, ops["forget"].errors) == (2, 1)
+        m.remember("v", "I like oolong tea", importance=0.7, timestamp=T0)
+        m.list_memories("v")
+        assert [s.kind for s in m.replay(None, user_id="v")] == ["remember"]  # listing leaves no step
+    finally:
+        m.close()
