@@ -443,20 +443,27 @@ class HybridMemory:
         Args:
             user_id: Whose memories.
             now: Reference time (aware; default now).
+
+        Raises:
+            UserForgottenError: the user was forgotten (from any process) while this ran.
         """
         self._ensure_open()
         check_id(user_id)
         self._touches.sync_user(user_id)  # freshness reads the access counts and times
-        report = consolidate(
-            self.store,
-            user_id,
-            now=self._now(now),
-            config=self.config.lifecycle,
-            half_life_days=self.config.rerank.half_life_days,
-            dedup_threshold=self.writer.dedup_threshold,
-        )
-        self.writer.invalidate(user_id)
-        return report
+        # Under the user's write lock: a concurrent write of this process never bumps a memory
+        # this merges away; other processes and forgets are covered by the forget epoch.
+        with self.writer.locked([user_id]):
+            try:
+                return consolidate(
+                    self.store,
+                    user_id,
+                    now=self._now(now),
+                    config=self.config.lifecycle,
+                    half_life_days=self.config.rerank.half_life_days,
+                    dedup_threshold=self.writer.dedup_threshold,
+                )
+            finally:
+                self.writer.invalidate(user_id)
 
     def short_term(self, user_id: str, session_id: str) -> list[Turn]:
         """The turns in the session's short-term window, oldest first (as the store has them now).
