@@ -6,11 +6,14 @@ its own Weaviate client) lands between those steps through a hook on the first s
 race is deterministic. The call must raise :class:`~hybrid_memory.errors.UserForgottenError`
 (never a ``NotFoundError`` about an id the caller never passed, never a report of work that the
 forget undid), and nothing of the user may be left. LocalStore on a file and a real Weaviate
-server (``tests/weaviate_fixtures.py``).
+server (``tests/weaviate_fixtures.py``). Within one process, ``consolidate`` also holds the
+user's write lock, so no write of the same process lands between its read and its merge.
 """
 
 from __future__ import annotations
 
+import threading
+import zlib
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +27,7 @@ from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.write.writer import MemoryWriter
+from hybrid_memory.write.writer import LOCK_STRIPES, MemoryWriter
 
 _EVERY = MemoryFilter(statuses=("active", "superseded", "archived"))
 _HIKE = "I love hiking in the Alps every summer with my dog"
@@ -140,3 +143,34 @@ def test_clear_review_racing_a_forget_of_another_process_raises_user_forgotten(
     with pytest.raises(UserForgottenError):
         writer.clear_review("u")
     assert app_store.list("u", filter=_EVERY) == [] and other_store.list("u", filter=_EVERY) == []
+
+
+def test_consolidate_holds_the_users_write_lock_while_it_reads_and_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write of this process (dedup bump, supersede) never lands between consolidate's read and its merge."""
+    store = LocalStore(":memory:")
+    app = _app_with_a_duplicate(store)
+    held: list[bool] = []
+
+    def probe() -> None:  # from another thread: can a writer of "u" (or of "v") take its lock now?
+        def try_lock(user: str) -> None:
+            stripe = app.writer._stripes[zlib.crc32(user.encode("utf-8")) % LOCK_STRIPES]
+            got = stripe.acquire(blocking=False)
+            if got:
+                stripe.release()
+            held.append(not got)
+
+        for user in ("u", "v"):
+            t = threading.Thread(target=try_lock, args=(user,))
+            t.start()
+            t.join()
+
+    _after(store, "get_vectors", probe, monkeypatch)
+    try:
+        assert app.consolidate("u").merged
+        assert held == [True, _same_stripe("u", "v")]  # "u" is locked; another user is not (own stripe)
+    finally:
+        app.close()
+
+
+def _same_stripe(a: str, b: str) -> bool:
+    return zlib.crc32(a.encode("utf-8")) % LOCK_STRIPES == zlib.crc32(b.encode("utf-8")) % LOCK_STRIPES
