@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -280,6 +281,12 @@ def test_a_session_continued_across_processes_keeps_one_window(backend: Backend)
         }
 
 
+def _host_port(url: str) -> str:
+    """``host_port`` of a server URL, as the default trace path of a WeaviateStore names it."""
+    parsed = urlsplit(url)
+    return f"{parsed.hostname}_{parsed.port}"
+
+
 def _trace_texts(path: Path, user: str) -> list[str]:
     if not path.exists():
         return []
@@ -360,11 +367,11 @@ def test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it(bac
             blob += "\n".join(str(r) for r in con.execute("SELECT content FROM turns"))
     # Every process of the test writes its trace where XDG_STATE_HOME (set by the fixture) or the
     # LocalStore file puts it; the checks below read that very file.
-    expected_trace = (
-        Path(f"{backend.db}.traces.sqlite")
-        if backend.kind == "local"
-        else tmp_path / "state" / "hybrid-memory" / "traces" / trace_file.name
-    )
+    if backend.kind == "local":
+        expected_trace = Path(f"{backend.db}.traces.sqlite")
+    else:
+        name = f"{_host_port(backend.endpoint.url)}_{backend.collection}.sqlite"
+        expected_trace = tmp_path / "state" / "hybrid-memory" / "traces" / name
     steps = _trace_texts(trace_file, "victim")
     traces = "\n".join(steps)
     still_there = {t for t in said_before if t in remaining or t in found or t in blob or t in traces}
