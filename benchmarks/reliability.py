@@ -183,9 +183,14 @@ Not fixed (reported):
   store calls are redacted. Metadata and tags are stored as given (never redacted).
 * Writes to a Weaviate that just died wait ~15 s (client-internal retry), to a hung one
   `insert_timeout`, before being dead-lettered (writes are deliberately not abandoned mid-flight).
-* `touch`/`update` vs. delete, and the writer's read-modify-write vs. `forget`, are serialised
-  within one process only; several processes on one store can still resurrect a memory being
-  forgotten (Weaviate) or make a `remember` fail with `NotFoundError`.
+* A single-memory `forget(id)` is serialised with the writer's read-modify-write within one
+  process only: a `remember` in another process that bumps or supersedes that very memory at
+  that moment fails with `NotFoundError`, and a Weaviate `touch`/`update` of it in another process
+  can write that one memory back. (`forget_user` reaches every process: writes that could bring a
+  user's data back -- turns, memories, touches, background extraction, summaries, refinements,
+  traces, `consolidate` -- check the store's forget epoch, so nothing racing another process's
+  `forget_user` is written back and a caller's write fails with `UserForgottenError`, never
+  `NotFoundError`: `tests/reliability/test_processes.py`, `tests/contract/test_forget_races.py`.)
 """
 
 

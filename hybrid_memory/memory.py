@@ -182,8 +182,8 @@ class HybridMemory:
             else HeuristicImportanceScorer(key_frame_threshold=self.config.buffer.key_frame_importance)
         )
         self._clock = clock if clock is not None else utcnow
-        self.counter = TokenCounter(self.config.tokenizer_model)
-        self.fuser = ContextFuser.for_embedder(self.config.fuser, self.embedder, counter=self.counter)
+        self._counter = TokenCounter(self.config.tokenizer_model)
+        self._fuser = ContextFuser.for_embedder(self.config.fuser, self.embedder, counter=self._counter)
         self.writer = MemoryWriter(self.store, self.embedder, self.config.writer, clock=self._clock, judge=judge)
         self._outcomes = UserWriteLogs()  # per-user logs within the cache budget
         self._obs = Observer(store=self.store, config=self.config, trace=trace, clock=self._clock)
@@ -207,7 +207,7 @@ class HybridMemory:
             writer=self.writer,
             sessions=self._sessions,
             observer=self._obs,
-            counter=self.counter,
+            counter=self._counter,
             scorer=lambda: self.scorer,
             redact=self._redact,
             record=self._record,
@@ -226,7 +226,7 @@ class HybridMemory:
             self.store,
             self.embedder,
             self.config,
-            fuser=self.fuser,
+            fuser=self._fuser,
             bind=self._ensure_bound,
             touches=self._touches.apply,
         )
@@ -238,6 +238,21 @@ class HybridMemory:
                 hint=f"the embedder {self.embedder.name!r} does not match this store; migrate it with "
                 "`hybrid-memory reembed` or use the embedder the store was built with",
             )
+
+    @property
+    def fuser(self) -> ContextFuser:
+        """The context fuser that builds this memory's prompt blocks (read-only).
+
+        Its settings are ``config.fuser``; adapters use it to place a block
+        (:func:`hybrid_memory.read.placement.place`) and to inject one into a system prompt
+        (``memory.fuser.inject(system, ctx)``).
+        """
+        return self._fuser
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter of this memory's budgets (``config.tokenizer_model``; read-only)."""
+        return self._counter
 
     @property
     def extractor(self) -> FactExtractor | None:
@@ -443,20 +458,27 @@ class HybridMemory:
         Args:
             user_id: Whose memories.
             now: Reference time (aware; default now).
+
+        Raises:
+            UserForgottenError: the user was forgotten (from any process) while this ran.
         """
         self._ensure_open()
         check_id(user_id)
         self._touches.sync_user(user_id)  # freshness reads the access counts and times
-        report = consolidate(
-            self.store,
-            user_id,
-            now=self._now(now),
-            config=self.config.lifecycle,
-            half_life_days=self.config.rerank.half_life_days,
-            dedup_threshold=self.writer.dedup_threshold,
-        )
-        self.writer.invalidate(user_id)
-        return report
+        # Under the user's write lock: a concurrent write of this process never bumps a memory
+        # this merges away; other processes and forgets are covered by the forget epoch.
+        with self.writer.locked([user_id]):
+            try:
+                return consolidate(
+                    self.store,
+                    user_id,
+                    now=self._now(now),
+                    config=self.config.lifecycle,
+                    half_life_days=self.config.rerank.half_life_days,
+                    dedup_threshold=self.writer.dedup_threshold,
+                )
+            finally:
+                self.writer.invalidate(user_id)
 
     def short_term(self, user_id: str, session_id: str) -> list[Turn]:
         """The turns in the session's short-term window, oldest first (as the store has them now).
@@ -948,6 +970,7 @@ class HybridMemory:
     aend_session = _async_twin(end_session)
     asession_summary = _async_twin(session_summary)
     aflush = _async_twin(flush)
+    areview_queue = _async_twin(review_queue)
     aconsolidate = _async_twin(consolidate)
     ashort_term = _async_twin(short_term)
     aclear_session = _async_twin(clear_session)

@@ -197,7 +197,7 @@ class HybridChatMemory(BaseChatMemory):
             anchor=anchor,
             live=live,
             query=query,
-            now=self.memory.writer.clock(),
+            now=self.memory.now(),
             max_tokens=self.max_tokens,
         )
         return ctx

@@ -237,7 +237,7 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
                     anchor=human.id,
                     live=live,
                     query=message_text(human),
-                    now=self.memory.writer.clock(),
+                    now=self.memory.now(),
                     max_tokens=self.max_tokens,
                 )
             placed = ledger.to_state()

@@ -223,7 +223,7 @@ class HybridAgentMemory(BaseMemory):
             anchor=anchor,
             live={t.id for t in window},
             query=query,
-            now=self.memory.writer.clock(),
+            now=self.memory.now(),
         )
 
     def _compose(self, window: Sequence[Turn], context: FusedContext | None) -> list[ChatMessage]:

@@ -244,7 +244,7 @@ class HybridMemoryBlock(BaseMemoryBlock[str]):
                 anchor=newest,
                 live=live,
                 query=query,
-                now=self.memory.writer.clock(),
+                now=self.memory.now(),
                 max_tokens=self.max_tokens,
             )
         self._ledgers.pop(key, None)

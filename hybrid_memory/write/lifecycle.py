@@ -17,6 +17,13 @@ Archived memories leave normal recall but are found with ``include_archived=True
 archive fall-back when active memory has nothing relevant. Superseded memories are left alone so
 version chains stay inspectable.
 
+A forget wins over a consolidation (architecture §10): the user's forget epoch is read before the
+memories are, every update carries it (the store refuses it once a ``forget_user`` from any
+process bumped the epoch), and the epoch is checked again at the end, so a run racing a forget
+raises :class:`~hybrid_memory.errors.UserForgottenError` instead of writing a forgotten memory
+back, reporting work the forget undid, or failing with a ``NotFoundError`` about an id the
+caller never passed.
+
 Example:
     >>> from datetime import datetime, timedelta, timezone
     >>> from hybrid_memory.stores.local import LocalStore
@@ -44,7 +51,7 @@ from datetime import datetime
 import numpy as np
 
 from hybrid_memory.config import LifecycleConfig
-from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.errors import InvalidInputError, UserForgottenError
 from hybrid_memory.read.rerank import freshness
 from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
@@ -139,12 +146,15 @@ def consolidate(
 
     Raises:
         InvalidInputError: bad user id, naive ``now`` or non-positive half-life.
+        UserForgottenError: the user was forgotten (from any process) while this ran; nothing
+            read before the forget was written back.
     """
     check_id(user_id)
     when = ensure_utc(now, name="now")
     if not half_life_days > 0:
         raise InvalidInputError("half_life_days must be positive")
     cfg = config if config is not None else LifecycleConfig()
+    epoch = store.user_epoch(user_id)  # before the read: a forget from here on refuses the update
     records = store.list(user_id, filter=MemoryFilter(statuses=("active", "archived")))
     archived: list[str] = []
     deleted: list[str] = []
@@ -199,7 +209,9 @@ def consolidate(
                     deleted.append(r.id)
                     reasons[r.id] = f"merged into {keep.id}"
     if updates:
-        store.update(updates)
+        store.update(updates, epochs={user_id: epoch})
     if deleted:
         store.delete(user_id, deleted)
+    if store.user_epoch(user_id) != epoch:  # what this read or reports was deleted by the forget
+        raise UserForgottenError(user_id)
     return ConsolidationReport(user_id, len(records), archived, deleted, merged, reasons)

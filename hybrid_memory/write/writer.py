@@ -333,11 +333,16 @@ class MemoryWriter:
         ]
 
     def clear_review(self, user_id: str) -> int:
-        """Empty ``user_id``'s review queue (in the store); return how many entries it held."""
+        """Empty ``user_id``'s review queue (in the store); return how many entries it held.
+
+        Raises:
+            UserForgottenError: the user was forgotten (from any process) while this ran.
+        """
         with self.locked([user_id]):
+            epoch = self.store.user_epoch(user_id)  # before the read: a forget from here on refuses the update
             marked = self._reviewed(user_id)
             if marked:
-                self.store.update([_without_reviews(r) for r in marked])
+                self.store.update([_without_reviews(r) for r in marked], epochs={user_id: epoch})
             return sum(len(r.metadata[REVIEW_KEY]) for r in marked)
 
     def _reviewed(self, user_id: str) -> list[MemoryRecord]:

@@ -12,7 +12,8 @@ from hybrid_memory import HybridMemory
 from hybrid_memory.testing import HashingEmbedder
 
 #: Public methods that do no IO (in-process state only): a twin would only add a thread hop.
-_NO_IO = frozenset({"now", "review_queue", "write_log"})
+#: (``review_queue`` reads the store: it has its twin.)
+_NO_IO = frozenset({"now", "write_log"})
 
 
 def _public_methods(*, coroutine: bool) -> dict[str, Any]:
@@ -78,6 +79,12 @@ async def test_twins_run_off_the_event_loop_with_keyword_arguments() -> None:
         assert emb.threads and threading.get_ident() not in emb.threads
         turn = await mem.aadd_turn("u", "s", "user", "I like green tea")
         assert [t.id for t in await mem.ashort_term("u", "s")] == [turn.id]
+        await mem.aremember("u", "I eat meat", importance=0.8)
+        await mem.aremember("u", "I no longer eat meat", importance=0.8)
+        queued = await mem.areview_queue("u")  # read from the store, off the loop
+        assert [(r.action, r.old_content, r.new_content) for r in queued] == [
+            ("superseded", "I eat meat", "I no longer eat meat")
+        ]
         with pytest.raises(TypeError):
             await mem.arecall("cat", user_id="u", kk=1)  # type: ignore[call-arg]
     finally:
