@@ -38,7 +38,8 @@ def bracket_lookalikes() -> tuple[str, str]:
     GREATER-THAN or ANGLE QUOTATION, except names with both LESS-THAN and GREATER-THAN; the first
     of LEFT / LESS-THAN / RIGHT / GREATER-THAN in the name gives the side.
     """
-    less, greater = [], []
+    less: list[str] = []
+    greater: list[str] = []
     for cp in range(0x80, 0x110000):
         c = chr(cp)
         name = unicodedata.name(c, "")

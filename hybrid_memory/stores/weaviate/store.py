@@ -637,6 +637,7 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
         The server deletes the tenants themselves; only this local SQLite file can hold a copy.
         Finished by the file's next write or open once the reader has left, or by :meth:`finish_wipe`.
         """
+        self._check_open()
         return self._dlq.wipe_pending()
 
     def finish_wipe(self, timeout: float | None = None) -> bool:
@@ -645,6 +646,7 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
         Returns:
             True when no forgotten text is left in the file; False while a reader still pins it.
         """
+        self._check_open()
         return self._dlq.finish_wipe(timeout)
 
     # -- reads ---------------------------------------------------------------------------------
