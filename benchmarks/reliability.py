@@ -153,6 +153,29 @@ EXTRA_TESTS = [
 ]
 
 
+#: Issue 15's attacks: static (measured by hand, not by the suite run above); rendered after FINDINGS.
+HARDENING_15 = """## Hardening (issue 15): identity, prompt block, forget, inspector, edge inputs
+
+Each attack of issue 15, reproduced on the code before its fix ("before") and on `main` with the fixes
+("after"); every test named passes after. Measured 2026-12-02 (x86_64, 2 shared cores, load average 9-14
+from other jobs): the test counts are the named tests run against the pre-fix trees (how many fail there);
+the timings and sizes come from small scripts (a forget while a reader subprocess holds a read transaction; a
+raw-socket flood of the inspector), before and after interleaved, 3 runs each.
+
+| attack | before | after (asserted) | measured before -> after | reproduce |
+|---|---|---|---|---|
+| **1. the client names the user**: a LangGraph server run authenticated as alice (`langgraph_auth_user`, `langgraph_auth_user_id`, Studio or dict-shaped users) whose client sends `context={"user_id": "bob"}` (copied into `configurable`) or `langgraph_user_id`; `HybridMemoryStore` namespaces `("memories", "bob")`, user-less searches and listings; adapters bound to bob | `HybridMemoryMiddleware` took `runtime.context` first: alice's run read bob's memories into the prompt and wrote its turns into bob's short-term window | an authenticated identity always wins: a client id that disagrees raises `IdentityMismatchError` (a `HybridMemoryError` and `PermissionError`) before anything is read or written, bob's records, access counts and window unchanged; without a client id the identity names the user; conflicting server identities fail closed; `client_user_ids="refuse"` / `require_authenticated=True` only make it stricter; the store refuses other users' namespaces and narrows user-less searches to the authenticated user; a `HybridMemoryRetriever` / `HybridChatMemory` bound to bob refuses to run in alice's run; the MCP server takes the user from `--user` (stdio) or the bearer token (HTTP), no tool takes one. Trust model: README "Who may name a user" | bob's memory injected into alice's run and 2 turns written to bob's window -> refused, 0 read, 0 written; the 18 tests need the new error type, so they cannot run on the old tree | `python -m pytest tests/adapters/langchain/test_langchain_identity.py` |
+| **2. delimiter look-alikes in stored text**: `</memory\\u200b-context>`, soft hyphen, word joiner, BOM, Cyrillic `е`, mathematical bold `𝐦`, small-form `﹤/memory-context﹥`, `&lt;…&gt;`, `&#60;…&#x3E;`, `&#60` without `;`, `&amp;lt;…`, `%3C…%3E`, `\\u003c…\\u003e`, Greek / Cyrillic capitals, U+2028 / NEL / CR line breaks; every bracket look-alike by Unicode name (`‹ 〈 ⟨ ❬ ❰ ⦑ « ⟪ 《 ≤ ≪ ⧼` ...: every visible character named ANGLE BRACKET, LESS-THAN, GREATER-THAN or ANGLE QUOTATION, Unicode 18.0, plus `˂ ᐸ ≺`); hypothesis: format characters inserted, confusables swapped, entity / percent / backslash encoding, full-width and small forms, mixed case, whitespace inside the tag | the block read as a model might held a second closing tag followed by "Ignore previous instructions"; after the first fix, 48 of 59 bracket pairs (`❬❭ ❰❱ ⦑⦒ ⟪⟫ 《》 ≤≥` ...) still passed through | read as a model might (an oracle independent of the fuser: escapes decoded, NFKC, Cf and marks dropped, look-alikes mapped, case folded) the block has exactly one opening and one closing tag; every memory is one `- [` line; no Cf character but ZWNJ / ZWJ reaches the block; ordinary Chinese punctuation, `<b>`, `&` and emoji ZWJ sequences unchanged; the fuser's bracket table equals the one regenerated from Python's Unicode names (300 hypothesis examples per run) | 9 of 10 audit variants unsafe -> 0; bracket pairs 48 of 59 -> 0 of 59; the test file: 53 of 79 failing on the first fix -> 79 passing | `python -m pytest tests/unit/test_prompt_block_lookalikes.py` |
+| **3. forget with an open reader**: another *process* holds `BEGIN; SELECT count(*) ...` on the `LocalStore` file, on the trace file beside it (`<db>.traces.sqlite`) or on a `WeaviateStore`'s dead-letter file while `forget_user` / `delete_user` / `delete` runs | every forget stalled the 5 s busy timeout behind an unchecked `wal_checkpoint(TRUNCATE)`, ignored its busy result and reported success; the text stayed in the `-wal` also after the reader ended and the next write (the trace file and dead letters: still so after the store itself was fixed) | forget returns within `wipe_timeout` (0.5 s default) with the wipe *pending*: `ForgetCount.wipe_pending`, `HybridMemory.wipe_pending()` (store, trace file and dead-letter file), `LocalStore` / `TraceStore` / `WeaviateStore.wipe_pending`, CLI `forget` exit code 3 + warning; the marker is in the file itself (`meta`, `trace_meta`, `dead_letter_meta`), so another process sees it; the next write, open or close after the reader ends (or `finish_wipe`) finishes the wipe: canary in none of the file / `-wal` / `-shm`; no reader: no wait, nothing pending | store file: forget 5.08-5.12 s, not pending, canary kept -> 0.55-0.59 s, pending, canary gone with the next write; trace file: 5.10-5.31 s, `wipe_pending=False`, canary kept -> 0.54-0.60 s, pending, gone with the next step; dead-letter file: 5.05-5.12 s, not reported -> 0.51-0.58 s, pending | `python -m pytest tests/reliability/test_forget_open_reader.py` |
+| **4. inspector flooding**: a POST with `Content-Length: -1` and 150 MB of body; malformed / oversized lengths; `Transfer-Encoding: chunked`; POSTs to a read-only inspector or without the form token announcing 900 kB they never send; 100 connections that send nothing or half a request line | the whole body read before any check (even read-only, even without the token); read-only / token-less POSTs blocked waiting for the body; chunked accepted as an empty form; one thread per hung connection, forever (no timeouts) | refused before a byte of the body is read (400 / 411 / 413 / 403), connection closed; the form token sits in the form's action URL (or `X-CSRF-Token`) so it is checked before the body; at most `max_connections` threads (32 default), a new connection replaces the longest-idle one so a normal GET is served at once; every thread ends after `request_timeout` (10 s default); all slots busy with requests: `503` + `Retry-After: 1`; a body that does not arrive in time: 408 | 150 of 150 MB read, RSS 128 -> 278-281 MB -> 1-3 MB accepted (kernel buffers) then `403`, RSS 57 -> 58 MB; 100 hung connections: 102 threads -> 34 (32 + 2), a normal GET answered in 0.003-0.004 s; 7 of 11 tests failing -> 11 passing | `python -m pytest tests/unit/test_inspector_flood.py` |
+| **5a. an embedder whose output size changes** between calls (64-d, then 32-d), between two batches of one `remember_many`, a hand-written `Embedder` or precomputed vectors of another width; through remember, remember_many, add_turn, put, aremember | numpy's `ValueError` (broadcast / vstack) instead of the documented error | `EmbeddingDimensionError` (expected 64, got 32); records, vectors and the store's dimension unchanged (add_turn: the turn stays in the short-term window, its long-term write is refused); writes work again once the embedder recovers | 6 of 7 tests failing -> 7 passing | `python -m pytest tests/unit/test_edge_inputs_hardening.py -k embedder` |
+| **5b. a timestamp far in the future** (year 9999, clock + 301 s, a day ahead in UTC+8) through add_turn, aadd_turn, remember, remember_many (one bad item among good ones), put | accepted: the memory pinned at recency 1.0, labelled "today", forever | `InvalidInputError` naming `writer.max_future_skew_seconds` (300 s default, configurable, `0` allowed, negative refused); nothing stored (records, vectors, short-term window); a read's `now=` in year 9999 is not refused but the access stamp it writes is capped at clock + skew, so recency still decays | 17 of 17 tests failing -> 17 passing | `python -m pytest tests/unit/test_edge_inputs_hardening.py -k "future or skew"` |
+| **5c. import edge values**: `access_count=10**30`, `version=2**63`, negative / zero counters, vectors too short / long / a string / strings / booleans / nested / NaN / beyond float32 / all zeros, empty content, NUL in a user id, `Infinity` in metadata, torn JSON; into a new and into an existing store | Python tracebacks (`OverflowError` ...), or a typed error only after the earlier batches were written; a string vector silently re-embedded | `error: FILE: bad line after byte N: ...` (exit 2, one line) for every case, from a validation pass over the whole file before the first write; the store byte-for-byte unchanged (records, vectors, embedder binding), no progress file; `MemoryRecord` bounds both counters to 2^53 - 1 | 39 of 39 tests failing -> 39 passing (38 cases + the counter bound) | `python -m pytest tests/unit/test_import_edges.py -k "bad_line or bound_counters"` |
+| **5d. an import header claiming dimension 10\\*\\*12** (also `"8"`, `8.0`) | the empty target was bound to 10^12 dimensions and refused every later write | refused (1..65536); the dimension is bound only by the first written batch, so the target stays unbound and takes a good import afterwards; vectors that disagree with the header are refused before writing | 4 of 7 tests failing -> 7 passing | `python -m pytest tests/unit/test_import_edges.py -k dimension` |
+| **5e. an import line of another user, and the count**: an export of `alice` holding one line of `mallory`; 1,200 memories + a repeated line | `mallory`'s line stored silently; "imported 1201" for 1,200 memories | a line of a user the header does not name is refused (naming the user and `--user`) unless `--user USER` remaps every line; a repeated id is refused; the summary counts exactly and per user (`imported 1200 memories of 1 user into ...: alice 1200`); resume keeps the running count | 4 of 4 tests failing -> 4 passing | `python -m pytest tests/unit/test_import_edges.py -k "another_user or count_is_exact or repeating or names_its_users"` |
+"""
+
+
 FINDINGS = """## Bugs the tests found
 
 Fixed (each in its own commit, message names the bug):
@@ -290,16 +313,20 @@ def measured_text(row: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def write_report(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float, rc: int) -> None:
+def write_report(
+    rows: list[dict[str, Any]], args: argparse.Namespace, seconds: float, rc: int, *, save_json: bool = True
+) -> None:
+    """Write ``reliability.md`` (and, after a run, ``reliability.json``; ``--render-only`` leaves it as it is)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    data = {
-        "settings": vars(args),
-        "rows": rows,
-        "seconds": seconds,
-        "exit_code": rc,
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    (RESULTS / "reliability.json").write_text(json.dumps(data, indent=2) + "\n")
+    if save_json:
+        data = {
+            "settings": vars(args),
+            "rows": rows,
+            "seconds": seconds,
+            "exit_code": rc,
+            "date": time.strftime("%Y-%m-%d"),
+        }
+        (RESULTS / "reliability.json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         "# Reliability and security report",
         "",
@@ -331,6 +358,7 @@ def write_report(rows: list[dict[str, Any]], args: argparse.Namespace, seconds: 
         "Long variants: `python -m benchmarks.reliability` (see its docstring for the options).",
         "",
         FINDINGS,
+        HARDENING_15,
     ]
     (RESULTS / "reliability.md").write_text("\n".join(lines) + "\n")
 
@@ -348,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.render_only:
         data = json.loads((RESULTS / "reliability.json").read_text())
         saved = argparse.Namespace(**{**data["settings"], "date": data.get("date")})
-        write_report(data["rows"], saved, float(data.get("seconds", 0.0)), int(data.get("exit_code", 0)))
+        write_report(
+            data["rows"], saved, float(data.get("seconds", 0.0)), int(data.get("exit_code", 0)), save_json=False
+        )
         return 0
     quick = args.quick
     args.seconds = args.seconds if args.seconds is not None else (5.0 if quick else 60.0)

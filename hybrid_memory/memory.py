@@ -864,9 +864,10 @@ class HybridMemory:
         Returns:
             The number of long-term memories deleted, as a :class:`~hybrid_memory.records.ForgetCount`
             (an ``int``) whose ``wipe_pending`` is True when a reader in another connection still
-            pins an old copy of the deleted text on disk (``LocalStore`` WAL). The store finishes
-            that wipe by itself on the next write or open once the reader has left; wait for it
-            with :meth:`finish_wipe`, check it with :meth:`wipe_pending`.
+            pins an old copy of the deleted text on disk (the WAL of a ``LocalStore`` file, of the
+            trace file or of a ``WeaviateStore``'s dead-letter file). Each file finishes that wipe
+            by itself on its next write or open once the reader has left; wait for it with
+            :meth:`finish_wipe`, check it with :meth:`wipe_pending`.
         """
         self._ensure_open()
         check_id(user_id)
@@ -882,25 +883,26 @@ class HybridMemory:
         return ForgetCount(n, wipe_pending=self.wipe_pending())
 
     def wipe_pending(self) -> bool:
-        """Whether text deleted by a forget may still be on disk because a reader pinned the store.
+        """Whether text deleted by a forget may still be on disk because a reader pinned a file.
 
-        Only a :class:`~hybrid_memory.stores.local.LocalStore` file can be in that state (a read
-        transaction of another connection holds its WAL); other stores delete on the server and
-        always answer False.
+        Local SQLite files can be in that state (a read transaction of another connection holds
+        the WAL): a :class:`~hybrid_memory.stores.local.LocalStore` file, the trace file, a
+        ``WeaviateStore``'s dead-letter file. What the Weaviate server holds is deleted there.
         """
         self._ensure_open()
         pending = getattr(self.store, "wipe_pending", False)
-        return pending is True
+        return pending is True or self._obs.wipe_pending()
 
     def finish_wipe(self, timeout: float | None = None) -> bool:
-        """Finish a pending wipe, waiting up to ``timeout`` s for readers of other connections.
+        """Finish a pending wipe, waiting up to ``timeout`` s (per file) for readers of other connections.
 
         Returns:
             True when no deleted text is left on disk; False while a reader still pins it.
         """
         self._ensure_open()
         finish = getattr(self.store, "finish_wipe", None)
-        return bool(finish(timeout)) if callable(finish) else True
+        store_done = bool(finish(timeout)) if callable(finish) else True
+        return self._obs.finish_wipe(timeout) and store_done
 
     # ------------------------------------------------------------------ observability
     def replay(self, session_id: str | None, *, user_id: str | None = None) -> list[TraceStep]:

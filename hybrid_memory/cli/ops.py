@@ -892,7 +892,7 @@ def _wiped(mem: Any, args: argparse.Namespace) -> bool:
         return True
     print(
         f"warning: the deleted text is not yet wiped from disk: another connection holds a read transaction "
-        f"on the store, so its WAL still has an old copy (waited {args.wait:g} s). The wipe finishes by itself "
+        f"on the store (or its trace or dead-letter file), so a WAL still has an old copy (waited {args.wait:g} s). The wipe finishes by itself "
         "on the next write or open of the store once that reader ends; run `hybrid-memory forget --finish-wipe "
         "--store ...` to wait for it.",
         file=sys.stderr,

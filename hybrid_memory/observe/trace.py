@@ -32,7 +32,9 @@ to a local SQLite file ``$XDG_STATE_HOME/hybrid-memory/traces/<host>_<port>_<col
 Privacy: traced text goes through the same PII redactor as memories (unless
 ``writer.redact_pii`` / ``trace.redact_pii`` is off). :meth:`HybridMemory.forget_user
 <hybrid_memory.memory.HybridMemory.forget_user>` deletes the user's steps (SQLite
-``secure_delete`` plus a WAL checkpoint, so the text is gone from the file), and
+``secure_delete`` plus a WAL checkpoint, so the text is gone from the file; while a reader of
+another connection pins the WAL, the wipe is reported pending and finished once it leaves, see
+:class:`TraceStore`), and
 :meth:`~hybrid_memory.memory.HybridMemory.forget` blanks the forgotten memory's text in the
 user's steps.
 
@@ -86,6 +88,8 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.observe.metrics import MemoryMetrics
 from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, Turn, WriteOutcome, check_id, utcnow
+from hybrid_memory.stores.local.connection import DEFAULT_WIPE_TIMEOUT, WalWiper, wipe_seconds
+from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS
 from hybrid_memory.text.privacy import PiiRedactor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -248,10 +252,19 @@ CREATE INDEX IF NOT EXISTS trace_by_session ON trace_steps (user_id, session_id,
 class TraceStore:
     """Trace steps in one SQLite file (WAL, ``secure_delete``), readable while being written.
 
+    Deleting steps (:meth:`delete_user`, :meth:`scrub_memory` ...) wipes their text from the file
+    and its WAL the way :class:`~hybrid_memory.stores.local.LocalStore` does after a forget: when
+    a reader of another connection pins the WAL for longer than ``wipe_timeout``, the wipe is
+    recorded as pending (:attr:`wipe_pending`) and finished by the next append, open or
+    :meth:`close` once that reader has left, or by :meth:`finish_wipe`.
+
     Args:
         path: SQLite file (parent folders are created), or ``":memory:"``.
+        wipe_timeout: Seconds a delete waits for readers that pin the WAL before it reports a
+            pending wipe; 0 = one attempt, no wait.
 
     Raises:
+        InvalidInputError: ``wipe_timeout`` is not a number of seconds in [0, 60].
         StoreUnavailableError: the file cannot be opened or is not a trace file.
 
     Example:
@@ -265,7 +278,10 @@ class TraceStore:
         >>> ts.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str] = ":memory:") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] = ":memory:", *, wipe_timeout: float = DEFAULT_WIPE_TIMEOUT
+    ) -> None:
+        wait = wipe_seconds(wipe_timeout, most=60.0)
         raw = os.fspath(path)
         self.path = raw
         self._memory = raw == ":memory:"
@@ -277,7 +293,7 @@ class TraceStore:
                 self.path = str(Path(raw).expanduser())
             self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._conn.execute("PRAGMA secure_delete=ON")
-            self._conn.execute("PRAGMA busy_timeout=5000")
+            self._conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             if not self._memory:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -287,6 +303,8 @@ class TraceStore:
                 self._conn.execute("INSERT INTO trace_meta VALUES ('format', ?)", (TRACE_FORMAT,))
             elif row[0] != TRACE_FORMAT:
                 raise StoreUnavailableError(f"{raw!r} holds trace format {row[0]!r}; this library reads {TRACE_FORMAT}")
+            self._wiper = WalWiper(self._conn, table="trace_meta", timeout=wait, memory=self._memory)
+            self._wiper.opened()
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailableError(f"cannot open the trace file {raw!r}: {exc}") from exc
 
@@ -312,6 +330,7 @@ class TraceStore:
                 (step.user_id, step.session_id, step.kind, step.at.isoformat(), data),
             )
             seq = int(cur.lastrowid or 0)
+            self._wiper.after_write()
         return step.model_copy(update={"seq": seq})
 
     def steps(
@@ -380,15 +399,31 @@ class TraceStore:
                 return int(c.execute("SELECT COUNT(*) FROM trace_steps").fetchone()[0])
             return int(c.execute("SELECT COUNT(*) FROM trace_steps WHERE user_id = ?", (user_id,)).fetchone()[0])
 
-    def _checkpoint(self, c: sqlite3.Connection) -> None:
-        if not self._memory:
-            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    @property
+    def wipe_pending(self) -> bool:
+        """Whether deleted steps' text may still be on disk because a reader pinned the WAL.
+
+        True after a delete (of any process on this file) could not checkpoint within
+        ``wipe_timeout``; False again once the next append, open, :meth:`finish_wipe` or
+        :meth:`close` after the reader left has wiped it. Always False for ``":memory:"``.
+        """
+        with self._guard():
+            return self._wiper.is_pending()
+
+    def finish_wipe(self, timeout: float | None = None) -> bool:
+        """Finish a pending wipe, waiting up to ``timeout`` s (default ``wipe_timeout``) for readers.
+
+        Returns:
+            True when no deleted text is left on disk; False while a reader still pins the WAL.
+        """
+        with self._guard():
+            return self._wiper.finish(timeout)
 
     def delete_user(self, user_id: str) -> int:
         """Delete every step of ``user_id`` and leave no copy of its text in the file."""
         with self._guard() as c:
             n = int(c.execute("DELETE FROM trace_steps WHERE user_id = ?", (user_id,)).rowcount)
-            self._checkpoint(c)
+            self._wiper.after_delete()
         return n
 
     def delete_step(self, seq: int) -> bool:
@@ -396,7 +431,7 @@ class TraceStore:
         with self._guard() as c:
             n = int(c.execute("DELETE FROM trace_steps WHERE seq = ?", (seq,)).rowcount)
             if n:
-                self._checkpoint(c)
+                self._wiper.after_delete()
         return n > 0
 
     def delete_session(self, user_id: str, session_id: str | None) -> int:
@@ -406,7 +441,7 @@ class TraceStore:
                 cur = c.execute("DELETE FROM trace_steps WHERE user_id = ? AND session_id IS NULL", (user_id,))
             else:
                 cur = c.execute("DELETE FROM trace_steps WHERE user_id = ? AND session_id = ?", (user_id, session_id))
-            self._checkpoint(c)
+            self._wiper.after_delete()
         return int(cur.rowcount)
 
     def scrub_memory(self, user_id: str, memory_id: str, contents: Iterable[str] = ()) -> int:
@@ -453,7 +488,7 @@ class TraceStore:
                 c.execute("ROLLBACK")
                 raise
             if changed:
-                self._checkpoint(c)
+                self._wiper.after_delete()
         return changed
 
     def export_jsonl(
@@ -473,7 +508,7 @@ class TraceStore:
                 return
             self._closed = True
             try:
-                self._checkpoint(self._conn)
+                self._wiper.close()  # bounded: a reader that pins the WAL does not stall the close
             except sqlite3.Error:  # pragma: no cover - best effort
                 pass
             finally:
@@ -915,6 +950,14 @@ class Observer:
     def forget_memory(self, user_id: str, memory_id: str, contents: Iterable[str] = ()) -> int:
         """Blank a forgotten memory's text in the user's trace steps."""
         return self.tracer.scrub_memory(user_id, memory_id, contents) if self.tracer is not None else 0
+
+    def wipe_pending(self) -> bool:
+        """Whether forgotten text may still be in the trace file (a reader pins its WAL)."""
+        return self.tracer.wipe_pending if self.tracer is not None else False
+
+    def finish_wipe(self, timeout: float | None = None) -> bool:
+        """Finish a pending wipe of the trace file (:meth:`TraceStore.finish_wipe`); True when done."""
+        return self.tracer.finish_wipe(timeout) if self.tracer is not None else True
 
     def replay(self, session_id: str | None, *, user_id: str | None = None) -> list[TraceStep]:
         """The steps of a session, oldest first.

@@ -84,7 +84,19 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 # decoded (repeatedly, so ``&amp;lt;`` counts too), NFKC (full-width ``＜``, small-form ``﹤``),
 # format characters (category Cf: zero-width space, soft hyphen, word joiner, BOM, tag characters)
 # and combining marks dropped, Cyrillic / Greek look-alikes of Latin letters mapped, case folded,
-# and bracket look-alikes (``‹ 〈 ⟨ ˂ ᐸ ❮ «``) read as ``<`` / ``>``.
+# and bracket look-alikes (``‹ 〈 ⟨ ❬ ❰ ⦑ « ˂ ᐸ``) read as ``<`` / ``>``.
+#
+# The bracket look-alikes, generated from the Unicode 18.0 character names (unicodedata2 18.0.0;
+# tests/unit/test_prompt_block_lookalikes.py regenerates them from the running Python's Unicode
+# data and compares): every non-ASCII character that is not invisible (category Cf, dropped anyway)
+# whose name contains ANGLE BRACKET, LESS-THAN, GREATER-THAN or ANGLE QUOTATION, except names
+# with both LESS-THAN and GREATER-THAN (``≶``); the first of LEFT / LESS-THAN / RIGHT /
+# GREATER-THAN in the name gives the side.
+_LESS_LIKE = "«‹≤≦≨≪≮≰≲≴⋖⋘⋜⋦〈⍃❬❮❰⟨⟪⥶⥷⦑⦓⦕⧀⧼⩹⩻⩽⩿⪁⪃⪅⪇⪉⪍⪕⪗⪙⪛⪝⪟⪡⪣⪦⪨⫷⫹〈《︽︿﹤＜𝬄𝬆𝬋"
+_GREATER_LIKE = "»›≥≧≩≫≯≱≳≵⋗⋙⋝⋧〉⍄⍩❭❯❱⟩⟫⥸⦒⦔⦖⧁⧽⩺⩼⩾⪀⪂⪄⪆⪈⪊⪎⪖⪘⪚⪜⪞⪠⪢⪧⪩⫸⫺⭃〉》︾﹀﹥＞𝬃𝬅𝬊"
+#: Look-alikes whose names say neither (arrowheads, Canadian syllabics, precedes / succeeds).
+_LESS_OTHER = "\u02c2\u1438\u227a"  # ˂ ᐸ ≺
+_GREATER_OTHER = "\u02c3\u1433\u227b"  # ˃ ᐳ ≻
 _CONFUSABLES = str.maketrans(
     {
         # Cyrillic capitals / small letters that look Latin
@@ -103,8 +115,8 @@ _CONFUSABLES = str.maketrans(
         "օ": "o", "ս": "u", "ո": "n", "ց": "g", "ı": "i", "ɑ": "a", "ɡ": "g", "ʏ": "y", "ᴄ": "c",
         "ᴍ": "m", "ᴏ": "o", "ᴛ": "t", "ʀ": "r", "0": "o",
         # bracket look-alikes
-        "‹": "<", "›": ">", "〈": "<", "〉": ">", "⟨": "<", "⟩": ">", "˂": "<", "˃": ">", "ᐸ": "<",
-        "ᐳ": ">", "❮": "<", "❯": ">", "«": "<", "»": ">", "⧼": "<", "⧽": ">", "≺": "<", "≻": ">",
+        **dict.fromkeys(_LESS_LIKE + _LESS_OTHER, "<"),
+        **dict.fromkeys(_GREATER_LIKE + _GREATER_OTHER, ">"),
     }
 )  # fmt: skip
 _ESCAPE = re.compile(

@@ -7,6 +7,8 @@ that forget neither stalls for the 5 s busy timeout nor claims the text is gone:
 pending wipe (``LocalStore.wipe_pending``, ``HybridMemory.forget_user(...).wipe_pending``, the
 CLI's exit code 3), persists the fact in the file, and the next write or open after the reader
 left finishes the wipe — checked by scanning the bytes of the database, ``-wal`` and ``-shm``.
+The same holds for the other SQLite files a forget wipes: the trace file beside the store and a
+``WeaviateStore``'s dead-letter queue.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import pytest
 
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.cli import main
+from hybrid_memory.observe.trace import TraceStore
 from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.weaviate.dead_letters import _DeadLetterQueue, _Failure, _Pending
 from hybrid_memory.testing import HashingEmbedder
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
@@ -38,7 +42,7 @@ _READER = textwrap.dedent(
     import sqlite3, sys
     conn = sqlite3.connect(sys.argv[1], isolation_level=None)
     conn.execute("BEGIN")
-    print(conn.execute("SELECT count(*) FROM memories").fetchone()[0], flush=True)
+    print(conn.execute(f"SELECT count(*) FROM {sys.argv[2]}").fetchone()[0], flush=True)
     sys.stdin.readline()                 # "end": finish the read transaction
     conn.execute("COMMIT")
     print("ended", flush=True)
@@ -49,11 +53,11 @@ _READER = textwrap.dedent(
 
 
 class Reader:
-    """A process holding ``BEGIN; SELECT count(*) FROM memories`` open on ``path``."""
+    """A process holding ``BEGIN; SELECT count(*) FROM <table>`` open on ``path``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, table: str = "memories") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _READER, str(path)],
+            [sys.executable, "-c", _READER, str(path), table],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -211,3 +215,94 @@ def test_facade_and_cli_tell_the_caller_the_wipe_is_pending(
         assert "not yet wiped" not in capsys.readouterr().err
     finally:
         mem.close()
+
+
+def test_a_reader_of_the_trace_file_makes_the_forget_pending_not_stalled_then_the_next_step_finishes_it(
+    tmp_path: Path, reader_factory: list[Reader]
+) -> None:
+    path = tmp_path / "m.db"
+    traces = Path(f"{path}.traces.sqlite")
+    mem = HybridMemory(store=LocalStore(path), embedder=HashingEmbedder(), clock=lambda: T0, trace=True)
+    try:
+        mem.remember("victim", f"{CANARY} I am allergic to peanuts", importance=0.9, timestamp=T0)
+        mem.recall(f"{CANARY} peanuts", user_id="victim")
+        assert on_disk(traces)
+        reader = Reader(traces, "trace_steps")  # pins the trace file only; the store's file is free
+        reader_factory.append(reader)
+        assert reader.rows == 2
+
+        t = time.monotonic()
+        n = mem.forget_user("victim")
+        assert time.monotonic() - t < QUICK_S  # not the 5 s busy timeout
+        assert n == 1 and n.wipe_pending is True and mem.wipe_pending() is True
+        assert on_disk(path) == []  # the store itself was wiped
+        assert on_disk(traces), "the reader pins an old copy; if this fails the test proves nothing"
+        assert mem.replay(None, user_id="victim") == []  # deleted, only not yet wiped
+        other_process_view = TraceStore(traces)  # the fact is in the trace file itself
+        try:
+            assert other_process_view.wipe_pending is True
+        finally:
+            other_process_view.close()
+        assert mem.finish_wipe(timeout=0.2) is False
+
+        reader.end_transaction()
+        mem.recall("tea", user_id="other")  # the next trace step's write finishes the wipe
+        assert mem.wipe_pending() is False
+        assert on_disk(traces) == []
+    finally:
+        mem.close()
+    assert on_disk(traces) == [] and on_disk(path) == []
+
+
+def test_a_pending_trace_wipe_is_finished_by_the_next_open(tmp_path: Path, reader_factory: list[Reader]) -> None:
+    traces = tmp_path / "t.sqlite"
+    ts = TraceStore(traces)
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), clock=lambda: T0, trace=ts)
+    mem.remember("victim", f"{CANARY} my PIN is the year I was born", timestamp=T0)
+    reader = Reader(traces, "trace_steps")
+    reader_factory.append(reader)
+    assert mem.forget_user("victim").wipe_pending is True
+    mem.close()
+    t = time.monotonic()
+    ts.close()
+    assert time.monotonic() - t < QUICK_S  # closing does not stall behind the reader either
+    assert on_disk(traces)
+    reader.end_transaction()  # keeps its connection: SQLite's last-connection checkpoint cannot be what wipes
+    assert on_disk(traces)
+    ts = TraceStore(traces)
+    try:
+        assert ts.wipe_pending is False
+        assert on_disk(traces) == []
+        assert ts.count() == 0
+    finally:
+        ts.close()
+
+
+def test_a_reader_of_the_dead_letter_file_makes_the_forget_pending_then_the_next_write_finishes_it(
+    tmp_path: Path, reader_factory: list[Reader]
+) -> None:
+    path = tmp_path / "dead.sqlite"
+
+    def failure(user: str, content: str) -> _Failure:
+        rec = MemoryRecord.create(user_id=user, content=content, timestamp=T0)
+        return _Failure(_Pending(rec, vec()[0], rec.id, user), "server unreachable", transient=True)
+
+    dlq = _DeadLetterQueue(path)
+    try:
+        dlq.add([failure("victim", f"{CANARY} queued {i}") for i in range(5)] + [failure("other", "kept")])
+        reader = Reader(path, "dead_letters")
+        reader_factory.append(reader)
+        assert reader.rows == 6
+        t = time.monotonic()
+        assert dlq.remove_user("victim") == 5
+        assert time.monotonic() - t < QUICK_S
+        assert dlq.wipe_pending() is True and on_disk(path)
+        assert dlq.finish_wipe(0.1) is False
+
+        reader.end_transaction()
+        dlq.add([failure("other", "a later failure")])
+        assert dlq.wipe_pending() is False
+        assert on_disk(path) == []
+        assert sorted(r.content for r, *_ in dlq.pending()) == ["a later failure", "kept"]
+    finally:
+        dlq.close()

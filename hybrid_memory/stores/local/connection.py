@@ -5,6 +5,11 @@ checkpoints and truncates the WAL (:meth:`_Connection._forget_traces`), so no co
 text stays in the file or its WAL. A reader of another connection that pins the WAL makes the
 wipe *pending* (recorded in ``meta``); every later commit (:meth:`_Connection._tx`), open or
 close of the file tries to finish it.
+
+The same bounded checkpoint and pending marker serve the other SQLite files a forget must wipe
+(the trace file, the Weaviate store's dead-letter queue): :func:`checkpoint_wal`,
+:func:`record_pending_wipe`, :func:`finish_wal_wipe` and :func:`wipe_marker` take the connection
+and the name of the file's key/value table.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
-from hybrid_memory.errors import StoreError, StoreUnavailableError
+from hybrid_memory.errors import InvalidInputError, StoreError, StoreUnavailableError
 from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS, _read_meta, _write_meta
 
 #: ``meta`` key present while a forget's text may still be on disk (a reader pinned the WAL).
@@ -41,7 +46,6 @@ class _Connection:
     _closed: bool
     _wipe_timeout: float
     _wipe_pending: bool
-    _wiping: bool
 
     def _check_open(self) -> None:
         if self._closed:
@@ -64,7 +68,7 @@ class _Connection:
         except sqlite3.Error as exc:
             self._rollback()
             raise StoreError(f"commit failed: {exc}") from exc
-        if self._wipe_pending and not self._wiping:
+        if self._wipe_pending:
             self._wipe(0.0)  # the next write after a reader left finishes a pending forget
 
     @contextmanager
@@ -106,54 +110,200 @@ class _Connection:
         """
         if self._memory or self._wipe(self._wipe_timeout):
             return
-        token = f"{datetime.now(timezone.utc).isoformat()} pid {os.getpid()}"
-        self._wiping = True
-        try:
-            with self._tx():
-                self._set_meta(_WIPE_KEY, token)
-        finally:
-            self._wiping = False
+        record_pending_wipe(self._conn)
         self._wipe_pending = True
 
     def _checkpoint(self, timeout: float) -> bool:
-        """``wal_checkpoint(TRUNCATE)`` retried for up to ``timeout`` s; True when the WAL is empty.
-
-        The checkpoint returns ``(busy, log, checkpointed)``: ``(0, 0, 0)`` means every frame was
-        copied into the file and the WAL truncated. ``busy`` means a reader (or a writer) of
-        another connection holds it back; each attempt waits at most 50 ms for it (a short busy
-        timeout for this call only, instead of the connection's 5 s).
-        """
-        c = self._conn
-        deadline = time.monotonic() + timeout
-        c.execute(f"PRAGMA busy_timeout={max(0, min(50, int(timeout * 1000)))}")
-        try:
-            while True:
-                busy, log, _done = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                if busy == 0 and log == 0:
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                time.sleep(min(0.02, left))
-        finally:
-            c.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+        """:func:`checkpoint_wal` on this connection; True when the WAL is empty."""
+        return checkpoint_wal(self._conn, timeout)
 
     def _wipe(self, timeout: float) -> bool:
-        """Checkpoint and truncate the WAL; on success also clear a recorded pending wipe.
+        """:func:`finish_wal_wipe` on this connection; keeps ``_wipe_pending`` in step with the file.
 
         Returns:
             True when no copy of deleted text is left in the WAL or behind it.
         """
-        marker = self._meta(_WIPE_KEY)
-        if not self._checkpoint(timeout):
+        done = finish_wal_wipe(self._conn, timeout)
+        self._wipe_pending = not done and self._meta(_WIPE_KEY) is not None
+        return done
+
+
+def checkpoint_wal(conn: sqlite3.Connection, timeout: float, *, busy_timeout_ms: int = _BUSY_TIMEOUT_MS) -> bool:
+    """``wal_checkpoint(TRUNCATE)`` retried for up to ``timeout`` s; True when the WAL is empty.
+
+    The checkpoint returns ``(busy, log, checkpointed)``: ``(0, 0, 0)`` means every frame was
+    copied into the file and the WAL truncated. ``busy`` means a reader (or a writer) of
+    another connection holds it back; each attempt waits at most 50 ms for it (a short busy
+    timeout for this call only, then the connection's ``busy_timeout_ms`` again).
+
+    Args:
+        conn: A connection in autocommit mode, outside a transaction.
+        timeout: Seconds to keep retrying; 0 = one attempt.
+        busy_timeout_ms: The connection's usual busy timeout, restored afterwards.
+    """
+    deadline = time.monotonic() + timeout
+    conn.execute(f"PRAGMA busy_timeout={max(0, min(50, int(timeout * 1000)))}")
+    try:
+        while True:
+            busy, log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy == 0 and log == 0:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(0.02, left))
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+
+
+def wipe_marker(conn: sqlite3.Connection, table: str = "meta") -> str | None:
+    """The pending-wipe marker recorded in the key/value ``table`` (``None``: nothing pending)."""
+    row = conn.execute(f"SELECT value FROM {_table(table)} WHERE key = ?", (_WIPE_KEY,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def record_pending_wipe(conn: sqlite3.Connection, table: str = "meta") -> None:
+    """Record in the key/value ``table`` that deleted text may still be on disk (who and when)."""
+    token = f"{datetime.now(timezone.utc).isoformat()} pid {os.getpid()}"
+    conn.execute(f"INSERT OR REPLACE INTO {_table(table)} (key, value) VALUES (?, ?)", (_WIPE_KEY, token))
+
+
+def finish_wal_wipe(
+    conn: sqlite3.Connection, timeout: float, *, table: str = "meta", busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+) -> bool:
+    """Checkpoint and truncate the WAL (:func:`checkpoint_wal`); on success clear the pending marker.
+
+    Only the marker read before the checkpoint is cleared: another connection may have recorded
+    a newer one meanwhile, whose text this checkpoint did not necessarily wipe.
+
+    Args:
+        conn: A connection in autocommit mode, outside a transaction.
+        timeout: Seconds to wait for readers of other connections that pin the WAL.
+        table: The key/value table holding the marker (``key``, ``value`` columns).
+        busy_timeout_ms: The connection's usual busy timeout, restored afterwards.
+
+    Returns:
+        True when no copy of deleted text is left in the WAL or behind it and no wipe is pending.
+    """
+    marker = wipe_marker(conn, table)
+    if not checkpoint_wal(conn, timeout, busy_timeout_ms=busy_timeout_ms):
+        return False
+    if marker is not None:
+        conn.execute(f"DELETE FROM {_table(table)} WHERE key = ? AND value = ?", (_WIPE_KEY, marker))
+        checkpoint_wal(conn, 0.0, busy_timeout_ms=busy_timeout_ms)  # the delete left one frame in the WAL
+    return wipe_marker(conn, table) is None
+
+
+class WalWiper:
+    """The wipe after a forget for another SQLite file in WAL mode (the trace file, the dead letters).
+
+    What :class:`_Connection` does for the store's own file, for a connection its owner keeps:
+    :meth:`after_delete` wipes within ``timeout`` or records a pending wipe in the file's
+    key/value ``table``; :meth:`after_write` (after each commit), :meth:`opened` and
+    :meth:`close` finish it once the reader has left. The owner serialises the calls (its lock).
+
+    Args:
+        conn: The owner's connection (autocommit mode, ``secure_delete`` on).
+        table: The file's key/value table (``key``, ``value`` columns) that holds the marker.
+        timeout: Seconds a forget waits for readers that pin the WAL (the store's ``wipe_timeout``).
+        busy_timeout_ms: The connection's usual busy timeout, restored after each checkpoint.
+        memory: An in-memory database (nothing to wipe: every call is a no-op).
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        table: str,
+        timeout: float = DEFAULT_WIPE_TIMEOUT,
+        busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
+        memory: bool = False,
+    ) -> None:
+        self._conn = conn
+        self._table = _table(table)
+        self.timeout = float(timeout)
+        self._busy_ms = int(busy_timeout_ms)
+        self._memory = memory
+        self._data_version = -1
+        #: Whether this file may still hold deleted text (as last seen by this connection).
+        self.pending = False
+
+    def opened(self) -> None:
+        """On open: finish a wipe a forget of any process left pending, if its reader has left."""
+        if not self._memory and wipe_marker(self._conn, self._table) is not None:
+            self.finish(0.0)
+
+    def after_delete(self) -> bool:
+        """After deleting forgotten rows: wipe within ``timeout``, else record a pending wipe.
+
+        Returns:
+            True when the deleted text is gone from disk; False when the wipe is pending.
+        """
+        if self._memory or self.finish(self.timeout):
+            return True
+        record_pending_wipe(self._conn, self._table)
+        self.pending = True
+        return False
+
+    def after_write(self) -> None:
+        """After a commit: finish a pending wipe (of this or, seen by ``data_version``, another process)."""
+        if self._memory:
+            return
+        version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            if self._data_version != -1:
+                self.pending = wipe_marker(self._conn, self._table) is not None
+            self._data_version = version
+        if self.pending:
+            self.finish(0.0)
+
+    def is_pending(self) -> bool:
+        """Whether a wipe is recorded in the file (by any process) and not finished yet."""
+        if self._memory:
             return False
-        if marker is not None:
-            self._wiping = True
-            try:
-                with self._tx() as c:  # only this marker: another process may have set a newer one meanwhile
-                    c.execute("DELETE FROM meta WHERE key = ? AND value = ?", (_WIPE_KEY, marker))
-            finally:
-                self._wiping = False
-            self._checkpoint(0.0)  # the marker's delete left one frame of the meta table in the WAL
-        self._wipe_pending = self._meta(_WIPE_KEY) is not None
-        return not self._wipe_pending
+        self.pending = wipe_marker(self._conn, self._table) is not None
+        return self.pending
+
+    def finish(self, timeout: float | None = None) -> bool:
+        """:func:`finish_wal_wipe`, waiting up to ``timeout`` s (default: the forget's ``timeout``).
+
+        Returns:
+            True when no deleted text is left on disk; False while a reader still pins the WAL.
+
+        Raises:
+            InvalidInputError: a negative or non-numeric timeout.
+        """
+        wait = self.timeout if timeout is None else wipe_seconds(timeout, name="timeout")
+        if self._memory:
+            return True
+        done = finish_wal_wipe(self._conn, wait, table=self._table, busy_timeout_ms=self._busy_ms)
+        self.pending = not done and wipe_marker(self._conn, self._table) is not None
+        return done
+
+    def close(self) -> None:
+        """Before the connection closes: one bounded try (``timeout`` if a wipe is pending, else none)."""
+        if not self._memory:
+            self.finish(self.timeout if self.pending else 0.0)
+
+
+def wipe_seconds(value: object, *, name: str = "wipe_timeout", most: float | None = None) -> float:
+    """``value`` as a number of seconds to wait for readers, checked.
+
+    Raises:
+        InvalidInputError: not a number, negative, or above ``most``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not value >= 0
+        or (most is not None and not value <= most)
+    ):
+        what = f"a number of seconds in [0, {most:g}]" if most is not None else "a non-negative number of seconds"
+        raise InvalidInputError(f"{name} must be {what}, got {value!r}")
+    return float(value)
+
+
+def _table(name: str) -> str:
+    if not name.isidentifier():
+        raise ValueError(f"not a table name: {name!r}")
+    return name

@@ -32,7 +32,7 @@ from hybrid_memory.records import MemoryRecord, check_id, check_text, ensure_utc
 from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, user_hash
 from hybrid_memory.stores.budget import CacheBudget, cache_budget
 from hybrid_memory.stores.local.cache import _drop_partition
-from hybrid_memory.stores.local.connection import _WIPE_KEY, DEFAULT_WIPE_TIMEOUT
+from hybrid_memory.stores.local.connection import _WIPE_KEY, DEFAULT_WIPE_TIMEOUT, wipe_seconds
 from hybrid_memory.stores.local.partition import _NO_SCORES, _FilterFields, _similarities, _unit_rows, _unit_vector
 from hybrid_memory.stores.local.rows import _RECORD_COLUMNS, _chunks, _iso, _marks, _record, _row, _where
 from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS, _create_or_migrate
@@ -107,11 +107,8 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         budget: CacheBudget | None = None,
     ) -> None:
         self.analyzer: Analyzer = analyzer if analyzer is not None else Analyzer()
-        if isinstance(wipe_timeout, bool) or not isinstance(wipe_timeout, (int, float)) or not 0 <= wipe_timeout <= 60:
-            raise InvalidInputError(f"wipe_timeout must be a number of seconds in [0, 60], got {wipe_timeout!r}")
-        self._wipe_timeout = float(wipe_timeout)
+        self._wipe_timeout = wipe_seconds(wipe_timeout, most=60.0)
         self._wipe_pending = False
-        self._wiping = False
         raw = os.fspath(path)
         if not isinstance(raw, str):
             raise InvalidInputError("path must be a str or os.PathLike[str]")
@@ -213,13 +210,11 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         Raises:
             InvalidInputError: a negative or non-numeric timeout.
         """
-        wait = self._wipe_timeout if timeout is None else timeout
-        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
-            raise InvalidInputError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+        wait = self._wipe_timeout if timeout is None else wipe_seconds(timeout, name="timeout")
         with self._guard():
             if self._memory:
                 return True
-            return self._wipe(float(wait))
+            return self._wipe(wait)
 
     async def afinish_wipe(self, timeout: float | None = None) -> bool:
         """Async twin of :meth:`finish_wipe`."""

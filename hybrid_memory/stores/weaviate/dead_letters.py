@@ -1,6 +1,11 @@
 """The dead-letter queue: writes that failed after every retry, kept in a local SQLite file.
 
 Nothing acknowledged is lost: :meth:`WeaviateStore.replay_dead_letters` writes them again.
+
+A forget removes the user's rows and wipes their text from the file and its WAL the way
+:class:`~hybrid_memory.stores.local.LocalStore` does (:class:`~hybrid_memory.stores.local.connection.WalWiper`):
+a reader of another connection that pins the WAL makes the wipe pending (recorded in the file's
+``dead_letter_meta`` table), finished by the next write, open or close once it has left.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.local.connection import WalWiper
 from hybrid_memory.values import Vector
 
 
@@ -56,6 +62,7 @@ class _DeadLetterQueue:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._conn: sqlite3.Connection | None = None
+        self._wiper: WalWiper | None = None
         self._lock = threading.Lock()
 
     def _open(self, create: bool) -> sqlite3.Connection | None:
@@ -83,6 +90,9 @@ class _DeadLetterQueue:
         )
         if "epoch" not in {str(r[1]) for r in conn.execute("PRAGMA table_info(dead_letters)")}:
             conn.execute("ALTER TABLE dead_letters ADD COLUMN epoch INTEGER")  # a queue from before epochs
+        conn.execute("CREATE TABLE IF NOT EXISTS dead_letter_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._wiper = WalWiper(conn, table="dead_letter_meta", memory=target == ":memory:")
+        self._wiper.opened()  # a forget left text behind a reader: finish it if the reader has left
         self._conn = conn
         return conn
 
@@ -117,6 +127,7 @@ class _DeadLetterQueue:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            self._after_write()
 
     def pending(self, user_id: str | None = None) -> list[tuple[MemoryRecord, Vector, str, int, int | None]]:
         with self._lock:
@@ -154,15 +165,36 @@ class _DeadLetterQueue:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            self._after_write()
+
+    def _after_write(self) -> None:
+        if self._wiper is not None:
+            self._wiper.after_write()  # the next write after a reader left finishes a pending forget
 
     def remove_user(self, user_id: str) -> int:
+        """Delete the user's rows and wipe their text from the file (see the module docstring)."""
         with self._lock:
             conn = self._open(create=False)
             if conn is None:
                 return 0
             n = int(conn.execute("DELETE FROM dead_letters WHERE user_id = ?", (user_id,)).rowcount)
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # no copy of the rows left in the WAL
+            assert self._wiper is not None
+            self._wiper.after_delete()  # bounded: a reader pinning the WAL makes the wipe pending
             return n
+
+    def wipe_pending(self) -> bool:
+        """Whether a forget's text may still be in the file because a reader pinned its WAL."""
+        with self._lock:
+            if self._open(create=False) is None or self._wiper is None:
+                return False
+            return self._wiper.is_pending()
+
+    def finish_wipe(self, timeout: float | None = None) -> bool:
+        """Finish a pending wipe, waiting up to ``timeout`` s; True when no forgotten text is left."""
+        with self._lock:
+            if self._open(create=False) is None or self._wiper is None:
+                return True
+            return self._wiper.finish(timeout)
 
     def count(self) -> int:
         with self._lock:
@@ -174,8 +206,15 @@ class _DeadLetterQueue:
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+                try:
+                    if self._wiper is not None:
+                        self._wiper.close()  # one bounded try; a pending wipe stays recorded otherwise
+                except sqlite3.Error:  # pragma: no cover - best effort on close
+                    pass
+                finally:
+                    self._conn.close()
+                    self._conn = None
+                    self._wiper = None
 
 
 def _default_dead_letter_path(label: str) -> Path:

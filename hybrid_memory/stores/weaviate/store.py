@@ -630,6 +630,25 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
         """Number of records in the dead-letter queue."""
         return self._dlq.count()
 
+    @property
+    def wipe_pending(self) -> bool:
+        """Whether a forget's text may still be in the dead-letter file because a reader pinned its WAL.
+
+        The server deletes the tenants themselves; only this local SQLite file can hold a copy.
+        Finished by the file's next write or open once the reader has left, or by :meth:`finish_wipe`.
+        """
+        self._check_open()
+        return self._dlq.wipe_pending()
+
+    def finish_wipe(self, timeout: float | None = None) -> bool:
+        """Finish a pending wipe of the dead-letter file, waiting up to ``timeout`` s (default 0.5) for readers.
+
+        Returns:
+            True when no forgotten text is left in the file; False while a reader still pins it.
+        """
+        self._check_open()
+        return self._dlq.finish_wipe(timeout)
+
     # -- reads ---------------------------------------------------------------------------------
     def get(self, user_id: str, ids: Sequence[str]) -> list[MemoryRecord]:
         """The records with these ids that exist for ``user_id`` (missing skipped), in order."""
