@@ -515,7 +515,9 @@ class InspectorApp:
         except NotFoundError as exc:
             raise _PageError(HTTPStatus.NOT_FOUND, f"no memory {mid!r} for user {user!r}") from exc
         except UserForgottenError as exc:  # the forget won: like a memory that is gone
-            raise _PageError(HTTPStatus.NOT_FOUND, f"user {user!r} was forgotten meanwhile; nothing was written") from exc
+            raise _PageError(
+                HTTPStatus.NOT_FOUND, f"user {user!r} was forgotten meanwhile; nothing was written"
+            ) from exc
         except InvalidInputError as exc:
             raise _PageError(HTTPStatus.BAD_REQUEST, str(exc)) from exc
         if other is not None and new.content not in before:
