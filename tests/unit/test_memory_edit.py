@@ -45,7 +45,7 @@ def test_edit_refuses_bad_input_and_unknown_memories() -> None:
         with pytest.raises(InvalidInputError):
             mem.edit(rec.id, user_id="u", importance=1.5)
         with pytest.raises(InvalidInputError):
-            mem.edit(rec.id, user_id="u", tags="home")  # type: ignore[arg-type]
+            mem.edit(rec.id, user_id="u", tags="home")  # a str is a Sequence[str]: refused, not split into letters
         with pytest.raises(InvalidInputError):
             mem.edit("", user_id="u")
         assert mem.get(rec.id, user_id="u").importance == 0.8
