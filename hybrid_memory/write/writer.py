@@ -382,7 +382,10 @@ class MemoryWriter:
                 return None
             old = found[0]
             gone = old.evolve(status="superseded", superseded_by=new.id, updated_at=max(self.clock(), old.updated_at))
-            self.store.update([gone], epochs=None if epoch is None else {user_id: epoch})
+            try:
+                self.store.update([gone], epochs=None if epoch is None else {user_id: epoch})
+            except NotFoundError:  # deleted meanwhile by another process: missing, and it stays deleted
+                return None
             idx = self._neighbours.peek(user_id)
             if idx is not None:
                 idx.remove([old_id])

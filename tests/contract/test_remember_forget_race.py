@@ -55,3 +55,17 @@ def test_remember_whose_superseded_target_is_forgotten_by_another_process_keeps_
     assert out.action == "superseded" and out.related_id == old.id  # decided while the old one was there
     assert [r.content for r in other_store.list("u", filter=_EVERY)] == ["I no longer eat meat"]
     assert other_store.get("u", [old.id]) == []
+
+
+def test_mark_superseded_of_a_memory_deleted_by_another_process_returns_none(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next session summary supersedes the previous one; a delete of that one meanwhile wins."""
+    app_store, other_store = stores
+    app = HybridMemory(app_store, embedder=HashingEmbedder())
+    old = app.remember("u", "Summary: we planned a trip to Lisbon", importance=0.8).record
+    new = app.remember("u", "Summary: the trip to Lisbon is booked for May", importance=0.8).record
+    assert old is not None and new is not None
+    _before(app_store, "update", lambda: other_store.delete("u", [old.id]), monkeypatch)
+    assert app.writer.mark_superseded("u", old.id, new, epoch=app_store.user_epoch("u")) is None
+    assert [r.id for r in other_store.list("u", filter=_EVERY)] == [new.id]
