@@ -247,8 +247,10 @@ class MemoryWriter:
         epochs = None if held.epoch is None else {user: held.epoch}
         if new:
             self.store.upsert([r for r, _ in new.values()], np.stack([v for _, v in new.values()]), epochs=epochs)
-        if changed:
-            self.store.update(list(changed.values()), epochs=epochs)
+        if changed and self._update_present(list(changed.values()), epochs):
+            # Held bumps of memories another process deleted meanwhile were left out: the outcomes
+            # are already returned, so that write counts as landed before the delete.
+            self._neighbours.drop(user)
 
     @contextmanager
     def bulk(self, user_id: str, items: int) -> Iterator[None]:

@@ -10,11 +10,14 @@ LocalStore on a file and a real Weaviate server (``tests/weaviate_fixtures.py``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from hybrid_memory import HybridMemory
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.writer import BULK_MIN_ITEMS
 from tests.contract.test_forget_races import _EVERY, _HIKE, _before, stores
 
 __all__ = ["stores"]  # the two-store fixture (LocalStore file, real Weaviate), shared with test_forget_races
@@ -69,3 +72,26 @@ def test_mark_superseded_of_a_memory_deleted_by_another_process_returns_none(
     _before(app_store, "update", lambda: other_store.delete("u", [old.id]), monkeypatch)
     assert app.writer.mark_superseded("u", old.id, new, epoch=app_store.user_epoch("u")) is None
     assert [r.id for r in other_store.list("u", filter=_EVERY)] == [new.id]
+
+
+@pytest.mark.weaviate
+def test_a_bulk_remember_many_whose_held_bump_target_is_deleted_meanwhile_does_not_fail(
+    weaviate_contract_store: MemoryStore,
+    weaviate_contract_twin: Callable[[MemoryStore], MemoryStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bulk write (Weaviate: held records, flushed when the call ends) bumps a memory deleted before the flush."""
+    app_store = weaviate_contract_store
+    other_store = weaviate_contract_twin(app_store)
+    try:
+        app = HybridMemory(app_store, embedder=HashingEmbedder())
+        first = app.remember("u", _HIKE, importance=0.9).record
+        assert first is not None
+        items = [_HIKE, *(f"Fact number {n}: my locker code is {n * 7919}" for n in range(BULK_MIN_ITEMS))]
+        _before(app_store, "update", lambda: other_store.delete("u", [first.id]), monkeypatch)
+        outcomes = app.remember_many("u", items)
+        assert outcomes[0].action == "deduplicated" and outcomes[0].related_id == first.id
+        assert other_store.get("u", [first.id]) == []  # the held bump did not bring it back
+        assert other_store.count("u") == BULK_MIN_ITEMS
+    finally:
+        other_store.close()
