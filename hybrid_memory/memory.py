@@ -66,10 +66,12 @@ from hybrid_memory.read.context import ContextFuser
 from hybrid_memory.read.planner import Recalled, RecallPlanner, check_alpha, check_fusion, check_k
 from hybrid_memory.read.touches import TouchQueue
 from hybrid_memory.records import (
+    Category,
     ForgetCount,
     FusedContext,
     MemoryRecord,
     RecallHit,
+    Status,
     Turn,
     WriteOutcome,
     check_id,
@@ -778,6 +780,48 @@ class HybridMemory:
         self._touches.sync_user(record.user_id)  # a touch recorded before the put lands before it
         return self._direct.put(record, score=score)
 
+    @counted("edit")
+    def edit(
+        self,
+        memory_id: str,
+        *,
+        user_id: str,
+        content: str | None = None,
+        importance: float | None = None,
+        category: Category | None = None,
+        status: Status | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> MemoryRecord:
+        """Correct one memory of ``user_id`` in place (an operator's edit; ``None`` keeps a field).
+
+        Unlike :meth:`put`, the memory is read and written under the user's write lock and the
+        forget epoch read before it, so a ``forget_user`` of any process between the read and
+        the write wins: the edit raises instead of bringing the memory back. A changed content
+        is redacted (when enabled) and re-embedded, and the old text is blanked in the traces.
+
+        Returns:
+            The stored memory after the edit (``updated_at`` moves to now).
+
+        Raises:
+            NotFoundError: no such memory for this user.
+            UserForgottenError: the user was forgotten (from any process) while this ran; nothing was written.
+            InvalidInputError: bad ids or an invalid field value.
+        """
+        self._ensure_open()
+        check_id(user_id)
+        if not isinstance(memory_id, str) or not memory_id:
+            raise InvalidInputError("memory_id must be a non-empty str")
+        if content is not None:
+            check_text(content)
+        if isinstance(tags, (str, bytes)):
+            raise InvalidInputError("tags must be a sequence of str (not a single str)")
+        given = {"content": content, "importance": importance, "category": category, "status": status}
+        changes: dict[str, object] = {k: v for k, v in given.items() if v is not None}
+        if tags is not None:
+            changes["tags"] = tuple(tags)
+        self._touches.sync_user(user_id)  # a touch recorded before the edit lands before it
+        return self._direct.edit(user_id, memory_id, changes, now=self._now())
+
     def touch(self, user_id: str, memory_ids: Sequence[str], *, now: datetime | None = None) -> None:
         """Count a use of these memories (``access_count += 1``, ``last_accessed_at = now``).
 
@@ -981,6 +1025,7 @@ class HybridMemory:
     arecall = _async_twin(recall)
     abuild_context = _async_twin(build_context)
     aput = _async_twin(put)
+    aedit = _async_twin(edit)
     atouch = _async_twin(touch)
     ausers = _async_twin(users)
     aget = _async_twin(get)

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_memory.errors import ConfigurationError, InvalidInputError, NotFoundError
+from hybrid_memory.errors import ConfigurationError, InvalidInputError, NotFoundError, UserForgottenError
 from hybrid_memory.records import Status
 
 __all__ = ["EXPORT_FORMAT", "open_memory", "open_store", "register", "resolve_embedder"]
@@ -934,9 +934,18 @@ def _cmd_consolidate(args: argparse.Namespace) -> int:
     with _memory(args, read_only=False) as mem:
         users = sorted(mem.store.users()) if args.all_users else [args.user]
         reports = []
+        skipped: list[str] = []  # --all-users: forgotten (by another process) while this ran
         for u in _progress_iter(users, "consolidate", args):
-            reports.append(mem.consolidate(u, now=args.now))
+            try:
+                reports.append(mem.consolidate(u, now=args.now))
+            except UserForgottenError:
+                if not args.all_users:
+                    raise
+                skipped.append(u)
+        note = f"skipped {len(skipped)} user(s) forgotten during the run: " + ", ".join(skipped) if skipped else None
         if args.json:
+            if note is not None:  # on stderr: stdout stays the list of reports
+                print(note, file=sys.stderr)
             _print_json(
                 [
                     {
@@ -958,6 +967,8 @@ def _cmd_consolidate(args: argparse.Namespace) -> int:
             )
             for mid, why in sorted(r.reasons.items()):
                 print(f"  {mid}: {why}")
+        if note is not None:
+            print(note)
         return 0
 
 

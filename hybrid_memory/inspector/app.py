@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from hybrid_memory.errors import HybridMemoryError, InvalidInputError, NotFoundError
+from hybrid_memory.errors import HybridMemoryError, InvalidInputError, NotFoundError, UserForgottenError
 from hybrid_memory.observe.trace import TraceStep, TraceStore
 from hybrid_memory.records import MemoryRecord, RecallHit, Status
 from hybrid_memory.stores.base import MemoryFilter
@@ -486,41 +486,42 @@ class InspectorApp:
 
     # -- POST actions -------------------------------------------------------------------------
     def post_edit(self, form: dict[str, str]) -> None:
+        """Save the edit form through :meth:`HybridMemory.edit <hybrid_memory.HybridMemory.edit>`.
+
+        The facade reads and writes the memory under the user's forget epoch, so a ``forget_user``
+        of another process (or the CLI) in between wins: the answer is 404 and nothing of the
+        user comes back.
+        """
         user, mid = _need(form, "u"), _need(form, "id")
-        found = self.mem.store.get(user, [mid])
-        if not found:
-            raise _PageError(HTTPStatus.NOT_FOUND, f"no memory {mid!r} for user {user!r}")
-        old = found[0]
         try:
-            importance = float(form.get("importance", old.importance))
+            importance = float(form["importance"]) if "importance" in form else None
         except ValueError as exc:
             raise _PageError(HTTPStatus.BAD_REQUEST, "importance must be a number in [0, 1]") from exc
-        tags = tuple(t.strip() for t in form.get("tags", "").split(",") if t.strip())
-        content = form.get("content", old.content).replace("\r\n", "\n")
-        now = datetime.now(timezone.utc)
-        writer = getattr(self.mem, "writer", None)
-        if content != old.content and writer is not None and writer.config.redact_pii:
-            content = writer.redactor.redact(content).text
+        content = form["content"].replace("\r\n", "\n") if "content" in form else None
+        own = getattr(getattr(self.mem, "_obs", None), "tracer", None)
+        other = self.traces if self.traces is not None and self.traces is not own else None
+        # A trace store of its own (the memory's own is scrubbed by the edit) needs the old text.
+        before = [r.content for r in self.mem.store.get(user, [mid])] if other is not None else []
         try:
-            new = old.evolve(
+            new = self.mem.edit(
+                mid,
+                user_id=user,
                 content=content,
                 importance=importance,
-                category=form.get("category", old.category),
-                status=form.get("status", old.status),
-                tags=tags,
-                updated_at=max(now, old.updated_at),
+                category=form.get("category"),
+                status=form.get("status"),
+                tags=[t.strip() for t in form.get("tags", "").split(",") if t.strip()],
             )
+        except NotFoundError as exc:
+            raise _PageError(HTTPStatus.NOT_FOUND, f"no memory {mid!r} for user {user!r}") from exc
+        except UserForgottenError as exc:  # the forget won: like a memory that is gone
+            raise _PageError(
+                HTTPStatus.NOT_FOUND, f"user {user!r} was forgotten meanwhile; nothing was written"
+            ) from exc
         except InvalidInputError as exc:
             raise _PageError(HTTPStatus.BAD_REQUEST, str(exc)) from exc
-        if new.content != old.content:
-            vec = self.mem.embedder.embed_documents([new.content])
-            self.mem.store.upsert([new], vec)
-            if self.traces is not None:
-                self.traces.scrub_memory(user, mid, [old.content])
-        else:
-            self.mem.store.update([new])
-        if writer is not None:
-            writer.invalidate(user)
+        if other is not None and new.content not in before:
+            other.scrub_memory(user, mid, before)
         raise _RedirectError(f"/memory?{_q(u=user, id=mid)}")
 
     def post_delete(self, form: dict[str, str]) -> None:

@@ -2,7 +2,8 @@
 
 :class:`DirectWrites` does the work behind :meth:`HybridMemory.add_turn`,
 :meth:`~HybridMemory.remember_many` (drafts, scores the items without an importance, writes in
-batches with a progress bar) and :meth:`~HybridMemory.put` (the keyed write). The facade has
+batches with a progress bar) and :meth:`~HybridMemory.put` (the keyed write) and :meth:`~HybridMemory.edit` (an operator's
+correction of one memory, which a ``forget_user`` of any process wins over). The facade has
 validated the ids and the call's own arguments; the items are validated here (by
 :func:`hybrid_memory.write.drafts.draft`) before anything is written. Text reaches an LLM scorer,
 an embedder or the store only redacted.
@@ -18,7 +19,7 @@ from typing import Any
 
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.errors import InvalidInputError
+from hybrid_memory.errors import InvalidInputError, NotFoundError
 from hybrid_memory.observe.trace import Observer
 from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
 from hybrid_memory.stores.base import MemoryStore
@@ -183,3 +184,38 @@ class DirectWrites:
         self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
         self.writer.invalidate(record.user_id)
         return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
+
+    def edit(self, user_id: str, memory_id: str, changes: Mapping[str, Any], *, now: datetime) -> MemoryRecord:
+        """Apply ``changes`` to one stored memory in place (see :meth:`HybridMemory.edit`).
+
+        Under the user's write lock (no write of this process lands between the read and the
+        write), the user's forget epoch is read before the memory is and carried by the write, so
+        a ``forget_user`` of any process in between refuses it instead of bringing the memory
+        back. A changed content is redacted (when enabled) and re-embedded, and the old text is
+        blanked in the user's trace steps.
+
+        Raises:
+            NotFoundError: no such memory for this user (deleted, or its user forgotten, before the read).
+            UserForgottenError: the user was forgotten (from any process) after the read; nothing was written.
+            InvalidInputError: a change is invalid.
+        """
+        with self.writer.locked([user_id]):
+            epoch = self.store.user_epoch(user_id)  # before the read: a forget from here on refuses the write
+            found = self.store.get(user_id, [memory_id])
+            if not found:
+                raise NotFoundError(f"no memory {memory_id!r} for this user")
+            old = found[0]
+            fields = dict(changes)
+            content = fields.get("content")
+            if content is not None and content != old.content:  # what is stored already passed the door
+                fields["content"] = self._redact(content)
+            new = old.evolve(**fields, updated_at=max(now, old.updated_at))
+            if new.content != old.content:
+                self._bind()
+                vectors = self.embedder.embed_documents([new.content])
+                self.store.upsert([new], vectors, epochs={user_id: epoch})
+                self.observer.forget_memory(user_id, memory_id, [old.content])
+            else:
+                self.store.update([new], epochs={user_id: epoch})
+            self.writer.invalidate(user_id)
+        return new

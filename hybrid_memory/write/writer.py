@@ -56,7 +56,7 @@ import numpy as np
 
 from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, ScoringError
+from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, NotFoundError, ScoringError
 from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
 from hybrid_memory.stores.base import MemoryStore, Vector
 from hybrid_memory.text.privacy import PiiRedactor
@@ -247,8 +247,10 @@ class MemoryWriter:
         epochs = None if held.epoch is None else {user: held.epoch}
         if new:
             self.store.upsert([r for r, _ in new.values()], np.stack([v for _, v in new.values()]), epochs=epochs)
-        if changed:
-            self.store.update(list(changed.values()), epochs=epochs)
+        if changed and self._update_present(list(changed.values()), epochs):
+            # Held bumps of memories another process deleted meanwhile were left out: the outcomes
+            # are already returned, so that write counts as landed before the delete.
+            self._neighbours.drop(user)
 
     @contextmanager
     def bulk(self, user_id: str, items: int) -> Iterator[None]:
@@ -382,7 +384,10 @@ class MemoryWriter:
                 return None
             old = found[0]
             gone = old.evolve(status="superseded", superseded_by=new.id, updated_at=max(self.clock(), old.updated_at))
-            self.store.update([gone], epochs=None if epoch is None else {user_id: epoch})
+            try:
+                self.store.update([gone], epochs=None if epoch is None else {user_id: epoch})
+            except NotFoundError:  # deleted meanwhile by another process: missing, and it stays deleted
+                return None
             idx = self._neighbours.peek(user_id)
             if idx is not None:
                 idx.remove([old_id])
@@ -435,6 +440,10 @@ class MemoryWriter:
             InvalidInputError: ``vectors`` does not have one row per draft.
             UserForgottenError: a user in ``epochs`` was forgotten since (nothing of that
                 batch is written).
+
+        A memory this write reads and then updates may be deleted by another process in
+        between (``forget(memory_id)``): it is treated as absent, never written back, and the
+        drafts merged into it are planned again once without it.
         """
         if vectors is not None:
             vectors = np.asarray(vectors, dtype=np.float32)
@@ -491,8 +500,14 @@ class MemoryWriter:
                 )
 
     def _write(
-        self, drafts: list[MemoryRecord], vectors: Vector | None, epochs: Mapping[str, int] | None
+        self,
+        drafts: list[MemoryRecord],
+        vectors: Vector | None,
+        epochs: Mapping[str, int] | None,
+        *,
+        replan: bool = True,
     ) -> list[WriteOutcome]:
+        """Plan and store ``drafts`` (see :meth:`write`); ``replan``: see :meth:`_replan_vanished`."""
         n = len(drafts)
         outcomes: list[WriteOutcome | None] = [None] * n
         notes: list[str | None] = [None] * n
@@ -567,8 +582,7 @@ class MemoryWriter:
         if to_upsert_now:
             recs, vecs = [p.record for p in to_upsert_now], np.stack([p.vector for p in to_upsert_now])
             self.store.upsert(recs, vecs, epochs=epochs)
-        if to_update_now:
-            self.store.update(to_update_now, epochs=epochs)
+        gone = self._update_present(to_update_now, epochs) if to_update_now else set()
         for user, h in held.items():
             if len(h) >= BULK_FLUSH:
                 self._flush(user)
@@ -591,7 +605,68 @@ class MemoryWriter:
             if o.record is not None and o.action in ("added", "superseded", "demoted") and o.record.id in final:
                 o = o.model_copy(update={"record": final[o.record.id]})
             out.append(o)
+        if gone:
+            for user in {u for u, _ in gone}:
+                self._neighbours.drop(user)  # the cached index still holds what another process deleted
+            if replan:
+                self._replan_vanished(gone, drafts, vec, notes, out, epochs)
         return out
+
+    def _update_present(self, records: list[MemoryRecord], epochs: Mapping[str, int] | None) -> set[tuple[str, str]]:
+        """Update ``records``, leaving out those deleted meanwhile; return their ``(user, id)``.
+
+        A memory this write read and then updates (a dedup bump, a superseded predecessor) may be
+        deleted by another process in between (``forget(memory_id)``); the store refuses the
+        whole update then (``NotFoundError``, nothing written). The update is repeated once
+        without the vanished ids, so a deleted memory never comes back and the caller never sees
+        an error about an id it did not pass. A forget of the whole user still raises
+        :class:`~hybrid_memory.errors.UserForgottenError` (the epochs are checked first).
+        """
+        try:
+            self.store.update(records, epochs=epochs)
+            return set()
+        except NotFoundError:
+            wanted: dict[str, list[str]] = {}
+            for r in records:
+                wanted.setdefault(r.user_id, []).append(r.id)
+            present = {(u, r.id) for u, ids in wanted.items() for r in self.store.get(u, ids)}
+            gone = {(r.user_id, r.id) for r in records} - present
+            if not gone:
+                raise
+        rest = [r for r in records if (r.user_id, r.id) not in gone]
+        if rest:
+            self.store.update(rest, epochs=epochs)
+        return gone
+
+    def _replan_vanished(
+        self,
+        gone: set[tuple[str, str]],
+        drafts: list[MemoryRecord],
+        vec: Mapping[int, Vector],
+        notes: list[str | None],
+        out: list[WriteOutcome],
+        epochs: Mapping[str, int] | None,
+    ) -> None:
+        """Write again, once, the drafts that were merged into a memory deleted meanwhile (in place in ``out``).
+
+        A draft deduplicated into (or re-activating) a vanished memory was not stored at all:
+        it is planned again as if that memory had never been there, so the user's new words
+        land. A draft that superseded a vanished memory is already stored and stays as it is
+        (its ``supersedes`` names the memory the forget deleted after the decision).
+        """
+        redo = [
+            j
+            for j, o in enumerate(out)
+            if o.action in ("deduplicated", "updated")
+            and o.related_id is not None
+            and (drafts[j].user_id, o.related_id) in gone
+            and j in vec
+        ]
+        if not redo:
+            return
+        again = self._write([drafts[j] for j in redo], np.stack([vec[j] for j in redo]), epochs, replan=False)
+        for j, o in zip(redo, again, strict=True):
+            out[j] = o.model_copy(update={"reason": _join(o.reason, notes[j])}) if notes[j] else o
 
     def _hold(
         self,
