@@ -54,7 +54,7 @@ def memory(path: Path, *, every: int = 6, summarizer: SessionSummarizer | None =
     return HybridMemory(
         store=LocalStore(path),
         embedder=HashingEmbedder(),
-        config=HybridMemoryConfig(buffer={"summary_every": every}),
+        config=HybridMemoryConfig(buffer={"summary_every": every}),  # type: ignore[arg-type]
         summarizer=summarizer if summarizer is not None else SessionSummarizer(),
     )
 
