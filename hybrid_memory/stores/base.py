@@ -176,8 +176,10 @@ class MemoryStore(Protocol):
         """Move the session's summary watermark from exactly ``expected`` (0: none yet) to ``seq``.
 
         A compare-and-set: of several processes that read the same watermark and summarised
-        from it, one moves it and the others get ``False`` (their summary is redundant). Refused
-        with UserForgottenError (nothing written) when the user's epoch is no longer ``epoch``.
+        from it, one moves it and the others get ``False`` (their summary is redundant); a
+        backend without conditional writes says where it can fail that (``WeaviateStore``:
+        two simultaneous creates). Refused with UserForgottenError (nothing written) when the
+        user's epoch is no longer ``epoch``.
         """
         ...
 

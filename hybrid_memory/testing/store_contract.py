@@ -151,6 +151,12 @@ class StoreContract:
     the two-store tests also take ``store_twin``.
     """
 
+    #: Whether the backend's ``mark_summarized`` is an atomic compare-and-set (exactly one of
+    #: simultaneous marks from one watermark wins). A backend without conditional writes sets
+    #: ``False`` and documents its window; the race test then requires at least one winner and
+    #: a watermark that is a winner's mark, the same through every store object.
+    atomic_marks: bool = True
+
     @pytest.fixture
     def store(self) -> Iterator[MemoryStore]:
         """A new, empty store, closed after the test: every subclass defines this fixture."""
@@ -939,7 +945,7 @@ class StoreContract:
         append(a, turn("alice", "s1", "hello again"))
         assert contents(b.load_session("alice", "s1")) == ["hello again"]
 
-    def test_of_marks_racing_from_one_summary_watermark_exactly_one_wins(
+    def test_of_marks_racing_from_one_summary_watermark_one_wins(
         self, store: MemoryStore, store_twin: MemoryStore
     ) -> None:
         # Four summarisers (two per store object) read the same watermark and mark their ranges at once.
@@ -954,9 +960,13 @@ class StoreContract:
         ends = [stored[i].seq for i in (4, 5, 6, 7)]
         with ThreadPoolExecutor(4) as pool:
             won = list(pool.map(mark, [store, store_twin, store, store_twin], ends))
-        assert won.count(True) == 1
-        winner = ends[won.index(True)]
-        assert store.summarized_upto("alice", "s1") == store_twin.summarized_upto("alice", "s1") == winner
+        winner = store.summarized_upto("alice", "s1")
+        assert store_twin.summarized_upto("alice", "s1") == winner
+        assert winner in [e for e, w in zip(ends, won, strict=True) if w]  # the mark of a process told it won
+        if self.atomic_marks:
+            assert won.count(True) == 1, won
+        else:  # the backend documents a window in which two simultaneous marks both win
+            assert won.count(True) >= 1, won
         # The next move starts from the winner's mark, through either store.
         assert store_twin.mark_summarized("alice", "s1", winner + 1, expected=winner, epoch=0) is True
         assert store.summarized_upto("alice", "s1") == winner + 1

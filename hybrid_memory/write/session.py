@@ -25,10 +25,13 @@ summary are the log's turns above it, and whichever process sees them reach
 ``buffer.summary_every`` summarises them. The summary is written first and the watermark moved
 after it by a compare-and-set from the value the job read
 (:meth:`~hybrid_memory.stores.base.MemoryStore.mark_summarized`): of two processes that
-summarised the same turns one wins, the other deletes its redundant summary; a process killed
-before its mark leaves the turns pending for the next one (and at worst an extra active summary,
-superseded by the next summary of the session). ``end`` claims the last turns (the same
-compare-and-set) before it deletes the log, then summarises them in the background.
+summarised the same turns one wins, the other deletes its redundant summary (unless the
+winner's was deduplicated into it); a process killed before its mark leaves the turns pending
+for the next one (and at worst an extra active summary, superseded by the next summary of the
+session). ``end`` claims the last turns (the same compare-and-set) before it deletes the log,
+then summarises them in the background: a process killed before that job ran loses that last
+summary (the turns themselves are long-term memories already). The idle-session flush
+(``buffer.idle_flush_minutes``) still looks at this process's own sessions only.
 
 Locking: one lock per session window orders this process's writers of that session (other
 processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
@@ -642,7 +645,11 @@ class Sessions:
             if out.action == "added" and out.record is not None:
                 written = out.record
         if expected is not None and not self.store.mark_summarized(*key, turns[-1].seq, expected=expected, epoch=epoch):
-            if written is not None:  # another process summarised these turns first
+            # Another process summarised these turns first: this summary is redundant, unless
+            # the winner's was deduplicated into it (then it is the one stored for them).
+            if written is not None and any(
+                r.id != written.id and r.version >= written.version for r in self._summaries(*key)
+            ):
                 with self.writer.locked([user]):
                     self.store.delete(user, [written.id])
             return False
@@ -651,13 +658,21 @@ class Sessions:
         return True
 
     def _supersede_older(self, key: _Key, new: MemoryRecord, epoch: int) -> None:
-        """Mark the session's other active summaries up to ``new``'s version superseded by it.
+        """Mark the session's active summaries that rank below ``new`` superseded by it.
 
-        That is the summary ``new`` was folded from and any left by a process killed between
-        writing its summary and marking it.
+        Ranked by (version, created_at, id): the summary ``new`` was folded from, any left by a
+        process killed between writing its summary and marking it, and a summary of the same
+        turns whose mark also won (a store without conditional writes). One ranking above
+        ``new`` is left alone: it is that race's other winner (then two summaries of the same
+        turns stay active until the session's next summary supersedes both) or a loser about
+        to delete its own.
         """
+
+        def rank(r: MemoryRecord) -> tuple[int, datetime, str]:
+            return (r.version, r.created_at, r.id)
+
         for old in self._summaries(*key):
-            if old.id != new.id and old.version <= new.version:
+            if rank(old) < rank(new):
                 self.writer.mark_superseded(key[0], old.id, new, epoch=epoch)
 
     def _summaries(self, user_id: str, session_id: str) -> list[MemoryRecord]:

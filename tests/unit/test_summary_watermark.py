@@ -9,6 +9,7 @@ at once leave one summary, and a forget stops a summary in flight from being wri
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -38,16 +39,17 @@ class GatedSummarizer(SessionSummarizer):
     the test could otherwise not cause on purpose).
     """
 
-    def __init__(self, gate: threading.Event, entered: threading.Semaphore) -> None:
+    def __init__(self, gate: threading.Event, entered: threading.Semaphore, signature: str = "") -> None:
         super().__init__()
-        self.gate, self.entered = gate, entered
+        self.gate, self.entered, self.signature = gate, entered, signature
 
     def summarize(
         self, previous: str | None, turns: Sequence[str], *, roles: Sequence[str] | None = None
     ) -> SummaryResult:
         self.entered.release()
         assert self.gate.wait(WAIT)
-        return super().summarize(previous, turns, roles=roles)
+        made = super().summarize(previous, turns, roles=roles)
+        return dataclasses.replace(made, text=made.text + self.signature)
 
 
 def memory(path: Path, *, every: int = 6, summarizer: SessionSummarizer | None = None) -> HybridMemory:
@@ -171,3 +173,51 @@ def test_end_session_claims_the_last_turns_before_deleting_the_log(tmp_path: Pat
     finally:
         a.close()
         b.close()
+
+
+class EveryMarkWins(LocalStore):
+    """A LocalStore whose summary marks all win: the window of a store without conditional writes.
+
+    A fault LocalStore cannot produce (its compare-and-set is one transaction), reproduced here
+    for what ``WeaviateStore`` documents: two simultaneous marks from one watermark both win.
+    """
+
+    def mark_summarized(self, user_id: str, session_id: str, seq: int, *, expected: int, epoch: int) -> bool:
+        now = self.summarized_upto(user_id, session_id)
+        if now < seq:
+            super().mark_summarized(user_id, session_id, seq, expected=now, epoch=epoch)
+        return True
+
+
+def test_two_winning_marks_leave_one_active_summary_after_the_next(tmp_path: Path) -> None:
+    gate, entered = threading.Event(), threading.Semaphore(0)
+    mems = [
+        HybridMemory(
+            store=EveryMarkWins(tmp_path / "m.db"),
+            embedder=HashingEmbedder(),
+            config=HybridMemoryConfig(buffer={"summary_every": 6}),  # type: ignore[arg-type]
+            summarizer=GatedSummarizer(gate, entered, f"\nSummary number {n}."),  # not a duplicate of the other
+        )
+        for n in (1, 2)
+    ]
+    a, b = mems
+    try:
+        add(a, SAID[:5])
+        add(b, SAID[5:], 5)
+        a.add_turn("u", "s", "user", "I drink tea", timestamp=T0)
+        assert entered.acquire(timeout=WAIT) and entered.acquire(timeout=WAIT)
+        gate.set()
+        assert a.flush(timeout=WAIT) and b.flush(timeout=WAIT)
+        assert list(a._sessions.worker.errors) == list(b._sessions.worker.errors) == []
+        # Both summaries of the same turns were written and both marks won: both are kept, ...
+        got = summaries(a)
+        assert sorted(text.splitlines()[-1] for _, text in got) == ["Summary number 1.", "Summary number 2."]
+        assert all(text.splitlines()[:-1] == SAID for _, text in got)
+        # ... and the session's next summary supersedes every one of them.
+        add(a, [f"my locker number is {n}" for n in range(101, 106)], 7)
+        assert a.flush(timeout=WAIT) and b.flush(timeout=WAIT)
+        assert [s for s, _ in summaries(a)] == ["superseded", "superseded", "active"]
+    finally:
+        gate.set()
+        for m in mems:
+            m.close()
