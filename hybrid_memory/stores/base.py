@@ -70,6 +70,19 @@ def check_ids(ids: object) -> builtins.list[str]:
     return builtins.list(dict.fromkeys(ids))
 
 
+def check_watermark_move(expected: int, seq: int) -> None:
+    """The arguments of a watermark compare-and-set (shared input check of the backends).
+
+    Raises:
+        InvalidInputError: not ints, ``expected`` negative or ``seq`` not above ``expected``.
+    """
+    for v in (expected, seq):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InvalidInputError("seq and expected must be int")
+    if expected < 0 or seq <= expected:
+        raise InvalidInputError(f"a watermark moves forward only: expected={expected}, seq={seq}")
+
+
 def user_hash(user_id: str) -> str:
     """SHA-256 hex digest of a user id: how backends key per-user state without the id in clear."""
     return hashlib.sha256(user_id.encode("utf-8")).hexdigest()
@@ -148,6 +161,25 @@ class MemoryStore(Protocol):
 
         A compare-and-set: the watermark never moves back; returns whether it moved. Refused with
         UserForgottenError (nothing written) when the user's epoch is no longer ``epoch``.
+        """
+        ...
+
+    def summarized_upto(self, user_id: str, session_id: str) -> int:
+        """The session's summary watermark: ``seq`` of its last summarised turn (0: none yet).
+
+        Kept when the session's log is deleted (a session continued after ``end_session`` goes
+        on above it: seqs only grow); deleted with the user (:meth:`delete_user`).
+        """
+        ...
+
+    def mark_summarized(self, user_id: str, session_id: str, seq: int, *, expected: int, epoch: int) -> bool:
+        """Move the session's summary watermark from exactly ``expected`` (0: none yet) to ``seq``.
+
+        A compare-and-set: of several processes that read the same watermark and summarised
+        from it, one moves it and the others get ``False`` (their summary is redundant); a
+        backend without conditional writes says where it can fail that (``WeaviateStore``:
+        two simultaneous creates). Refused with UserForgottenError (nothing written) when the
+        user's epoch is no longer ``epoch``.
         """
         ...
 
@@ -277,3 +309,14 @@ class AsyncFromSyncStore:
     async def amark_extracted(self, user_id: str, session_id: str, seq: int, *, epoch: int) -> bool:  # noqa: D102
         store = self._sync
         return await asyncio.to_thread(lambda: store.mark_extracted(user_id, session_id, seq, epoch=epoch))
+
+    async def asummarized_upto(self, user_id: str, session_id: str) -> int:  # noqa: D102
+        return await asyncio.to_thread(self._sync.summarized_upto, user_id, session_id)
+
+    async def amark_summarized(  # noqa: D102
+        self, user_id: str, session_id: str, seq: int, *, expected: int, epoch: int
+    ) -> bool:
+        store = self._sync
+        return await asyncio.to_thread(
+            lambda: store.mark_summarized(user_id, session_id, seq, expected=expected, epoch=epoch)
+        )

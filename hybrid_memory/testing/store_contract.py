@@ -49,8 +49,10 @@ Use:
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
@@ -148,6 +150,12 @@ class StoreContract:
     See the module docstring for an example. Every test takes ``store`` (a new, empty store);
     the two-store tests also take ``store_twin``.
     """
+
+    #: Whether the backend's ``mark_summarized`` is an atomic compare-and-set (exactly one of
+    #: simultaneous marks from one watermark wins). A backend without conditional writes sets
+    #: ``False`` and documents its window; the race test then requires at least one winner and
+    #: a watermark that is a winner's mark, the same through every store object.
+    atomic_marks: bool = True
 
     @pytest.fixture
     def store(self) -> Iterator[MemoryStore]:
@@ -819,6 +827,49 @@ class StoreContract:
         assert store.mark_extracted("alice", "s2", fresh.seq, epoch=epoch) is True
         assert store.extracted_upto("alice", "s2") == fresh.seq
 
+    def test_the_summary_watermark_moves_by_compare_and_set(self, store: MemoryStore) -> None:
+        stored = append(store, *(turn("alice", "s1", f"turn {i}") for i in range(4)))
+        append(store, turn("alice", "s2", "other session"))
+        first, third, last = stored[0].seq, stored[2].seq, stored[3].seq
+        assert store.summarized_upto("alice", "s1") == 0
+        assert store.mark_summarized("alice", "s1", third, expected=0, epoch=0) is True
+        assert store.summarized_upto("alice", "s1") == third
+        # A process that read 0 too and summarised from there loses: the watermark is no longer 0.
+        assert store.mark_summarized("alice", "s1", last, expected=0, epoch=0) is False
+        assert store.mark_summarized("alice", "s1", third + 1, expected=first, epoch=0) is False
+        assert store.summarized_upto("alice", "s1") == third
+        assert store.mark_summarized("alice", "s1", last, expected=third, epoch=0) is True
+        assert store.summarized_upto("alice", "s1") == last
+        assert store.mark_summarized("alice", "s1", last + 1, expected=third, epoch=0) is False  # a stale read
+        assert (store.summarized_upto("alice", "s2"), store.summarized_upto("bob", "s1")) == (0, 0)
+        assert store.extracted_upto("alice", "s1") == 0  # the two watermarks are separate
+        assert store.load_session("alice", "s1").count == 4  # the watermark is not a turn
+        for bad in ((last, last), (last, last - 1), (-1, last)):
+            with pytest.raises(InvalidInputError):
+                store.mark_summarized("alice", "s1", bad[1], expected=bad[0], epoch=0)
+
+    def test_the_summary_watermark_outlives_its_log_but_not_its_user(self, store: MemoryStore) -> None:
+        [a1] = append(store, turn("alice", "s1", "one"))
+        assert store.mark_summarized("alice", "s1", a1.seq, expected=0, epoch=0) is True
+        assert store.delete_session("alice", "s1") == 1  # the watermark is not counted as a turn
+        assert store.summarized_upto("alice", "s1") == a1.seq  # end_session: the session may go on
+        [a2] = append(store, turn("alice", "s1", "the session goes on"))
+        assert a2.seq > a1.seq
+        assert contents(store.load_session("alice", "s1", after_seq=store.summarized_upto("alice", "s1"))) == [
+            "the session goes on"
+        ]
+        store.delete_user("alice")
+        assert store.summarized_upto("alice", "s1") == 0
+        with pytest.raises(UserForgottenError):  # a summary made before the forget marks nothing
+            store.mark_summarized("alice", "s1", a2.seq, expected=a1.seq, epoch=0)
+        with pytest.raises(UserForgottenError):
+            store.mark_summarized("alice", "s1", a2.seq, expected=0, epoch=0)
+        assert store.summarized_upto("alice", "s1") == 0
+        epoch = store.user_epoch("alice")
+        [fresh] = store.append_turns([turn("alice", "s1", "after the forget")], epoch=epoch)
+        assert store.mark_summarized("alice", "s1", fresh.seq, expected=0, epoch=epoch) is True
+        assert store.summarized_upto("alice", "s1") == fresh.seq
+
     def test_append_and_load_check_their_input(self, store: MemoryStore) -> None:
         assert store.append_turns([], epoch=0) == []
         with pytest.raises(InvalidInputError):
@@ -844,6 +895,8 @@ class StoreContract:
             await twins.aupdate([r.evolve(content="async edit")], epochs={"alice": 0})
             assert await twins.amark_extracted("alice", "s1", stored[0].seq, epoch=0) is True
             assert await twins.aextracted_upto("alice", "s1") == stored[0].seq
+            assert await twins.amark_summarized("alice", "s1", stored[0].seq, expected=0, epoch=0) is True
+            assert await twins.asummarized_upto("alice", "s1") == stored[0].seq
             assert await twins.adelete_session("alice", "s1") == 1
             assert await twins.adelete_user("alice") == 1
             with pytest.raises(UserForgottenError):
@@ -891,3 +944,29 @@ class StoreContract:
         # New data after the forget is accepted through either store.
         append(a, turn("alice", "s1", "hello again"))
         assert contents(b.load_session("alice", "s1")) == ["hello again"]
+
+    def test_of_marks_racing_from_one_summary_watermark_one_wins(
+        self, store: MemoryStore, store_twin: MemoryStore
+    ) -> None:
+        # Four summarisers (two per store object) read the same watermark and mark their ranges at once.
+        stored = append(store, *(turn("alice", "s1", f"turn {i}") for i in range(8)))
+        assert store.mark_summarized("alice", "s1", stored[1].seq, expected=0, epoch=0) is True
+        start = threading.Barrier(4)
+
+        def mark(s: MemoryStore, seq: int) -> bool:
+            start.wait(timeout=30)
+            return s.mark_summarized("alice", "s1", seq, expected=stored[1].seq, epoch=0)
+
+        ends = [stored[i].seq for i in (4, 5, 6, 7)]
+        with ThreadPoolExecutor(4) as pool:
+            won = list(pool.map(mark, [store, store_twin, store, store_twin], ends))
+        winner = store.summarized_upto("alice", "s1")
+        assert store_twin.summarized_upto("alice", "s1") == winner
+        assert winner in [e for e, w in zip(ends, won, strict=True) if w]  # the mark of a process told it won
+        if self.atomic_marks:
+            assert won.count(True) == 1, won
+        else:  # the backend documents a window in which two simultaneous marks both win
+            assert won.count(True) >= 1, won
+        # The next move starts from the winner's mark, through either store.
+        assert store_twin.mark_summarized("alice", "s1", winner + 1, expected=winner, epoch=0) is True
+        assert store.summarized_upto("alice", "s1") == winner + 1

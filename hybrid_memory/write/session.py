@@ -19,6 +19,20 @@ turns another process marked meanwhile writes nothing, the mark is a forward-onl
 compare-and-set, and the rare double extraction of two processes racing on one full batch
 reaches the writer, whose dedup merges the repeated facts.
 
+Summaries are driven by the log the same way: the store keeps each session's summary watermark
+(:meth:`~hybrid_memory.stores.base.MemoryStore.summarized_upto`), the turns waiting for the next
+summary are the log's turns above it, and whichever process sees them reach
+``buffer.summary_every`` summarises them. The summary is written first and the watermark moved
+after it by a compare-and-set from the value the job read
+(:meth:`~hybrid_memory.stores.base.MemoryStore.mark_summarized`): of two processes that
+summarised the same turns one wins, the other deletes its redundant summary (unless the
+winner's was deduplicated into it); a process killed before its mark leaves the turns pending
+for the next one (and at worst an extra active summary, superseded by the next summary of the
+session). ``end`` claims the last turns (the same compare-and-set) before it deletes the log,
+then summarises them in the background: a process killed before that job ran loses that last
+summary (the turns themselves are long-term memories already). The idle-session flush
+(``buffer.idle_flush_minutes``) still looks at this process's own sessions only.
+
 Locking: one lock per session window orders this process's writers of that session (other
 processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
 is never held across a store, embedder or LLM call.
@@ -53,9 +67,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Sessions"]
 
-#: Namespace of session-summary memory ids (user, session, version).
-_SUMMARY_NAMESPACE = uuid.UUID("5f2b9c1e-7a3d-5e8f-b4c6-1d9e2a7f3b60")
-
 _Key = tuple[str, str]
 
 
@@ -73,6 +84,10 @@ class _Window:
     epoch: int | None = None
     #: Text of the session's latest turn (the search context of the next one).
     last_content: str | None = None
+    #: The session's summary watermark when last read (``None``: not read since the last rebuild).
+    summarized: int | None = None
+    #: Turns of the log at or below ``summarized`` at that read (``count - below`` are pending).
+    below: int = 0
 
 
 class Sessions:
@@ -127,7 +142,8 @@ class Sessions:
         self._turn_vectors: dict[str, Vector] = {}
         #: Per session: ``seq`` of the last turn this process handed to the extractor (its claim).
         self._extract_floor: dict[_Key, int] = {}
-        self._since_summary: dict[_Key, list[Turn]] = {}
+        #: Sessions with a summary job queued in this process (a second one would find nothing to do).
+        self._summary_queued: set[_Key] = set()
         self._last_turn_at: dict[_Key, datetime] = {}
         self._scorer = scorer
         self._observer = observer
@@ -185,7 +201,7 @@ class Sessions:
         log = self.store.load_session(user_id, session_id, after_seq=w.seq)
         if w.epoch is not None and (log.epoch != w.epoch or log.count != w.count + len(log.turns)):
             self._drop_vectors(w.buffer.clear())
-            w.seq, w.count, w.last_content = 0, 0, None
+            w.seq, w.count, w.last_content, w.summarized = 0, 0, None, None
             log = self.store.load_session(user_id, session_id)
         for t in log.turns:
             self._drop_vectors(w.buffer.add(t))
@@ -340,9 +356,16 @@ class Sessions:
             ]
 
     def end(self, user_id: str, session_id: str) -> None:
-        """Drop the session's log and hand its last turns to the extractor, the summarizer and the refiner."""
+        """Drop the session's log and hand its last turns to the extractor, the summarizer and the refiner.
+
+        The turns above the summary watermark are claimed (the watermark moved past them) before
+        the log is deleted, so no other process summarises them too.
+        """
+        key = (user_id, session_id)
+        rest = self._claim_summary(key)
         self.drop(user_id, session_id)
-        self._submit_summary((user_id, session_id))
+        if rest is not None:
+            self._submit_summary(key, rest)
         self.refiner.submit()
 
     def drop(self, user_id: str, session_id: str) -> None:
@@ -368,9 +391,10 @@ class Sessions:
         """Drop everything this process holds about ``user_id`` (the store was wiped by the caller)."""
         self.refiner.forget_user(user_id)
         with self._lock:
-            for table in (self._extract_floor, self._since_summary, self._last_turn_at):
+            for table in (self._extract_floor, self._last_turn_at):
                 for key in [k for k in table if k[0] == user_id]:
                     table.pop(key, None)
+            self._summary_queued -= {k for k in self._summary_queued if k[0] == user_id}
             windows = [self._windows.pop(k) for k in [k for k in self._windows if k[0] == user_id]]
         for w in windows:
             self._drop_vectors(w.buffer.clear())
@@ -383,7 +407,7 @@ class Sessions:
             "background_error", user_id, session_id, epoch=epoch, error=error, params={"job": job}
         )
 
-    def _guarded(self, job: str, key: _Key, epoch: int, fn: Callable[[], None]) -> Callable[[], None]:
+    def _guarded(self, job: str, key: _Key, epoch: int | None, fn: Callable[[], None]) -> Callable[[], None]:
         """``fn`` as a worker job whose unexpected failure is reported for ``key`` (never raised)."""
 
         def run() -> None:
@@ -398,18 +422,35 @@ class Sessions:
 
     def _after_turn(self, turn: Turn) -> None:
         key = (turn.user_id, turn.session_id)
-        summarize = False
         if self.extractor is not None:
             for batch in self._claim_or_report(key, whole=False):
                 self._submit_extract(batch)
-        with self._lock:
-            every = self.config.buffer.summary_every
-            if self.summarizer is not None and every > 0:
-                since = self._since_summary.setdefault(key, [])
-                since.append(turn)
-                summarize = len(since) >= every
-        if summarize:
+        if self._summary_due(key):
             self._submit_summary(key)
+
+    def _summary_due(self, key: _Key) -> bool:
+        """Whether the session's turns above the summary watermark reach ``buffer.summary_every``.
+
+        Counted on the window cache (the log's turn count minus the turns at or below the
+        watermark when it was last read); the store is read only when that count says a summary
+        is due (another process may have made it meanwhile) or after the cache was rebuilt. An
+        unreachable store is reported, not raised (the turn is stored; the summary waits).
+        """
+        every = self.config.buffer.summary_every
+        if self.summarizer is None or every <= 0:
+            return False
+        w = self._window(*key)
+        with w.lock:
+            if w.summarized is not None and w.count - w.below < every:
+                return False
+            try:
+                upto = self.store.summarized_upto(*key)
+                log = self.store.load_session(*key, after_seq=upto)
+            except StoreError as exc:
+                self.report_error("summary", *key, None, f"summary deferred: {type(exc).__name__}: {exc}")
+                return False
+            w.summarized, w.below = upto, log.count - len(log.turns)
+            return len(log.turns) >= every
 
     def _claim(self, key: _Key, *, whole: bool) -> list[list[Turn]]:
         """Claim the session's turns not extracted yet, in batches of ``extractor.batch_turns``.
@@ -497,37 +538,99 @@ class Sessions:
 
         self.worker.submit(self._guarded("extraction", key, epoch, job))
 
-    def _submit_summary(self, key: _Key) -> None:
+    def _claim_summary(self, key: _Key) -> tuple[list[Turn], int] | None:
+        """Claim the session's turns above the summary watermark for its last summary (``end``).
+
+        Returns the turns and the epoch they were read under, or ``None`` when there are none
+        (or the user was forgotten meanwhile). The watermark is moved past them first, so a
+        process summarising them at the same time loses its mark and deletes its summary.
+        """
+        if self.summarizer is None or self.config.buffer.summary_every <= 0:
+            return None
+        try:
+            for _ in range(3):  # each retry follows a summary another process just marked
+                upto = self.store.summarized_upto(*key)
+                log = self.store.load_session(*key, after_seq=upto)
+                if not log.turns:
+                    return None
+                if self.store.mark_summarized(*key, log.turns[-1].seq, expected=upto, epoch=log.epoch):
+                    return list(log.turns), log.epoch
+        except UserForgottenError:
+            return None  # nothing said before the forget is summarised
+        return None
+
+    def _submit_summary(self, key: _Key, claimed: tuple[list[Turn], int] | None = None) -> None:
+        """Summarise the session in the background: ``claimed`` turns, or those above the watermark.
+
+        Without ``claimed`` the job reads the watermark and the turns above it when it runs (a
+        summary another process made meanwhile leaves it nothing to do) and marks them after
+        writing; at most one such job per session is queued in this process.
+        """
         summarizer = self.summarizer
         if summarizer is None:
             return
-        with self._lock:
-            turns = self._since_summary.pop(key, [])
-        if not turns:
+        every = self.config.buffer.summary_every
+        if claimed is not None:
+            turns, epoch = claimed
+
+            def last() -> None:
+                for i in range(0, len(turns), every):
+                    self._summarize(key, turns[i : i + every], epoch, None)
+
+            self.worker.submit(self._guarded("summary", key, epoch, last))
             return
-        epoch = self.store.user_epoch(key[0])
+        with self._lock:
+            if key in self._summary_queued:
+                return
+            self._summary_queued.add(key)
 
         def job() -> None:
-            prev = self.latest_summary(*key)
-            result = summarizer.summarize(
-                prev.content if prev else None,
-                [self._redact(t.content) for t in turns],
-                roles=[t.role for t in turns],
-            )
-            if result.fallback_reason is not None:  # the model failed (an extractive summary is used)
-                self.report_error("summary", *key, epoch, result.fallback_reason)
-            if not result.text.strip() or self.closed:
-                return
+            with self._lock:
+                self._summary_queued.discard(key)
+            upto = self.store.summarized_upto(*key)
+            log = self.store.load_session(*key, after_seq=upto)
+            # Every ``every`` turns one summary, as if it had run on time (bounded prompts, one version each).
+            for i in range(0, len(log.turns) - every + 1, every):
+                batch = list(log.turns[i : i + every])
+                if not self._summarize(key, batch, log.epoch, upto):
+                    return  # another process summarised from here first
+                upto = batch[-1].seq
+
+        self.worker.submit(self._guarded("summary", key, None, job))
+
+    def _summarize(self, key: _Key, turns: list[Turn], epoch: int, expected: int | None) -> bool:
+        """Fold ``turns`` into the session's summary; with ``expected``, then move the watermark from it.
+
+        A summary whose mark fails (another process summarised from ``expected`` first) is
+        deleted again; a new summary supersedes every older active summary of the session.
+
+        Returns:
+            Whether the turns are summarised by this call (``False``: closed, or the mark failed).
+        """
+        summarizer = self.summarizer
+        if summarizer is None:
+            return False
+        user = key[0]
+        prev = self.latest_summary(*key)
+        result = summarizer.summarize(
+            prev.content if prev else None,
+            [self._redact(t.content) for t in turns],
+            roles=[t.role for t in turns],
+        )
+        if result.fallback_reason is not None:  # the model failed (an extractive summary is used)
+            self.report_error("summary", *key, epoch, result.fallback_reason)
+        if self.closed:
+            return False
+        written: MemoryRecord | None = None
+        if result.text.strip():
             covered = tuple(dict.fromkeys((*(prev.provenance if prev else ()), *(t.id for t in turns))))
             meta: dict[str, Any] = {"summary_of": key[1], "kept_originals": result.kept_originals}
             if result.fallback_reason:
                 meta["fallback_reason"] = result.fallback_reason
-            old = [prev] if prev else []
-            version = old[0].version + 1 if old else 1
             draft = MemoryRecord.create(
-                user_id=key[0],
+                user_id=user,
                 content=result.text,
-                id=str(uuid.uuid5(_SUMMARY_NAMESPACE, f"{key[0]}\x1f{key[1]}\x1f{version}")),
+                id=str(uuid.uuid4()),  # one per attempt: a redundant one is deleted by its own id
                 session_id=key[1],
                 category="summary",
                 importance=0.5,
@@ -535,20 +638,50 @@ class Sessions:
                 timestamp=max(t.timestamp for t in turns),
                 provenance=covered,
                 metadata=meta,
-                supersedes=old[0].id if old else None,
-                version=version,
+                supersedes=prev.id if prev else None,
+                version=prev.version + 1 if prev else 1,
             )
-            out = self._record(self.write([draft], epochs={key[0]: epoch}))[0]
-            stored = out.record if out.record is not None else draft
-            if old and out.action == "added" and stored.id != old[0].id:
-                self.writer.mark_superseded(key[0], old[0].id, stored, epoch=epoch)
+            out = self._record(self.write([draft], epochs={user: epoch}))[0]
+            if out.action == "added" and out.record is not None:
+                written = out.record
+        if expected is not None and not self.store.mark_summarized(*key, turns[-1].seq, expected=expected, epoch=epoch):
+            # Another process summarised these turns first: this summary is redundant, unless
+            # the winner's was deduplicated into it (then it is the one stored for them).
+            if written is not None and any(
+                r.id != written.id and r.version >= written.version for r in self._summaries(*key)
+            ):
+                with self.writer.locked([user]):
+                    self.store.delete(user, [written.id])
+            return False
+        if written is not None:
+            self._supersede_older(key, written, epoch)
+        return True
 
-        self.worker.submit(self._guarded("summary", key, epoch, job))
+    def _supersede_older(self, key: _Key, new: MemoryRecord, epoch: int) -> None:
+        """Mark the session's active summaries that rank below ``new`` superseded by it.
+
+        Ranked by (version, created_at, id): the summary ``new`` was folded from, any left by a
+        process killed between writing its summary and marking it, and a summary of the same
+        turns whose mark also won (a store without conditional writes). One ranking above
+        ``new`` is left alone: it is that race's other winner (then two summaries of the same
+        turns stay active until the session's next summary supersedes both) or a loser about
+        to delete its own.
+        """
+
+        def rank(r: MemoryRecord) -> tuple[int, datetime, str]:
+            return (r.version, r.created_at, r.id)
+
+        for old in self._summaries(*key):
+            if rank(old) < rank(new):
+                self.writer.mark_superseded(key[0], old.id, new, epoch=epoch)
+
+    def _summaries(self, user_id: str, session_id: str) -> list[MemoryRecord]:
+        found = self.store.list(user_id, filter=MemoryFilter(categories=("summary",), session_id=session_id))
+        return [r for r in found if r.metadata.get("summary_of") == session_id]
 
     def latest_summary(self, user_id: str, session_id: str) -> MemoryRecord | None:
         """The session's newest active summary memory, read from the store (any process made it)."""
-        found = self.store.list(user_id, filter=MemoryFilter(categories=("summary",), session_id=session_id))
-        mine = [r for r in found if r.metadata.get("summary_of") == session_id]
+        mine = self._summaries(user_id, session_id)
         return max(mine, key=lambda r: (r.version, r.updated_at)) if mine else None
 
     def flush(self, timeout: float | None = None) -> bool:

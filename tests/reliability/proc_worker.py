@@ -15,6 +15,9 @@ names the store (``{"kind": "local", "path": ...}`` or ``{"kind": "weaviate", "u
 * ``mixed``: for ``seconds``, a seeded random mix of ``add_turn``, ``remember``, ``recall``,
   ``build_context`` and ``end_session`` over ``users``; every acknowledged write and every
   recall that returned another user's memory is logged.
+* ``summarize``: ``add`` on a memory that summarises each session every ``summary_every`` turns
+  with the extractive :class:`~hybrid_memory.write.summary.SessionSummarizer` (``close()`` runs
+  a summary that became due; ``tests/reliability/test_processes_summary.py``).
 
 The embedder is the lexical ``HashingEmbedder`` (fast and deterministic); what is under test is the
 store as the single source of truth, not the embedding model.
@@ -80,8 +83,8 @@ def _log(path: str, **row: Any) -> None:
         f.flush()
 
 
-def add(spec: dict[str, Any]) -> None:
-    mem = open_memory(spec)
+def add(spec: dict[str, Any], mem: HybridMemory | None = None) -> None:
+    mem = open_memory(spec) if mem is None else mem
     user = spec["user"]
     stored = []
     for session, role, text in spec["turns"]:
@@ -149,9 +152,23 @@ def mixed(spec: dict[str, Any]) -> None:
     _log(spec["log"], op="closed")
 
 
+def summarize(spec: dict[str, Any]) -> None:
+    from hybrid_memory.write.summary import SessionSummarizer
+
+    config = HybridMemoryConfig(
+        buffer={"idle_flush_minutes": 0, "summary_every": spec["summary_every"]},  # type: ignore[arg-type]
+        writer={"turn_min_importance": 0.0},  # type: ignore[arg-type]
+    )
+    summarizer = SessionSummarizer()
+    add(
+        spec,
+        HybridMemory(store=open_store(spec["store"]), embedder=HashingEmbedder(), config=config, summarizer=summarizer),
+    )
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
-    {"add": add, "talk": talk, "mixed": mixed}[spec["mode"]](spec)
+    {"add": add, "talk": talk, "mixed": mixed, "summarize": summarize}[spec["mode"]](spec)
     return 0
 
 

@@ -2,9 +2,9 @@
 
 Tables: ``meta`` (schema version, analyzer and embedder names, embedder dimension, a pending
 wipe), ``memories`` (one row per memory with its analysed text and unit vector), ``turns`` (the
-durable turn log), ``extracted`` (each session's fact-extraction watermark; created in place in
-older files), ``forget_epochs`` and ``user_versions`` (per-user counters under a SHA-256 of the
-user id), ``snapshots`` (schema 2: each user's search index as contiguous arrays, so a cold
+durable turn log), ``extracted`` and ``summarized`` (each session's fact-extraction and summary
+watermarks; created in place in older files), ``forget_epochs`` and ``user_versions`` (per-user
+counters under a SHA-256 of the user id), ``snapshots`` (schema 2: each user's search index as contiguous arrays, so a cold
 process loads it with one query instead of rebuilding it from the rows; see :mod:`.cache`) and
 ``snapshot_vectors`` (schema 3: the snapshot's vector matrix in parts of whole rows, outside the
 ``snapshots`` row).
@@ -82,6 +82,12 @@ CREATE TABLE IF NOT EXISTS turns (
 );
 CREATE INDEX IF NOT EXISTS turns_by_session ON turns (user_id, session_id, seq);
 CREATE TABLE IF NOT EXISTS extracted (
+    user_id    TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    upto       INTEGER NOT NULL,
+    PRIMARY KEY (user_id, session_id)
+);
+CREATE TABLE IF NOT EXISTS summarized (
     user_id    TEXT NOT NULL,
     session_id TEXT NOT NULL,
     upto       INTEGER NOT NULL,

@@ -438,6 +438,7 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
                 n = c.execute("DELETE FROM memories WHERE user_id = ?", (user_id,)).rowcount
                 c.execute("DELETE FROM turns WHERE user_id = ?", (user_id,))
                 c.execute("DELETE FROM extracted WHERE user_id = ?", (user_id,))
+                c.execute("DELETE FROM summarized WHERE user_id = ?", (user_id,))
                 c.execute(
                     "INSERT INTO forget_epochs (user_hash, epoch) VALUES (?, 1) "
                     "ON CONFLICT (user_hash) DO UPDATE SET epoch = epoch + 1",

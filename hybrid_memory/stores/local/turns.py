@@ -3,8 +3,10 @@
 Table ``turns`` is the durable, ordered log of every turn ``add_turn`` accepted (``seq`` orders
 it across processes); ``forget_epochs`` holds each forgotten user's epoch under a SHA-256 of the
 user id (so a forgotten id is not kept in clear); ``extracted`` holds each session's extraction
-watermark (the ``seq`` of the last turn whose facts were extracted). Writes that carry ``epochs`` check them inside
-their own transaction (:meth:`_TurnLog._check_epochs`).
+watermark (the ``seq`` of the last turn whose facts were extracted) and ``summarized`` its summary
+watermark (moved by a compare-and-set inside one ``BEGIN IMMEDIATE`` transaction, so of two
+processes marking the same range exactly one succeeds). Writes that carry ``epochs`` check them
+inside their own transaction (:meth:`_TurnLog._check_epochs`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from datetime import datetime
 
 from hybrid_memory.errors import InvalidInputError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import user_hash
+from hybrid_memory.stores.base import check_watermark_move, user_hash
 from hybrid_memory.stores.local.cache import _PartitionCache
 from hybrid_memory.stores.local.rows import _iso
 from hybrid_memory.values import SessionLog
@@ -176,3 +178,41 @@ class _TurnLog(_PartitionCache):
                 (user_id, session_id, seq),
             ).rowcount
         return bool(moved)
+
+    def summarized_upto(self, user_id: str, session_id: str) -> int:
+        """The session's summary watermark: ``seq`` of its last summarised turn (0: none yet)."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        with self._guard():
+            row = self._conn.execute(
+                "SELECT upto FROM summarized WHERE user_id = ? AND session_id = ?", (user_id, session_id)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def mark_summarized(self, user_id: str, session_id: str, seq: int, *, expected: int, epoch: int) -> bool:
+        """Move the session's summary watermark from ``expected`` to ``seq`` (compare-and-set).
+
+        Returns:
+            Whether it moved (``False``: the watermark is no longer ``expected``: another
+            process summarised from there first).
+
+        Raises:
+            UserForgottenError: the user's epoch is no longer ``epoch`` (nothing is written).
+            InvalidInputError: ``expected`` is negative or ``seq`` is not above it.
+        """
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        check_watermark_move(expected, seq)
+        with self._guard(), self._tx() as c:  # BEGIN IMMEDIATE: read and write are one step
+            self._check_epochs({user_id: epoch})
+            row = c.execute(
+                "SELECT upto FROM summarized WHERE user_id = ? AND session_id = ?", (user_id, session_id)
+            ).fetchone()
+            if (0 if row is None else int(row[0])) != expected:
+                return False
+            c.execute(
+                "INSERT INTO summarized (user_id, session_id, upto) VALUES (?, ?, ?) "
+                "ON CONFLICT (user_id, session_id) DO UPDATE SET upto = excluded.upto",
+                (user_id, session_id, seq),
+            )
+        return True

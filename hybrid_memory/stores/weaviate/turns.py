@@ -5,6 +5,20 @@ turn, ordered by ``seq``), reads a session back by keyset pagination and deletes
 log (package docstring, *Conversation state without transactions*). A session's extraction
 watermark is one more object of the user's tenant, at a UUID derived from the session, whose
 ``epoch`` property is negative (:func:`_mark_epoch`), so it is never read or counted as a turn.
+
+The summary watermark is a chain of such objects, one per move: the move from watermark ``w``
+lives at a UUID derived from the session and ``w`` (:func:`_summary_uuid`), is created with a
+plain insert, which the server refuses when that UUID exists, and carries a random token that is
+read back twice (after the insert and after the epoch check). Limit: Weaviate has no conditional
+write, and its create is an existence check then a put inside one request; two creates of one
+UUID whose checks both precede both puts both succeed, and the first may read its token back
+before the second put replaces it. Then two processes believe they moved the watermark (their
+summaries of the same turns are both kept, one superseding the other; see
+:mod:`hybrid_memory.write.session`). Measured on one node at load 10-12, four simultaneous
+marks from one watermark: two winners in 12 of 80 races with one read-back, 3 of 120 with the
+second (never more than two). The watermark
+is the largest ``seq`` of the chain; the chain outlives the session's log (the protocol's
+``summarized_upto``) and goes with the user's tenant.
 """
 
 from __future__ import annotations
@@ -15,7 +29,7 @@ from typing import Any
 
 from hybrid_memory.errors import InvalidInputError, StoreError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import user_hash
+from hybrid_memory.stores.base import check_watermark_move, user_hash
 from hybrid_memory.stores.weaviate.client import _chunks
 from hybrid_memory.stores.weaviate.errors import is_tenant_missing, object_error
 from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, _turn, _turn_properties, _turn_uuid, tenant_name
@@ -30,6 +44,15 @@ _TURN_PAGE = 1000
 def _mark_uuid(user_id: str, session_id: str) -> str:
     """Object UUID of a session's extraction watermark (never a turn's: another name space)."""
     return str(uuid.uuid5(_UUID_NAMESPACE, f"extracted:{user_hash(user_id)}:{session_id}"))
+
+
+#: ``turn_id`` of the summary watermark's objects (a turn id is a UUID: never this).
+_SUMMARY_MARK = "summarized"
+
+
+def _summary_uuid(user_id: str, session_id: str, expected: int) -> str:
+    """Object UUID of the summary watermark's move from ``expected`` (one per value it ever had)."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"summarized:{user_hash(user_id)}:{session_id}:{expected}"))
 
 
 def _mark_epoch(epoch: int) -> int:
@@ -250,3 +273,94 @@ class _TurnLog(_Writes):
             self._delete_objects(h, [uid], "undo a forgotten watermark")
             raise UserForgottenError(user_id)
         return moved
+
+    def _read_summary_mark(self, h: Any, user_id: str, session_id: str, epoch: int) -> int:
+        """The summary watermark stored under ``epoch``: the largest ``seq`` of its chain (0: none)."""
+        from weaviate.classes.query import Filter, Sort
+
+        where = Filter.all_of(
+            [
+                Filter.by_property("session_id").equal(session_id),
+                Filter.by_property("turn_id").equal(_SUMMARY_MARK),
+                Filter.by_property("epoch").equal(_mark_epoch(epoch)),
+            ]
+        )
+
+        def run() -> Any:
+            return h.query.fetch_objects(
+                filters=where, sort=Sort.by_property("seq", ascending=False), limit=1, return_properties=["seq"]
+            )
+
+        try:
+            res = self._call("read summary watermark", run)
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return 0
+            raise
+        return int(res.objects[0].properties.get("seq") or 0) if res.objects else 0
+
+    def summarized_upto(self, user_id: str, session_id: str) -> int:
+        """The session's summary watermark: ``seq`` of its last summarised turn (0: none yet)."""
+        self._check_open()
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        return self._read_summary_mark(
+            self._turns(tenant_name(user_id)), user_id, session_id, self._read_epoch(user_id)
+        )
+
+    def mark_summarized(self, user_id: str, session_id: str, seq: int, *, expected: int, epoch: int) -> bool:
+        """Move the session's summary watermark from ``expected`` to ``seq`` (compare-and-set).
+
+        The move is an insert at the UUID of "the move from ``expected``" that the server
+        refuses when it exists, then a read-back of its token (module docstring).
+
+        Returns:
+            Whether it moved (``False``: the watermark is no longer ``expected``).
+
+        Raises:
+            UserForgottenError: the user's epoch is no longer ``epoch`` (nothing is kept).
+            InvalidInputError: ``expected`` is negative or ``seq`` is not above it.
+        """
+        self._check_open()
+        from weaviate.exceptions import UnexpectedStatusCodeError
+
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        check_watermark_move(expected, seq)
+        self._check_epochs({user_id: epoch})
+        h = self._turns(tenant_name(user_id), write=True)
+        if self._read_summary_mark(h, user_id, session_id, epoch) != expected:
+            return False
+        uid = _summary_uuid(user_id, session_id, expected)
+        token = uuid.uuid4().hex
+        props = {
+            "user_id": user_id,
+            "session_id": session_id,
+            "turn_id": _SUMMARY_MARK,
+            "content": token,
+            "seq": seq,
+            "epoch": _mark_epoch(epoch),
+        }
+
+        def run() -> None:
+            try:
+                h.data.insert(properties=props, uuid=uid)
+            except UnexpectedStatusCodeError as exc:
+                if exc.status_code != 422:  # 422: the UUID exists (another move from ``expected``)
+                    raise
+
+        self._call("mark summarized", run)
+
+        def read_back() -> Any:
+            return h.query.fetch_object_by_id(uid, return_properties=["content", "epoch"])
+
+        def ours() -> bool:
+            obj = self._call("read summary watermark move", read_back)
+            return obj is not None and obj.properties.get("content") == token
+
+        won = ours()
+        if self._read_epoch(user_id) != epoch:
+            if won:
+                self._delete_objects(h, [uid], "undo a forgotten summary watermark")
+            raise UserForgottenError(user_id)
+        return won and ours()  # a racing create that replaced ours since (module docstring, Limit)
