@@ -423,7 +423,7 @@ class TraceStore:
         """Delete every step of ``user_id`` and leave no copy of its text in the file."""
         with self._guard() as c:
             n = int(c.execute("DELETE FROM trace_steps WHERE user_id = ?", (user_id,)).rowcount)
-            self._wiper.after_delete()
+            self._wiper.after_delete(rewrite=n > 0)  # copies a rebalance left in pages that stay
         return n
 
     def delete_step(self, seq: int) -> bool:

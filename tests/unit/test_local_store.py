@@ -216,6 +216,34 @@ def test_delete_overwrites_the_text(tmp_path: Path) -> None:
         assert store.count("u") == 1
 
 
+def test_delete_user_leaves_no_copy_in_pages_a_rebalance_rebuilt(tmp_path: Path) -> None:
+    """Pages shared with another user keep none of the victim's text after the forget.
+
+    ``secure_delete`` zeroes the cells a delete frees, but when the delete empties pages SQLite
+    rebalances them with their siblings and rebuilds the survivors' pages without clearing their
+    unallocated gap: copies of the victim's rows that were moved (and deleted later in the same
+    statement) stayed in the file. Interleaved writes put both users on every page.
+    """
+    path = tmp_path / "shared-pages.db"
+    canary, victim = "CANARY-5e0c41-rebalanced-page", "victim-3b8f07"
+    rng = np.random.default_rng(11)
+    with LocalStore(path) as store:
+        for batch in range(40):
+            mine = [
+                MemoryRecord.create(user_id=victim, content=f"{canary} {batch}-{i}", timestamp=T0) for i in range(25)
+            ]
+            theirs = [
+                MemoryRecord.create(user_id="other", content=f"ordinary {batch}-{i}", timestamp=T0) for i in range(25)
+            ]
+            store.upsert(mine, vectors(rng, 25))
+            store.upsert(theirs, vectors(rng, 25))
+        assert store.delete_user(victim) == 1000
+        assert store.count("other") == 1000
+        left = _db_bytes(path)
+        assert canary.encode() not in left and victim.encode() not in left
+    assert canary.encode() not in _db_bytes(path) and victim.encode() not in _db_bytes(path)
+
+
 def _db_bytes(path: Path) -> bytes:
     data = b""
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-journal")):

@@ -6,6 +6,15 @@ text stays in the file or its WAL. A reader of another connection that pins the 
 wipe *pending* (recorded in ``meta``); every later commit (:meth:`_Connection._tx`), open or
 close of the file tries to finish it.
 
+``secure_delete`` zeroes the cells a delete frees and the pages it frees, but not every old copy:
+when a delete (or an insert) rebalances a B-tree page with its siblings, SQLite rebuilds the pages
+that stay without clearing their unallocated gap, so a copy of a row that was moved and deleted
+later stays in a live page of another user (SQLite 3.40: ``rebuildPage``). Forgetting a whole
+user therefore also *rewrites* the file (``VACUUM``, :func:`finish_wal_wipe` with ``rewrite``):
+every page is rebuilt from the rows that remain, so the cost follows the size of what is kept.
+A rewrite that cannot run (another writer holds the file) is recorded as a pending wipe of the
+rewrite kind and redone by whoever finishes it.
+
 The same bounded checkpoint and pending marker serve the other SQLite files a forget must wipe
 (the trace file, the Weaviate store's dead-letter queue): :func:`checkpoint_wal`,
 :func:`record_pending_wipe`, :func:`finish_wal_wipe` and :func:`wipe_marker` take the connection
@@ -27,6 +36,8 @@ from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS, _read_meta, _wri
 
 #: ``meta`` key present while a forget's text may still be on disk (a reader pinned the WAL).
 _WIPE_KEY = "wipe_pending"
+#: Prefix of a pending-wipe marker whose finish must rewrite the file (``VACUUM``) before the checkpoint.
+_REWRITE = "rewrite "
 #: Default seconds a forget waits for readers that pin the WAL before reporting a pending wipe.
 DEFAULT_WIPE_TIMEOUT = 0.5
 #: ``PRAGMA mmap_size`` while :meth:`_Connection._mapped` reads (SQLite caps it: 2 GB by default).
@@ -102,28 +113,36 @@ class _Connection:
     def _set_meta(self, key: str, value: str) -> None:
         _write_meta(self._conn, key, value)
 
-    def _forget_traces(self) -> None:
+    def _forget_traces(self, *, rewrite: bool = False) -> None:
         """Move the WAL into the file and truncate it, so zeroed pages replace deleted text.
 
         Waits at most ``wipe_timeout`` for readers of other connections that pin the WAL; if one
         still does, records a pending wipe in ``meta`` (finished by the next write or open).
+
+        Args:
+            rewrite: Rebuild every page first (``VACUUM``), for copies a rebalance left in the
+                unallocated gap of live pages (see the module docstring); a whole user's forget.
         """
-        if self._memory or self._wipe(self._wipe_timeout):
+        if self._memory or self._wipe(self._wipe_timeout, rewrite=rewrite):
             return
-        record_pending_wipe(self._conn)
+        record_pending_wipe(self._conn)  # keeps the rewrite kind finish_wal_wipe recorded
         self._wipe_pending = True
 
     def _checkpoint(self, timeout: float) -> bool:
         """:func:`checkpoint_wal` on this connection; True when the WAL is empty."""
         return checkpoint_wal(self._conn, timeout)
 
-    def _wipe(self, timeout: float) -> bool:
+    def _wipe(self, timeout: float, *, rewrite: bool = False) -> bool:
         """:func:`finish_wal_wipe` on this connection; keeps ``_wipe_pending`` in step with the file.
+
+        Args:
+            timeout: Seconds to wait for readers of other connections that pin the WAL.
+            rewrite: Rewrite the file (``VACUUM``) before the checkpoint.
 
         Returns:
             True when no copy of deleted text is left in the WAL or behind it.
         """
-        done = finish_wal_wipe(self._conn, timeout)
+        done = finish_wal_wipe(self._conn, timeout, rewrite=rewrite)
         self._wipe_pending = not done and self._meta(_WIPE_KEY) is not None
         return done
 
@@ -156,20 +175,57 @@ def checkpoint_wal(conn: sqlite3.Connection, timeout: float, *, busy_timeout_ms:
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
 
 
+def rewrite_file(conn: sqlite3.Connection, timeout: float, *, busy_timeout_ms: int = _BUSY_TIMEOUT_MS) -> bool:
+    """``VACUUM``: rebuild every page from the rows that remain; False when it could not run.
+
+    Clears the copies of deleted rows that ``secure_delete`` leaves in the unallocated gap of
+    pages a rebalance rebuilt (see the module docstring). The new pages go through the WAL, so a
+    checkpoint must follow. Readers of other connections do not block it; another writer does,
+    for at most ``timeout`` s (the busy timeout of this call, then ``busy_timeout_ms`` again).
+
+    Args:
+        conn: A connection in autocommit mode, outside a transaction.
+        timeout: Seconds to wait for another connection's write transaction.
+        busy_timeout_ms: The connection's usual busy timeout, restored afterwards.
+    """
+    conn.execute(f"PRAGMA busy_timeout={max(0, int(timeout * 1000))}")
+    try:
+        conn.execute("VACUUM")
+    except sqlite3.OperationalError:  # busy or locked: recorded as a pending rewrite by the caller
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    return True
+
+
 def wipe_marker(conn: sqlite3.Connection, table: str = "meta") -> str | None:
     """The pending-wipe marker recorded in the key/value ``table`` (``None``: nothing pending)."""
     row = conn.execute(f"SELECT value FROM {_table(table)} WHERE key = ?", (_WIPE_KEY,)).fetchone()
     return None if row is None else str(row[0])
 
 
-def record_pending_wipe(conn: sqlite3.Connection, table: str = "meta") -> None:
-    """Record in the key/value ``table`` that deleted text may still be on disk (who and when)."""
-    token = f"{datetime.now(timezone.utc).isoformat()} pid {os.getpid()}"
+def record_pending_wipe(conn: sqlite3.Connection, table: str = "meta", *, rewrite: bool = False) -> None:
+    """Record in the key/value ``table`` that deleted text may still be on disk (who and when).
+
+    Args:
+        conn: A connection in autocommit mode, outside a transaction.
+        table: The key/value table holding the marker (``key``, ``value`` columns).
+        rewrite: The finish must rewrite the file (``VACUUM``) first; kept when a marker of that
+            kind is already recorded (a later plain forget does not make the rewrite unnecessary).
+    """
+    if not rewrite:
+        rewrite = (wipe_marker(conn, table) or "").startswith(_REWRITE)
+    token = f"{_REWRITE if rewrite else ''}{datetime.now(timezone.utc).isoformat()} pid {os.getpid()}"
     conn.execute(f"INSERT OR REPLACE INTO {_table(table)} (key, value) VALUES (?, ?)", (_WIPE_KEY, token))
 
 
 def finish_wal_wipe(
-    conn: sqlite3.Connection, timeout: float, *, table: str = "meta", busy_timeout_ms: int = _BUSY_TIMEOUT_MS
+    conn: sqlite3.Connection,
+    timeout: float,
+    *,
+    table: str = "meta",
+    busy_timeout_ms: int = _BUSY_TIMEOUT_MS,
+    rewrite: bool = False,
 ) -> bool:
     """Checkpoint and truncate the WAL (:func:`checkpoint_wal`); on success clear the pending marker.
 
@@ -181,11 +237,22 @@ def finish_wal_wipe(
         timeout: Seconds to wait for readers of other connections that pin the WAL.
         table: The key/value table holding the marker (``key``, ``value`` columns).
         busy_timeout_ms: The connection's usual busy timeout, restored afterwards.
+        rewrite: Rewrite the file first (:func:`rewrite_file`); also done when the recorded
+            marker asks for it. A rewrite that cannot run is recorded as a pending wipe of the
+            rewrite kind; once it ran, the marker asks for the checkpoint only.
 
     Returns:
         True when no copy of deleted text is left in the WAL or behind it and no wipe is pending.
     """
     marker = wipe_marker(conn, table)
+    if rewrite or (marker is not None and marker.startswith(_REWRITE)):
+        if not rewrite_file(conn, timeout, busy_timeout_ms=busy_timeout_ms):
+            record_pending_wipe(conn, table, rewrite=True)
+            return False
+        if marker is not None and marker.startswith(_REWRITE):  # done: only the checkpoint is left
+            plain = marker[len(_REWRITE) :]
+            conn.execute(f"UPDATE {_table(table)} SET value = ? WHERE key = ? AND value = ?", (plain, _WIPE_KEY, marker))
+            marker = plain
     if not checkpoint_wal(conn, timeout, busy_timeout_ms=busy_timeout_ms):
         return False
     if marker is not None:
@@ -233,15 +300,19 @@ class WalWiper:
         if not self._memory and wipe_marker(self._conn, self._table) is not None:
             self.finish(0.0)
 
-    def after_delete(self) -> bool:
+    def after_delete(self, *, rewrite: bool = False) -> bool:
         """After deleting forgotten rows: wipe within ``timeout``, else record a pending wipe.
+
+        Args:
+            rewrite: Rewrite the file first (:func:`rewrite_file`): a whole user's forget, whose
+                rows a rebalance may have copied into the gap of pages that stay.
 
         Returns:
             True when the deleted text is gone from disk; False when the wipe is pending.
         """
-        if self._memory or self.finish(self.timeout):
+        if self._memory or self.finish(self.timeout, rewrite=rewrite):
             return True
-        record_pending_wipe(self._conn, self._table)
+        record_pending_wipe(self._conn, self._table)  # keeps the rewrite kind finish_wal_wipe recorded
         self.pending = True
         return False
 
@@ -264,8 +335,12 @@ class WalWiper:
         self.pending = wipe_marker(self._conn, self._table) is not None
         return self.pending
 
-    def finish(self, timeout: float | None = None) -> bool:
+    def finish(self, timeout: float | None = None, *, rewrite: bool = False) -> bool:
         """:func:`finish_wal_wipe`, waiting up to ``timeout`` s (default: the forget's ``timeout``).
+
+        Args:
+            timeout: Seconds to wait for readers that pin the WAL.
+            rewrite: Rewrite the file (``VACUUM``) before the checkpoint.
 
         Returns:
             True when no deleted text is left on disk; False while a reader still pins the WAL.
@@ -276,7 +351,7 @@ class WalWiper:
         wait = self.timeout if timeout is None else wipe_seconds(timeout, name="timeout")
         if self._memory:
             return True
-        done = finish_wal_wipe(self._conn, wait, table=self._table, busy_timeout_ms=self._busy_ms)
+        done = finish_wal_wipe(self._conn, wait, table=self._table, busy_timeout_ms=self._busy_ms, rewrite=rewrite)
         self.pending = not done and wipe_marker(self._conn, self._table) is not None
         return done
 

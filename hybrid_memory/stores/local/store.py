@@ -436,9 +436,10 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         with self._guard():
             with self._tx() as c:
                 n = c.execute("DELETE FROM memories WHERE user_id = ?", (user_id,)).rowcount
-                c.execute("DELETE FROM turns WHERE user_id = ?", (user_id,))
-                c.execute("DELETE FROM extracted WHERE user_id = ?", (user_id,))
-                c.execute("DELETE FROM summarized WHERE user_id = ?", (user_id,))
+                rows = n + sum(
+                    c.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,)).rowcount
+                    for table in ("turns", "extracted", "summarized")
+                )
                 c.execute(
                     "INSERT INTO forget_epochs (user_hash, epoch) VALUES (?, 1) "
                     "ON CONFLICT (user_hash) DO UPDATE SET epoch = epoch + 1",
@@ -446,7 +447,7 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
                 )
                 self._bump_versions([user_id])
             self._drop_partition(user_id)
-            self._forget_traces()
+            self._forget_traces(rewrite=rows > 0)  # copies a rebalance left in shared pages: rebuild them
             return int(n)
 
     # -- reads -------------------------------------------------------------------------------

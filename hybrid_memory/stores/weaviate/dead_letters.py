@@ -179,7 +179,9 @@ class _DeadLetterQueue:
                 return 0
             n = int(conn.execute("DELETE FROM dead_letters WHERE user_id = ?", (user_id,)).rowcount)
             assert self._wiper is not None
-            self._wiper.after_delete()  # bounded: a reader pinning the WAL makes the wipe pending
+            # bounded: a reader pinning the WAL makes the wipe pending; the rewrite clears copies a
+            # rebalance left in pages that stay
+            self._wiper.after_delete(rewrite=n > 0)
             return n
 
     def wipe_pending(self) -> bool:
