@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -378,3 +379,34 @@ def test_put_is_traced_as_its_own_step(mem: HybridMemory) -> None:
     assert step.kind == "put" and step.user_id == "alice"
     assert [(w.action, w.content) for w in step.writes] == [(out.action, "key-value note [PHONE]")]
     assert "record" not in step.params
+
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_delete_user_leaves_no_copy_in_pages_a_rebalance_rebuilt(tmp_path: Path, seed: int) -> None:
+    """Steps of two users of varied sizes share pages: the victim's text is gone after its delete.
+
+    The delete rebalances half-empty pages; SQLite rebuilds the pages that stay without clearing
+    their unallocated gap, so without a rewrite a moved copy of a victim step (or its user id)
+    stayed in the file (both seeds did on the base).
+    """
+    path = tmp_path / "shared-pages.traces.sqlite"
+    canary, victim = "CANARY-91d3aa-rebalanced-step", "victim-e0c2b4"
+    at = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    rng = random.Random(seed)
+    ts = TraceStore(path)
+    try:
+        for i in range(2000):
+            user = victim if rng.random() < 0.5 else "other"
+            pad = "x" * rng.randint(0, 600)
+            query = f"{canary} {i} {pad}" if user == victim else f"ordinary {i} {pad}"
+            session = f"s{rng.randint(0, 5)}"
+            ts.append(TraceStep(kind="recall", user_id=user, session_id=session, at=at, duration_ms=1.0, query=query))
+        if seed:
+            ts.delete_session(victim, "s1")
+        assert ts.delete_user(victim) > 0
+        assert ts.steps(user_id=victim) == [] and ts.steps(user_id="other")
+        left = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+        assert canary.encode() not in left and victim.encode() not in left
+    finally:
+        ts.close()
