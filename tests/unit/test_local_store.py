@@ -25,6 +25,7 @@ from hybrid_memory.ranking import bm25_scores
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest
 from hybrid_memory.stores.local import LocalStore
+from hybrid_memory.stores.local.connection import finish_wal_wipe, record_pending_wipe, rewrite_file, wipe_marker
 from hybrid_memory.text.analyzer import Analyzer
 
 T0 = datetime(2025, 5, 1, tzinfo=timezone.utc)
@@ -401,3 +402,33 @@ def test_sees_writes_of_another_connection(tmp_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_rewrite_another_writer_blocks_is_recorded_and_done_by_the_next_finish(tmp_path: Path) -> None:
+    path = tmp_path / "rewrite.db"
+    canary = "CANARY-2c77e1-blocked-rewrite"
+    with LocalStore(path) as store:
+        rng = np.random.default_rng(3)
+        for batch in range(20):
+            mine = [MemoryRecord.create(user_id="v", content=f"{canary} {batch}-{i}", timestamp=T0) for i in range(25)]
+            keep = [MemoryRecord.create(user_id="k", content=f"kept {batch}-{i}", timestamp=T0) for i in range(25)]
+            store.upsert(mine, vectors(rng, 25))
+            store.upsert(keep, vectors(rng, 25))
+    conn = sqlite3.connect(path, isolation_level=None)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete=ON")
+        conn.execute("DELETE FROM memories WHERE user_id = 'v'")
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the file: no rewrite now
+        assert rewrite_file(conn, 0.0) is False
+        other.execute("ROLLBACK")
+        record_pending_wipe(conn, rewrite=True)
+        record_pending_wipe(conn)  # a later plain forget keeps the rewrite pending
+        assert (wipe_marker(conn) or "").startswith("rewrite ")
+        assert finish_wal_wipe(conn, 0.0) is True
+        assert wipe_marker(conn) is None
+        assert conn.execute("SELECT COUNT(*) FROM memories WHERE user_id = 'k'").fetchone()[0] == 500
+    finally:
+        other.close()
+        conn.close()
+    assert canary.encode() not in _db_bytes(path)
