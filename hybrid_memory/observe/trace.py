@@ -32,7 +32,8 @@ to a local SQLite file ``$XDG_STATE_HOME/hybrid-memory/traces/<host>_<port>_<col
 Privacy: traced text goes through the same PII redactor as memories (unless
 ``writer.redact_pii`` / ``trace.redact_pii`` is off). :meth:`HybridMemory.forget_user
 <hybrid_memory.memory.HybridMemory.forget_user>` deletes the user's steps (SQLite
-``secure_delete`` plus a WAL checkpoint, so the text is gone from the file; while a reader of
+``secure_delete``, a rewrite of the file for the copies a rebalance leaves in pages that stay,
+and a WAL checkpoint, so the text is gone from the file; while a reader of
 another connection pins the WAL, the wipe is reported pending and finished once it leaves, see
 :class:`TraceStore`), and
 :meth:`~hybrid_memory.memory.HybridMemory.forget` blanks the forgotten memory's text in the

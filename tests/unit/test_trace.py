@@ -381,7 +381,6 @@ def test_put_is_traced_as_its_own_step(mem: HybridMemory) -> None:
     assert "record" not in step.params
 
 
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_delete_user_leaves_no_copy_in_pages_a_rebalance_rebuilt(tmp_path: Path, seed: int) -> None:
     """Steps of two users of varied sizes share pages: the victim's text is gone after its delete.

@@ -34,10 +34,16 @@ transaction; writes that carry ``epochs`` check them inside their own transactio
 
 Durability: WAL journal with ``synchronous=FULL``; a write that returned has been committed and
 fsynced, so it survives ``kill -9`` of the process and a power cut. Right to be forgotten: the
-connection runs with ``PRAGMA secure_delete=ON`` (SQLite overwrites deleted content with zeros)
-and :meth:`LocalStore.delete` / :meth:`LocalStore.delete_user` then checkpoint and truncate the
-WAL, so no copy of the deleted text stays in the database file or its WAL. ``VACUUM`` was not
-chosen because it rewrites the whole file on every forget.
+connection runs with ``PRAGMA secure_delete=ON`` (SQLite overwrites deleted cells and freed pages
+with zeros) and :meth:`LocalStore.delete` / :meth:`LocalStore.delete_user` then checkpoint and
+truncate the WAL. ``secure_delete`` misses one kind of copy: when a delete or an insert rebalances
+B-tree pages, SQLite rebuilds the pages that stay without clearing their unallocated gap, so an
+old copy of a row that moved can outlive the row in a page of another user. Forgetting a whole
+user (:meth:`LocalStore.delete_user`) therefore also rewrites the file (``VACUUM``) before the
+checkpoint: its cost follows the size of what the other users keep, not of what is forgotten.
+A single :meth:`LocalStore.delete` does not rewrite the file (that would make every supersede or
+prune rewrite it), so a copy a past rebalance made of that memory may stay until the user is
+forgotten or the file is vacuumed.
 
 A reader in another connection (another process, the CLI, the inspector) that holds a read
 transaction pins the WAL: until it ends, the checkpoint cannot copy the overwritten pages into the

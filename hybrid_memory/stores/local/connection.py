@@ -251,7 +251,9 @@ def finish_wal_wipe(
             return False
         if marker is not None and marker.startswith(_REWRITE):  # done: only the checkpoint is left
             plain = marker[len(_REWRITE) :]
-            conn.execute(f"UPDATE {_table(table)} SET value = ? WHERE key = ? AND value = ?", (plain, _WIPE_KEY, marker))
+            conn.execute(
+                f"UPDATE {_table(table)} SET value = ? WHERE key = ? AND value = ?", (plain, _WIPE_KEY, marker)
+            )
             marker = plain
     if not checkpoint_wal(conn, timeout, busy_timeout_ms=busy_timeout_ms):
         return False

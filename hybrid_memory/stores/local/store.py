@@ -398,7 +398,9 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         """Delete these memories of ``user_id``; return how many existed (missing ids are fine).
 
-        The deleted text is overwritten in the file (``secure_delete``) and the WAL truncated.
+        The deleted cells are overwritten in the file (``secure_delete``) and the WAL truncated;
+        the file is not rewritten, so a copy a past rebalance left in another page may stay (see
+        the package docstring; :meth:`delete_user` rewrites the file).
         """
         check_id(user_id)
         ids = check_ids(ids)
@@ -427,7 +429,10 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
     def delete_user(self, user_id: str) -> int:
         """Delete every memory and turn of ``user_id``, bump its forget epoch, leave no copy of its text.
 
-        One transaction: a concurrent write that read the old epoch is refused afterwards.
+        One transaction: a concurrent write that read the old epoch is refused afterwards. Then
+        the file is rewritten (``VACUUM``: copies a rebalance left in the gap of pages that stay)
+        and the WAL truncated; a reader pinning the WAL or another writer holding the file makes
+        the wipe pending (:attr:`wipe_pending`).
 
         Returns:
             How many memories were deleted.
