@@ -46,3 +46,17 @@ def test_a_memory_deleted_by_another_process_during_update_or_touch_stays_delete
     if deleted != [1]:  # the race did not happen: a real failure, not the expected one
         pytest.fail(f"the delete of the other process did not land between the read and the write: {deleted}")
     assert other_store.get("u", [rec.id]) == [] and app_store.get("u", [rec.id]) == []
+
+
+def test_a_memory_deleted_then_put_again_is_updated_and_touched(stores: tuple[MemoryStore, MemoryStore]) -> None:
+    """An old delete of an id (a tombstone on Weaviate) never undoes a later update or touch of it."""
+    app_store, other_store = stores
+    mem = HybridMemory(app_store, embedder=HashingEmbedder())
+    rec = mem.remember("u", "I love hiking", importance=0.9).record
+    assert rec is not None
+    assert other_store.delete("u", [rec.id]) == 1
+    mem.put(rec)  # the same id again
+    app_store.update([rec.evolve(importance=0.5)])
+    app_store.touch("u", [rec.id], datetime.now(timezone.utc))
+    (got,) = other_store.get("u", [rec.id])
+    assert (got.importance, got.access_count) == (0.5, rec.access_count + 1)
