@@ -2,7 +2,8 @@
 
 The store is assembled from one base per concern (each in its own module): the client, retries
 and handles (:mod:`.client`), the schema (:mod:`.schema`), batch writes and forget epochs
-(:mod:`.writes`) and turn logs (:mod:`.turns`). What is left here: the constructors, the memory
+(:mod:`.writes`), turn logs (:mod:`.turns`), tenant use notes (:mod:`.tenants`) and tombstones
+of deleted memories (:mod:`.tombstones`). What is left here: the constructors, the memory
 writes and reads, deletes and the hybrid search. The package docstring
 (:mod:`hybrid_memory.stores.weaviate`) describes the schema and the guarantees.
 """
