@@ -103,3 +103,17 @@ def test_old_tombstones_are_pruned_by_a_later_delete_at_most_once_per_interval(
     assert list(store._tombstones("u", [a.id, b.id, c.id])) == [c.id]
     store._prune_tombstones(datetime.now(timezone.utc) + timedelta(minutes=1))
     assert store._tombstones("u", [c.id]) == {}
+
+
+def test_a_store_on_a_schema_from_before_tombstones_touches_and_deletes_without_ensure_schema(
+    weaviate_store_factory: Callable[..., WeaviateStore],
+) -> None:
+    first = weaviate_store_factory()
+    a, b = _remember(first, "I love hiking", "My sister lives in Lisbon")
+    first._client.collections.delete(first.tombstones_collection)  # as an older version left it
+    old = weaviate_store_factory(collection=first.collection, create_schema=False)
+    old.touch("u", [a.id], datetime.now(timezone.utc))  # no tombstone collection: nothing deleted since
+    assert old.get("u", [a.id])[0].access_count == a.access_count + 1
+    assert old.delete("u", [b.id]) == 1  # creates the collection for its tombstone
+    assert list(old._tombstones("u", [a.id, b.id])) == [b.id]
+    assert first.get("u", [b.id]) == []

@@ -40,7 +40,7 @@ from hybrid_memory.errors import StoreError
 from hybrid_memory.stores.base import user_hash
 from hybrid_memory.stores.weaviate.client import _ID_CHUNK, _chunks
 from hybrid_memory.stores.weaviate.dead_letters import _Pending
-from hybrid_memory.stores.weaviate.errors import object_error
+from hybrid_memory.stores.weaviate.errors import is_collection_missing, object_error
 from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, tenant_name
 from hybrid_memory.stores.weaviate.tenants import _Tenancy
 
@@ -59,6 +59,7 @@ class _Tombstones(_Tenancy):
     """Deletes that leave tombstones, and the check that undoes a write of a memory deleted meanwhile."""
 
     _last_prune: float = float("-inf")
+    _tombstones_ready: bool = False
 
     @property
     def tombstones_collection(self) -> str:
@@ -78,6 +79,11 @@ class _Tombstones(_Tenancy):
             StoreUnavailableError: the server cannot be reached.
         """
         super().ensure_schema()
+        self._create_tombstones()
+        self._tombstones_ready = True
+
+    def _create_tombstones(self) -> None:
+        """Create ``<collection>Tombstones`` if it does not exist (idempotent, concurrent-safe)."""
         from weaviate.classes.config import Configure, DataType, Property
 
         name = self.tombstones_collection
@@ -119,6 +125,7 @@ class _Tombstones(_Tenancy):
                 self._client.collections.delete(name)
 
         self._call("drop tombstone collection", run)
+        self._tombstones_ready = False
 
     # -- tombstones ----------------------------------------------------------------------------
     def _tombstones(self, user_id: str, ids: Sequence[str]) -> dict[str, str]:
@@ -135,7 +142,13 @@ class _Tombstones(_Tenancy):
                     filters=Filter.by_id().contains_any(list(chunk)), limit=len(chunk), return_properties=["token"]
                 )
 
-            for o in self._call("read tombstones", run).objects:
+            try:
+                res = self._call("read tombstones", run)
+            except StoreError as exc:
+                if is_collection_missing(exc):  # a schema from before tombstones: nothing deleted since
+                    return {}
+                raise
+            for o in res.objects:
                 out[by_uuid[str(o.uuid)]] = str(o.properties.get("token"))
         return out
 
@@ -143,6 +156,9 @@ class _Tombstones(_Tenancy):
         """Write a new tombstone (a fresh token) for each of these memories; prune old ones now and then."""
         from weaviate.classes.data import DataObject
 
+        if not self._tombstones_ready:  # a store built without ensure_schema() on an older schema
+            self._create_tombstones()
+            self._tombstones_ready = True
         coll = self._coll(self.tombstones_collection, write=True)
         now = datetime.now(timezone.utc)
         token = secrets.token_hex(8)
