@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from hybrid_memory import HybridMemory
+from hybrid_memory.errors import NotFoundError
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.weaviate import WeaviateStore, tombstones
 from hybrid_memory.testing import HashingEmbedder
@@ -117,3 +118,25 @@ def test_a_store_on_a_schema_from_before_tombstones_touches_and_deletes_without_
     assert old.delete("u", [b.id]) == 1  # creates the collection for its tombstone
     assert list(old._tombstones("u", [a.id, b.id])) == [b.id]
     assert first.get("u", [b.id]) == []
+
+
+def test_an_update_of_two_users_both_deleted_meanwhile_leaves_both_deleted(
+    weaviate_store_factory: Callable[..., WeaviateStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = weaviate_store_factory()
+    other = weaviate_store_factory(collection=app.collection)
+    mem = HybridMemory(app, embedder=HashingEmbedder())
+    recs = [mem.remember(user, "I love hiking", importance=0.9).record for user in ("u", "v")]
+    assert all(r is not None for r in recs)
+    u_rec, v_rec = (r for r in recs if r is not None)
+    real_write = app._write
+
+    def write_after_the_deletes(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(app, "_write", real_write)
+        assert other.delete("u", [u_rec.id]) == 1 and other.delete("v", [v_rec.id]) == 1
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(app, "_write", write_after_the_deletes)
+    with pytest.raises(NotFoundError):
+        app.update([u_rec.evolve(importance=0.5), v_rec.evolve(importance=0.5)])
+    assert other.get("u", [u_rec.id]) == [] and other.get("v", [v_rec.id]) == []

@@ -548,10 +548,10 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             raise UserForgottenError(gone[0])
         failed = {f.pending.uuid for f in failures}
         written = [p for p in items if p.uuid not in failed]
-        for user_id, tombs in before.items():
-            buried = self._unbury_check(user_id, tombs, written)
-            if buried:
-                raise NotFoundError(f"memory {buried[0]!r} does not exist for user {user_id!r} (deleted meanwhile)")
+        buried = [(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)]
+        if buried:
+            user_id, rid = buried[0]
+            raise NotFoundError(f"memory {rid!r} does not exist for user {user_id!r} (deleted meanwhile)")
         self._raise_failures(failures, len(items))
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
