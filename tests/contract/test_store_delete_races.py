@@ -5,11 +5,10 @@ memory from a second store object on the same data (another process) lands betwe
 the write through a hook, so the race is deterministic. The deleted memory must not come back.
 
 LocalStore changes rows in place (an ``UPDATE`` of a deleted row changes nothing). WeaviateStore
-writes the changed copy with a batch insert, which re-creates an object deleted meanwhile: that
-case is marked ``xfail(strict=True)`` until the store guards it (a tombstone of deleted ids
-checked after the write, or a merge that fails on a missing object); the mark then makes this
-test fail, so it is removed with the fix. The hook point there is the store's private batch
-write (``_write``), the only place between its read and its write.
+writes the changed copy with a batch insert, which would re-create an object deleted meanwhile;
+its ``delete`` leaves tombstones that the read-modify-write checks after its write
+(:mod:`hybrid_memory.stores.weaviate.tombstones`). The hook point there is the store's private
+batch write (``_write``), the only place between its read and its write.
 """
 
 from __future__ import annotations
@@ -29,27 +28,35 @@ __all__ = ["stores"]  # the two-store fixture (LocalStore file, real Weaviate), 
 
 @pytest.mark.parametrize("op", ["update", "touch"])
 def test_a_memory_deleted_by_another_process_during_update_or_touch_stays_deleted(
-    stores: tuple[MemoryStore, MemoryStore], op: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    stores: tuple[MemoryStore, MemoryStore], op: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app_store, other_store = stores
     rec = HybridMemory(app_store, embedder=HashingEmbedder()).remember("u", "I love hiking", importance=0.9).record
     assert rec is not None
     weaviate = hasattr(app_store, "_pending")
-    if weaviate:
-        why = "WeaviateStore re-creates it (batch insert)"
-        request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=why))
     deleted: list[int] = []
     _before(
         app_store, "_write" if weaviate else op, lambda: deleted.append(other_store.delete("u", [rec.id])), monkeypatch
     )
     if op == "update":
-        if weaviate:
+        with pytest.raises(NotFoundError):  # the memory the update read was deleted meanwhile
             app_store.update([rec.evolve(importance=0.5)])
-        else:
-            with pytest.raises(NotFoundError):  # nothing written
-                app_store.update([rec.evolve(importance=0.5)])
     else:
         app_store.touch("u", [rec.id], datetime.now(timezone.utc))
     if deleted != [1]:  # the race did not happen: a real failure, not the expected one
         pytest.fail(f"the delete of the other process did not land between the read and the write: {deleted}")
     assert other_store.get("u", [rec.id]) == [] and app_store.get("u", [rec.id]) == []
+
+
+def test_a_memory_deleted_then_put_again_is_updated_and_touched(stores: tuple[MemoryStore, MemoryStore]) -> None:
+    """An old delete of an id (a tombstone on Weaviate) never undoes a later update or touch of it."""
+    app_store, other_store = stores
+    mem = HybridMemory(app_store, embedder=HashingEmbedder())
+    rec = mem.remember("u", "I love hiking", importance=0.9).record
+    assert rec is not None
+    assert other_store.delete("u", [rec.id]) == 1
+    mem.put(rec)  # the same id again
+    app_store.update([rec.evolve(importance=0.5)])
+    app_store.touch("u", [rec.id], datetime.now(timezone.utc))
+    (got,) = other_store.get("u", [rec.id])
+    assert (got.importance, got.access_count) == (0.5, rec.access_count + 1)

@@ -45,7 +45,11 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
 * ``<collection>TenantUse`` (not multi-tenant, no vectors) holds the last recorded use of every
   tenant (its name and a UTC time), so an operator can deactivate idle users
   (:meth:`WeaviateStore.deactivate_idle`, ``hybrid-memory tenants --deactivate-idle S``; module
-  :mod:`hybrid_memory.stores.weaviate.tenants`).
+  :mod:`hybrid_memory.stores.weaviate.tenants`);
+* ``<collection>Tombstones`` (not multi-tenant, no vectors) holds one object per memory deleted
+  in the last hour, UUID ``uuid5(SHA-256(user id), record id)``, properties ``token`` and
+  ``deleted_at``: an ``update`` or ``touch`` of another process that read the memory before the
+  delete never re-creates it (module :mod:`hybrid_memory.stores.weaviate.tombstones`).
 
 Conversation state without transactions (architecture §10):
 
@@ -98,6 +102,7 @@ connected in, while a store usually outlives many loops (tests, notebooks, web w
 Layout: :mod:`.store` (:class:`WeaviateStore`: constructors, memory reads, writes and search),
 :mod:`.client` (connection, retries, handles), :mod:`.schema` (collections and meta data),
 :mod:`.writes` (batches, dead-lettering, forget epochs), :mod:`.turns` (turn logs),
+:mod:`.tombstones` (deleted ids that a read-modify-write checks),
 :mod:`.mapping` (names, properties, records <-> objects), :mod:`.errors` (client exceptions ->
 the library's errors, by type), :mod:`.dead_letters` (the SQLite queue), :mod:`.runtime` (turn
 sequence clock, call threads), :mod:`.server` (the local ``weaviate-server`` launcher) and

@@ -2,7 +2,8 @@
 
 The store is assembled from one base per concern (each in its own module): the client, retries
 and handles (:mod:`.client`), the schema (:mod:`.schema`), batch writes and forget epochs
-(:mod:`.writes`) and turn logs (:mod:`.turns`). What is left here: the constructors, the memory
+(:mod:`.writes`), turn logs (:mod:`.turns`), tenant use notes (:mod:`.tenants`) and tombstones
+of deleted memories (:mod:`.tombstones`). What is left here: the constructors, the memory
 writes and reads, deletes and the hybrid search. The package docstring
 (:mod:`hybrid_memory.stores.weaviate`) describes the schema and the guarantees.
 """
@@ -59,7 +60,7 @@ from hybrid_memory.stores.weaviate.mapping import (
 )
 from hybrid_memory.stores.weaviate.runtime import _GRPC_CHANNEL_OPTIONS
 from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
-from hybrid_memory.stores.weaviate.tenants import _Tenancy
+from hybrid_memory.stores.weaviate.tombstones import _Tombstones
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
 
@@ -121,15 +122,15 @@ def _node(url: str, grpc_port: int | None, settings: Mapping[str, Any]) -> tuple
 _NEIGHBOUR_CONCURRENCY = 8
 
 
-class WeaviateStore(_Tenancy, AsyncFromSyncStore):
+class WeaviateStore(_Tombstones, AsyncFromSyncStore):
     """:class:`~hybrid_memory.stores.base.MemoryStore` on Weaviate (one tenant per user).
 
     ``alpha``: 1.0 = pure vector, 0.0 = pure keyword (BM25); always sent explicitly.
 
     Args:
         client: A connected ``weaviate.WeaviateClient`` you own; the store never closes it.
-        collection: Collection name (the others are ``<collection>Meta``, ``<collection>Turns``
-            and ``<collection>ForgetEpochs``).
+        collection: Collection name (the others are ``<collection>Meta``, ``<collection>Turns``,
+            ``<collection>ForgetEpochs``, ``<collection>TenantUse`` and ``<collection>Tombstones``).
         analyzer: Tokeniser for the searchable text (must match the one the data was indexed
             with; the analyzer name is stored and checked by :meth:`ensure_schema`).
         vector_index: ``"flat"`` (exact, default; parity with LocalStore), ``"dynamic"`` (flat,
@@ -500,7 +501,9 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
         Raises:
             UserForgottenError: a user in ``epochs`` was forgotten since (checked first), or a
                 user was forgotten while the update ran.
-            NotFoundError: an id does not exist for its user (nothing is written).
+            NotFoundError: an id does not exist for its user (nothing is written), or another
+                process deleted it while the update ran (it stays deleted; the other records
+                are updated; see :mod:`~hybrid_memory.stores.weaviate.tombstones`).
         """
         self._check_open()
         records = _check_records(records)
@@ -519,10 +522,12 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
                 guard[user_id] = self._read_epoch(user_id)
         recs: list[MemoryRecord] = []
         vecs: list[Vector] = []
+        before: dict[str, dict[str, str]] = {}
         # Read-modify-write under the write lock: a delete/delete_user of this process cannot
-        # slip in between; other processes are covered by the epochs.
+        # slip in between; other processes are covered by the epochs and the tombstones.
         with self._write_lock:
             for user_id, group in by_user.items():
+                before[user_id] = self._tombstones(user_id, [r.id for r in group])
                 stored = self._fetch(user_id, [r.id for r in group], vectors=True)
                 missing = [r.id for r in group if r.id not in stored]
                 if missing:
@@ -541,6 +546,12 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
         gone = self._undo_if_forgotten(items, failures, guard)
         if gone:
             raise UserForgottenError(gone[0])
+        failed = {f.pending.uuid for f in failures}
+        written = [p for p in items if p.uuid not in failed]
+        buried = [(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)]
+        if buried:
+            user_id, rid = buried[0]
+            raise NotFoundError(f"memory {rid!r} does not exist for user {user_id!r} (deleted meanwhile)")
         self._raise_failures(failures, len(items))
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
@@ -548,7 +559,9 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
 
         The increment is read-modify-write: concurrent touches of one memory may count once. A
         failed touch raises but is not dead-lettered (it would overwrite a pending newer version).
-        A touch racing a forget (from any process) deletes what it re-wrote and returns.
+        A touch racing a forget (from any process) deletes what it re-wrote and returns; a
+        memory deleted by another process while the touch ran is deleted again (its tombstone
+        changed, :mod:`~hybrid_memory.stores.weaviate.tombstones`) and skipped.
         """
         self._check_open()
         when = ensure_utc(when, name="when")
@@ -557,10 +570,13 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
         if not ids:
             return
         epoch = self._read_epoch(user_id)
-        with self._write_lock:  # see update(): never re-insert a memory forgotten meanwhile
+        with self._write_lock:  # see update(): never re-insert a memory forgotten or deleted meanwhile
+            before = self._tombstones(user_id, ids)
             written = self._touch(user_id, ids, when)
         if written and self._read_epoch(user_id) != epoch:
             self._undo(written, [user_id])
+        elif written:
+            self._unbury_check(user_id, before, written)
 
     def _touch(self, user_id: str, ids: list[str], when: datetime) -> list[_Pending]:
         stored = self._fetch(user_id, ids, vectors=True)
@@ -720,7 +736,12 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
 
     # -- deletes -------------------------------------------------------------------------------
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
-        """Delete these memories of ``user_id``; return how many existed."""
+        """Delete these memories of ``user_id``; return how many existed.
+
+        Deletes the objects, writes their tombstones and deletes them again, so an ``update``
+        or ``touch`` of another process that read them before never brings them back
+        (:mod:`~hybrid_memory.stores.weaviate.tombstones`).
+        """
         self._check_open()
         check_id(user_id)
         ids = check_ids(ids)
@@ -728,8 +749,12 @@ class WeaviateStore(_Tenancy, AsyncFromSyncStore):
             return 0
         self._dlq.remove(user_id, ids)
         h = self._tenant(tenant_name(user_id), write=True)
+        uuids = [object_uuid(i) for i in ids]
         with self._write_lock:
-            return self._delete_objects(h, [object_uuid(i) for i in ids], "delete")
+            n = self._delete_objects(h, uuids, "delete")
+            self._bury(user_id, ids)
+            self._delete_objects(h, uuids, "delete again")
+        return n
 
     def delete_user(self, user_id: str) -> int:
         """Delete everything of ``user_id`` and change its forget epoch.

@@ -1,0 +1,215 @@
+"""Tombstones of deleted memories: a read-modify-write never re-creates a memory deleted meanwhile.
+
+:meth:`WeaviateStore.update` and :meth:`WeaviateStore.touch` read stored objects, then write
+changed copies with a batch insert, and a batch insert creates an object that is missing. A
+``delete`` from another process between the read and the write would bring the memory back.
+
+``<collection>Tombstones`` (not multi-tenant, no vectors) holds one object per deleted memory,
+UUID ``uuid5(SHA-256(user id), record id)`` (neither id in clear), properties ``token`` (new
+random text per delete) and ``deleted_at`` (UTC). The protocol:
+
+* ``delete``: delete the objects (D1), write their tombstones (T), delete the objects again (D2);
+* ``update`` / ``touch``: read the tombstones of the ids (S) before reading the objects (R),
+  write (W), read the tombstones again (C); every id whose tombstone appeared or changed
+  between S and C is deleted again and reported missing (``update`` raises
+  :class:`~hybrid_memory.errors.NotFoundError`, ``touch`` skips it).
+
+Why nothing comes back: a write can re-create only a memory deleted between R and W, so
+S < R < D1 < T. If T is visible at C, the writer sees a new token and deletes what it wrote;
+otherwise T came after C, so D2 (after T) came after W and deleted it. A tombstone that is
+older than S (an id deleted, then legitimately put again) is the same at S and C, so it never
+undoes a write. Every step reads and writes at the store's consistency levels (QUORUM by
+default: read-your-writes across processes).
+
+Pruning: a ``delete`` removes tombstones older than :data:`TOMBSTONE_TTL` (one hour), at most
+once per :data:`_PRUNE_INTERVAL` per store object. An ``update`` or ``touch`` whose S-to-C
+window is longer than the TTL is not guarded (the insert timeout bounds a write to 90 s by
+default); a tombstone pruned between S and C counts as unchanged.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from hybrid_memory.errors import StoreError
+from hybrid_memory.stores.base import user_hash
+from hybrid_memory.stores.weaviate.client import _ID_CHUNK, _chunks
+from hybrid_memory.stores.weaviate.dead_letters import _Pending
+from hybrid_memory.stores.weaviate.errors import is_collection_missing, object_error
+from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, tenant_name
+from hybrid_memory.stores.weaviate.tenants import _Tenancy
+
+#: Age after which a tombstone may be pruned (the longest read-to-check window that is guarded).
+TOMBSTONE_TTL = timedelta(hours=1)
+#: Seconds between two prunes of old tombstones by one store object.
+_PRUNE_INTERVAL = 600.0
+
+
+def _tombstone_uuid(user_id: str, record_id: str) -> str:
+    """Object UUID of the tombstone of one memory (from a SHA-256 of the user id, never the id)."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"tombstone:{user_hash(user_id)}:{record_id}"))
+
+
+class _Tombstones(_Tenancy):
+    """Deletes that leave tombstones, and the check that undoes a write of a memory deleted meanwhile."""
+
+    _last_prune: float = float("-inf")
+    _tombstones_ready: bool = False
+
+    @property
+    def tombstones_collection(self) -> str:
+        """Name of the tombstone collection (``<collection>Tombstones``)."""
+        return f"{self.collection}Tombstones"
+
+    # -- schema --------------------------------------------------------------------------------
+    def ensure_schema(self) -> None:
+        """Create the collections if missing and check an existing schema; load the meta data.
+
+        Also creates ``<collection>Tombstones`` (module docstring). Idempotent and safe to call
+        concurrently from several processes.
+
+        Raises:
+            SchemaError: the existing collection was not made by this module (no multi-tenancy,
+                no whitespace ``search_text`` property) or was indexed with another analyzer.
+            StoreUnavailableError: the server cannot be reached.
+        """
+        super().ensure_schema()
+        self._create_tombstones()
+        self._tombstones_ready = True
+
+    def _create_tombstones(self) -> None:
+        """Create ``<collection>Tombstones`` if it does not exist (idempotent, concurrent-safe)."""
+        from weaviate.classes.config import Configure, DataType, Property
+
+        name = self.tombstones_collection
+        replication = (
+            Configure.replication(factor=self.replication_factor) if self.replication_factor is not None else None
+        )
+
+        def create() -> None:
+            cols = self._client.collections
+            if cols.exists(name):
+                return
+            try:
+                cols.create(
+                    name,
+                    description=f"hybrid-memory tombstones of memories deleted from {self.collection}",
+                    properties=[
+                        Property(name="token", data_type=DataType.TEXT, index_filterable=False, index_searchable=False),
+                        Property(name="deleted_at", data_type=DataType.DATE, index_range_filters=True),
+                    ],
+                    vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.none()),
+                    replication_config=replication,
+                )
+            except Exception:
+                if not cols.exists(name):
+                    raise
+
+        self._call("create tombstone collection", create)
+
+    def drop(self) -> None:
+        """Delete the six collections: every memory, turn, forget epoch, use note and tombstone (all users!).
+
+        Idempotent.
+        """
+        super().drop()
+        name = self.tombstones_collection
+
+        def run() -> None:
+            if self._client.collections.exists(name):
+                self._client.collections.delete(name)
+
+        self._call("drop tombstone collection", run)
+        self._tombstones_ready = False
+
+    # -- tombstones ----------------------------------------------------------------------------
+    def _tombstones(self, user_id: str, ids: Sequence[str]) -> dict[str, str]:
+        """The tokens of the tombstones of these memories of ``user_id``, by record id."""
+        from weaviate.classes.query import Filter
+
+        by_uuid = {_tombstone_uuid(user_id, i): i for i in dict.fromkeys(ids)}
+        coll = self._coll(self.tombstones_collection)
+        out: dict[str, str] = {}
+        for chunk in _chunks(list(by_uuid), _ID_CHUNK):
+
+            def run(chunk: Sequence[str] = chunk) -> Any:
+                return coll.query.fetch_objects(
+                    filters=Filter.by_id().contains_any(list(chunk)), limit=len(chunk), return_properties=["token"]
+                )
+
+            try:
+                res = self._call("read tombstones", run)
+            except StoreError as exc:
+                if is_collection_missing(exc):  # a schema from before tombstones: nothing deleted since
+                    return {}
+                raise
+            for o in res.objects:
+                out[by_uuid[str(o.uuid)]] = str(o.properties.get("token"))
+        return out
+
+    def _bury(self, user_id: str, ids: Sequence[str]) -> None:
+        """Write a new tombstone (a fresh token) for each of these memories; prune old ones now and then."""
+        from weaviate.classes.data import DataObject
+
+        if not self._tombstones_ready:  # a store built without ensure_schema() on an older schema
+            self._create_tombstones()
+            self._tombstones_ready = True
+        coll = self._coll(self.tombstones_collection, write=True)
+        now = datetime.now(timezone.utc)
+        token = secrets.token_hex(8)
+        for chunk in _chunks(list(dict.fromkeys(ids)), self.batch_size):
+            objs = [
+                DataObject(properties={"token": token, "deleted_at": now}, uuid=_tombstone_uuid(user_id, i))
+                for i in chunk
+            ]
+
+            def run(objs: list[Any] = objs) -> None:
+                res = coll.data.insert_many(objs)
+                for err in res.errors.values():
+                    raise object_error(str(getattr(err, "message", err)))
+
+            self._call("write tombstones", run)
+        if time.monotonic() - self._last_prune >= _PRUNE_INTERVAL:
+            self._last_prune = time.monotonic()
+            self._prune_tombstones(now - TOMBSTONE_TTL)
+
+    def _prune_tombstones(self, before: datetime) -> None:
+        """Delete the tombstones written before ``before`` (of every user)."""
+        from weaviate.classes.query import Filter
+
+        coll = self._coll(self.tombstones_collection, write=True)
+
+        def run() -> None:
+            res = coll.data.delete_many(where=Filter.by_property("deleted_at").less_than(before))
+            if res.failed:
+                raise StoreError(f"{res.failed} of {res.matches} tombstone deletions failed")
+
+        self._call("prune tombstones", run)
+
+    def _unbury_check(self, user_id: str, before: dict[str, str], written: Sequence[_Pending]) -> list[str]:
+        """After a write: delete again what it wrote of memories deleted since ``before``; return their ids.
+
+        Args:
+            user_id: Whose memories were written.
+            before: The tombstones of the written ids read before the objects were read.
+            written: What the write stored (failed objects excluded).
+        """
+        mine = [p for p in written if p.record.user_id == user_id]
+        if not mine:
+            return []
+        after = self._tombstones(user_id, [p.record.id for p in mine])
+        buried = [p for p in mine if p.record.id in after and after[p.record.id] != before.get(p.record.id)]
+        if buried:
+            ids = [p.record.id for p in buried]
+            self._dlq.remove(user_id, ids)
+            self._delete_objects(
+                self._tenant(tenant_name(user_id), write=True),
+                [p.uuid for p in buried],
+                "undo a write of a deleted memory",
+            )
+        return [p.record.id for p in buried]
