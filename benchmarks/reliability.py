@@ -225,8 +225,8 @@ scenarios from the next full run on.
 | ... lost / duplicated / cross-user leaks | 0 / 0 / 0 | 0 / 0 / 0 |
 
 Reproduce: `HYBRID_MEMORY_RELIABILITY_SECONDS=60 python -m pytest tests/reliability/test_processes.py` (20 s of
-mixed traffic by default). Races of `consolidate` and `clear_review` with another process's forget are pinned
-deterministically in `tests/contract/test_forget_races.py`.
+mixed traffic by default). Races of `consolidate`, `clear_review`, the inspector's edits, `remember` and
+Weaviate's `touch`/`update` with another process's forget are pinned deterministically in `tests/contract/`.
 """
 
 FINDINGS = """## Bugs the tests found
@@ -260,14 +260,21 @@ Not fixed (reported):
   store calls are redacted. Metadata and tags are stored as given (never redacted).
 * Writes to a Weaviate that just died wait ~15 s (client-internal retry), to a hung one
   `insert_timeout`, before being dead-lettered (writes are deliberately not abandoned mid-flight).
-* A single-memory `forget(id)` is serialised with the writer's read-modify-write within one
-  process only: a `remember` in another process that bumps or supersedes that very memory at
-  that moment fails with `NotFoundError`, and a Weaviate `touch`/`update` of it in another process
-  can write that one memory back. (`forget_user` reaches every process: writes that could bring a
-  user's data back -- turns, memories, touches, background extraction, summaries, refinements,
-  traces, `consolidate` -- check the store's forget epoch, so nothing racing another process's
-  `forget_user` is written back and a caller's write fails with `UserForgottenError`, never
-  `NotFoundError`: `tests/reliability/test_processes.py`, `tests/contract/test_forget_races.py`.)
+* A record dead-lettered by one process's `WeaviateStore` before another process deleted it can
+  be replayed by `replay_dead_letters` afterwards (`delete()` clears only its own process's
+  dead-letter file).
+
+Fixed across processes since (2026-12-02): a `remember` in another process that bumps or supersedes
+a memory deleted at that moment re-plans the write without it instead of raising `NotFoundError`
+(`tests/contract/test_remember_forget_race.py`), and a Weaviate `touch`/`update` no longer writes a
+memory deleted between its read and its write back (tombstones checked after the batch write;
+`tests/contract/test_store_delete_races.py`, `tests/integration/test_weaviate_tombstones.py`).
+`forget_user` reaches every process: writes that could bring a user's data back -- turns,
+memories, touches, background extraction, summaries, refinements, traces, `consolidate`,
+`clear_review`, the inspector's edits -- check the store's forget epoch, so nothing racing another
+process's `forget_user` is written back and a caller's write fails with `UserForgottenError`, never
+`NotFoundError` (`tests/reliability/test_processes.py`, `tests/contract/test_forget_races.py`,
+`tests/contract/test_edit_forget_race.py`).
 """
 
 
