@@ -181,6 +181,7 @@ def llm_verdicts(
     fake: str | None,
     method: str,
     checkpoint: Path | None,
+    timeout: float = 120.0,
 ) -> tuple[list[Verdict], list[float]]:
     """``LLMConflictJudge`` on every pair (verdicts kept in ``checkpoint``, reused on a rerun), and seconds per call."""
     from langchain_openai import ChatOpenAI
@@ -201,7 +202,7 @@ def llm_verdicts(
 
             base_url = stack.enter_context(serve([fake])).base_url
         chat = ChatOpenAI(base_url=base_url, api_key=SecretStr("sk-local"), model=model, temperature=0, max_retries=0)
-        judge = LLMConflictJudge(chat, method=method, policy=LLMCallPolicy(timeout=120.0, max_retries=0))  # type: ignore[arg-type]
+        judge = LLMConflictJudge(chat, method=method, policy=LLMCallPolicy(timeout=timeout, max_retries=0))  # type: ignore[arg-type]
         sink = stack.enter_context(checkpoint.open("a", encoding="utf-8")) if checkpoint is not None else None
         for i, p in enumerate(pairs):
             key = (p["old"], p["new"])
@@ -237,10 +238,11 @@ def llm_run(
     fake: str | None,
     method: str,
     checkpoint: Path | None,
+    timeout: float = 120.0,
 ) -> dict[str, Any]:
     """The heuristic, the model's own verdicts and the combined judge on the same pairs."""
     verdicts, seconds = llm_verdicts(
-        pairs, base_url=base_url, model=model, fake=fake, method=method, checkpoint=checkpoint
+        pairs, base_url=base_url, model=model, fake=fake, method=method, checkpoint=checkpoint, timeout=timeout
     )
     sources = [_source(v) for v in verdicts]
     answered = [i for i, s in enumerate(sources) if s == "model"]
@@ -301,7 +303,7 @@ def _llm_section(r: dict[str, Any]) -> list[str]:
     load = ", ".join(f"{x:.1f}" for x in r["load_average_at_end"])
     secs = r["seconds_per_pair_median"]
     return [
-        f"## LLM judge: `{r['model']}` ({r['method']}) on a {r['sample']}",
+        f"## LLM judge: `{r['model']}` ({r['method']}) on {r['sample'] if r['sample'] == 'all pairs' else 'a ' + r['sample']}",
         "",
         f"`LLMConflictJudge(ChatOpenAI(...), method={r['method']!r})` as shipped (default `max_tokens`), one attempt "
         "per pair. **The model gave its own verdict for "
@@ -376,7 +378,11 @@ def markdown(res: dict[str, Any]) -> str:
         cells = [e["label"], e["category"], e["old"], e["new"], e["verdict"], e["reason"] or ""]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     out.append("")
-    out.append("Reproduce: `python -m benchmarks.conflict_judge`.")
+    out.append(
+        "Reproduce: `python -m benchmarks.conflict_judge`"
+        + "".join(f"; `{r['command']}`" for r in res["llm_runs"] if "command" in r)
+        + " (each LLM run keeps the others in the results)."
+    )
     return "\n".join(out) + "\n"
 
 
@@ -390,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fake", choices=("junk",), default=None, help="LLMConflictJudge on the scripted local server")
     p.add_argument("--method", choices=("json_mode", "function_calling"), default="json_mode")
     p.add_argument("--sample", type=int, default=None, help="a stratified sample of this many pairs for the LLM")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per LLM call (one attempt)")
     p.add_argument("--checkpoint", type=Path, default=None, help="JSON lines of LLM verdicts, reused on a rerun")
     args = p.parse_args(argv)
     if args.base_url is not None and args.fake is not None:
@@ -420,7 +427,11 @@ def main(argv: list[str] | None = None) -> int:
             fake=args.fake,
             method=args.method,
             checkpoint=args.checkpoint,
+            timeout=args.timeout,
         )
+        where = f"--fake {args.fake}" if args.fake is not None else f"--base-url {args.base_url} --model {args.model}"
+        sample = f" --sample {args.sample}" if new["pairs"] < len(pairs) else ""
+        new["command"] = f"python -m benchmarks.conflict_judge {where} --method {args.method}{sample}"
         llm_runs = [r for r in llm_runs if (r["model"], r["method"]) != (new["model"], new["method"])] + [new]
     res = {
         "pairs": len(pairs),
