@@ -3,7 +3,7 @@
 ``tests/reliability/fake_openai.py``'s ``junk`` action answers every request well-formed but
 wrong: the same score (5) for every turn, and facts that echo the instruction, are empty
 ("记住！") or are hallucinated, each citing every turn of the call. These tests run the
-benchmarks' own plays (``benchmarks/pollution.py``, ``benchmarks/importance_llm.py``) over real
+benchmarks' own plays (``benchmarks/pollution.py``, ``importance_llm.py``, ``conflict_judge.py``) over real
 HTTP and LangChain's ``ChatOpenAI``, so the published rows cannot drift from what the suite checks.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.conflict_judge import llm_run, load_pairs, stratified
 from benchmarks.importance_llm import LABELS
 from benchmarks.importance_llm import run as importance_run
 from benchmarks.pollution import _play
@@ -44,3 +45,15 @@ def test_junk_model_scores_fall_back_to_the_heuristic_agreement() -> None:
         assert s["llm_raw"] < s["heuristic"], name  # the junk did reach the raw scorer
         assert s["combined_fallback_turns"] > 0
         assert set(s["combined_reasons"]) == {"degenerate answer"}, s["combined_reasons"]
+
+
+def test_junk_model_conflict_verdicts_all_fall_back_and_are_counted() -> None:
+    pairs = stratified(load_pairs(), 30)
+    res = llm_run(pairs, 340, base_url=None, model="local", fake="junk", method="json_mode", checkpoint=None)
+
+    # The junk answer has the wrong shape for a verdict: every pair is the heuristic's, and the report says so.
+    assert res["model_verdicts"] == 0
+    assert res["fallbacks"] == {"heuristic: call failed: reply does not match the schema": 30}
+    assert res["runs"]["combined"]["groups"] == res["runs"]["heuristic"]["groups"]
+    assert res["runs"]["llm_only"]["groups"] == {}
+    assert res["sample"] == "stratified sample of 30 of 340 pairs (seed 0)"
