@@ -251,11 +251,13 @@ def llm_run(
     return {
         "model": f"fake:{fake}" if fake is not None else model,
         "method": method,
+        "timeout_seconds": timeout,
         "pairs": len(pairs),
         "sample": "all pairs"
         if len(pairs) == total
         else f"stratified sample of {len(pairs)} of {total} pairs (seed 0)",
         "model_verdicts": len(answered),
+        "model_relations": dict(Counter(verdicts[i].relation for i in answered).most_common()),
         "fallbacks": dict(Counter(s for s in sources if s != "model").most_common()),
         "seconds_per_pair_median": seconds_sorted[len(seconds) // 2] if seconds else None,
         "seconds_total": round(sum(seconds), 1),
@@ -306,12 +308,18 @@ def _llm_section(r: dict[str, Any]) -> list[str]:
         f"## LLM judge: `{r['model']}` ({r['method']}) on {r['sample'] if r['sample'] == 'all pairs' else 'a ' + r['sample']}",
         "",
         f"`LLMConflictJudge(ChatOpenAI(...), method={r['method']!r})` as shipped (default `max_tokens`), one attempt "
-        "per pair. **The model gave its own verdict for "
-        f"{r['model_verdicts']} of {r['pairs']} pairs**; the heuristic answered the rest ({falls}). Columns: "
+        f"per pair ({r.get('timeout_seconds', 120):g} s deadline). **The model gave its own verdict for "
+        f"{r['model_verdicts']} of {r['pairs']} pairs** ("
+        + (", ".join(f"{k} {n}" for k, n in r.get("model_relations", {}).items()) or "none")
+        + f"); the heuristic answered the rest ({falls}). Columns: "
         "`heuristic` = `HeuristicConflictJudge` on the same pairs; `model only` = the model's own verdicts, on the "
-        "pairs it answered (counts k/n where n differs); `combined` = what `LLMConflictJudge` returns and the writer "
-        "uses (the model's verdict, the heuristic's where the model failed). "
-        + (f"Median {secs:.1f} s per pair; load average at the end {load} (2 cores, shared)." if secs else ""),
+        "pairs it answered (counts k/n where n differs); `combined` = what `LLMConflictJudge` returns to the writer "
+        "(the model's verdict, the heuristic's where the model failed). "
+        + (
+            f"Median {secs:.1f} s per pair; load average when the report was written {load} (2 cores, shared; verdicts kept in a checkpoint may be older)."
+            if secs
+            else ""
+        ),
         "",
         *_table(runs, "overall"),
         "",
