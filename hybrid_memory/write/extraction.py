@@ -262,10 +262,8 @@ class FactExtractor:
             src = [turns[i] for i in dict.fromkeys(f.source_turns) if 0 <= i < len(turns)]
             users = [t for t in src if t.role == "user" and scaffolding_role(t.content) is None]
             if not users:
-                scaffold = any(t.role == "user" for t in src)
-                dropped.append(
-                    f'"{text}" ' + ("cites only agent scaffolding" if scaffold else "not stated by the user")
-                )
+                why = " (cites only agent scaffolding)" if any(t.role == "user" for t in src) else ""
+                dropped.append(f'"{text}" not stated by the user{why}')
                 continue
             problem = grounding_problem(text, [t.content for t in users])
             if problem is not None:

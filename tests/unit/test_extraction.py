@@ -352,5 +352,5 @@ def test_a_user_turn_that_is_agent_scaffolding_neither_states_nor_grounds_a_memo
     ]
     res = ex.extract(ts)
     assert [(m.content, m.provenance) for m in res.memories] == [("The user prefers aisle seats", ("u-s-1",))]
-    assert res.dropped[0] == f'"{polluted}" cites only agent scaffolding'
+    assert res.dropped[0] == f'"{polluted}" not stated by the user (cites only agent scaffolding)'
     assert res.dropped[1].startswith('"The user loves red-eye flights and LH1172 has aisle seats" not supported')
