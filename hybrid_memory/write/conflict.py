@@ -9,7 +9,10 @@ subject, both cannot be true now: the writer supersedes the older memory or demo
   我现在改喝咖啡了; identifiers, dates of different events and list items are distinct facts (see
   ``benchmarks/results/conflict_judge.md``). Its cue words come from
   :mod:`hybrid_memory.text.vocabulary`.
-* :class:`LLMConflictJudge` asks any LangChain chat model and falls back to the heuristic judge.
+* :class:`LLMConflictJudge` asks any LangChain chat model and falls back to the heuristic judge,
+  also when a sanity check distrusts a valid answer: a hard signal that the facts are distinct
+  (:meth:`HeuristicConflictJudge.distinct_reason`) wins over the model's ``contradicts``, and a
+  model that gives one relation for a whole window of pairs is not trusted until it varies.
 
 :class:`ConflictReview` is one entry of the writer's review queue (what was superseded, demoted or
 only suspected, and why).
