@@ -229,6 +229,31 @@ def llm_verdicts(
     return verdicts, seconds
 
 
+def replayed(pairs: Sequence[dict[str, Any]], verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """What ``LLMConflictJudge`` in this tree returns, given the model answers a checkpoint recorded.
+
+    The model's own verdicts are replayed in call order through a scripted chat model (the model is
+    not called again), so the sanity checks (hard signals, degenerate window) see the same answers;
+    a pair the model did not answer keeps its recorded heuristic fallback (failures do not enter
+    the degenerate window). Meaningful for checkpoints recorded before the sanity checks, whose
+    model rows hold the model's raw relation.
+    """
+    from langchain_core.language_models import FakeListChatModel
+
+    from hybrid_memory.write.conflict import LLMConflictJudge
+
+    answered = [i for i, v in enumerate(verdicts) if v.judge == "llm"]
+    replies = [
+        json.dumps({"verdicts": [{"index": 0, "relation": verdicts[i].relation, "reason": verdicts[i].reason}]})
+        for i in answered
+    ]
+    judge = LLMConflictJudge(FakeListChatModel(responses=replies or ["{}"]), method="json_mode")
+    out = list(verdicts)
+    for i in answered:
+        out[i] = judge.judge(pairs[i]["new"], [pairs[i]["old"]])[0]
+    return out
+
+
 def llm_run(
     pairs: Sequence[dict[str, Any]],
     total: int,
@@ -239,11 +264,29 @@ def llm_run(
     method: str,
     checkpoint: Path | None,
     timeout: float = 120.0,
+    replay: bool = False,
 ) -> dict[str, Any]:
-    """The heuristic, the model's own verdicts and the combined judge on the same pairs."""
+    """The heuristic, the model's own verdicts and the combined judge on the same pairs.
+
+    With ``replay`` also ``checked``: the recorded model answers through this tree's judge (see
+    :func:`replayed`).
+    """
     verdicts, seconds = llm_verdicts(
         pairs, base_url=base_url, model=model, fake=fake, method=method, checkpoint=checkpoint, timeout=timeout
     )
+    extra: dict[str, Any] = {}
+    if replay:
+        checked = replayed(pairs, verdicts)
+        extra = {
+            "checked": tally(pairs, checked),
+            "checked_overrides": dict(
+                Counter(
+                    "degenerate window" if "model degenerate" in v.reason else "hard signal: " + v.reason.split(" (")[0]
+                    for v, w in zip(checked, verdicts, strict=True)
+                    if w.judge == "llm" and v.judge != "llm"
+                ).most_common()
+            ),
+        }
     sources = [_source(v) for v in verdicts]
     answered = [i for i, s in enumerate(sources) if s == "model"]
     heuristic = HeuristicConflictJudge()
@@ -266,7 +309,9 @@ def llm_run(
             "heuristic": evaluate(heuristic, pairs),
             "llm_only": tally([pairs[i] for i in answered], [verdicts[i] for i in answered]),
             "combined": tally(pairs, verdicts),
+            **({"checked": extra["checked"]} if replay else {}),
         },
+        **({"checked_overrides": extra["checked_overrides"]} if replay else {}),
     }
 
 
@@ -295,7 +340,7 @@ def _table(runs: dict[str, dict[str, Any]], prefix: str) -> list[str]:
     return lines
 
 
-_LLM_NAMES = {"heuristic": "heuristic", "llm_only": "model only", "combined": "combined"}
+_LLM_NAMES = {"heuristic": "heuristic", "llm_only": "model only", "combined": "combined", "checked": "checked"}
 
 
 def _llm_section(r: dict[str, Any]) -> list[str]:
@@ -315,6 +360,16 @@ def _llm_section(r: dict[str, Any]) -> list[str]:
         "`heuristic` = `HeuristicConflictJudge` on the same pairs; `model only` = the model's own verdicts, on the "
         "pairs it answered (counts k/n where n differs); `combined` = what `LLMConflictJudge` returns to the writer "
         "(the model's verdict, the heuristic's where the model failed). "
+        + (
+            "`checked` = the model's recorded answers replayed (in call order, without calling the model again) "
+            "through `LLMConflictJudge` with the sanity checks of this tree (a hard signal wins over `contradicts`; "
+            "one relation for the last 8 pairs = degenerate, heuristic used): **`combined` is before, `checked` "
+            "after the checks**; overrides: "
+            + ("; ".join(f"{n} {why}" for why, n in r["checked_overrides"].items()) or "none")
+            + ". "
+            if "checked" in r["runs"]
+            else ""
+        )
         + (
             f"Median {secs:.1f} s per pair; load average when the report was written {load} (2 cores, shared; verdicts kept in a checkpoint may be older)."
             if secs
@@ -406,6 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample", type=int, default=None, help="a stratified sample of this many pairs for the LLM")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per LLM call (one attempt)")
     p.add_argument("--checkpoint", type=Path, default=None, help="JSON lines of LLM verdicts, reused on a rerun")
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="also replay the checkpoint's model answers through this tree's judge (sanity checks) as 'checked'",
+    )
     args = p.parse_args(argv)
     if args.base_url is not None and args.fake is not None:
         p.error("give at most one of --base-url and --fake")
@@ -436,10 +496,12 @@ def main(argv: list[str] | None = None) -> int:
             method=args.method,
             checkpoint=args.checkpoint,
             timeout=args.timeout,
+            replay=args.replay,
         )
         where = f"--fake {args.fake}" if args.fake is not None else f"--base-url {args.base_url} --model {args.model}"
         sample = f" --sample {args.sample}" if new["pairs"] < len(pairs) else ""
-        new["command"] = f"python -m benchmarks.conflict_judge {where} --method {args.method}{sample}"
+        replay = f" --checkpoint {args.checkpoint} --replay" if args.replay else ""
+        new["command"] = f"python -m benchmarks.conflict_judge {where} --method {args.method}{sample}{replay}"
         llm_runs = [r for r in llm_runs if (r["model"], r["method"]) != (new["model"], new["method"])] + [new]
     res = {
         "pairs": len(pairs),

@@ -9,7 +9,10 @@ subject, both cannot be true now: the writer supersedes the older memory or demo
   我现在改喝咖啡了; identifiers, dates of different events and list items are distinct facts (see
   ``benchmarks/results/conflict_judge.md``). Its cue words come from
   :mod:`hybrid_memory.text.vocabulary`.
-* :class:`LLMConflictJudge` asks any LangChain chat model and falls back to the heuristic judge.
+* :class:`LLMConflictJudge` asks any LangChain chat model and falls back to the heuristic judge,
+  also when a sanity check distrusts a valid answer: a hard signal that the facts are distinct
+  (:meth:`HeuristicConflictJudge.distinct_reason`) wins over the model's ``contradicts``, and a
+  model that gives one relation for a whole window of pairs is not trusted until it varies.
 
 :class:`ConflictReview` is one entry of the writer's review queue (what was superseded, demoted or
 only suspected, and why).
@@ -27,7 +30,7 @@ import functools
 import itertools
 import re
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,7 +38,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from hybrid_memory.errors import ScoringError
+from hybrid_memory.errors import ConfigurationError, ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy, StructuredCaller, StructuredMethod
 from hybrid_memory.text.analyzer import ENGLISH_STOPWORDS
 from hybrid_memory.text.vocabulary import (
@@ -128,6 +131,7 @@ _STOP_CJK = frozenset("我你他她它们的了是在也都很还就吗呢吧啊
 _STOP_EN = frozenset({"i", "im", "my", "me", "we", "our", "am", "have", "has", "do", "does", "m", "s", "ve", "ll", "d"})
 _SPEAKER = re.compile(r"^\s*([A-Z][\w .'-]{0,30}|[\u4e00-\u9fff]{1,6})\s*(?::\s|：\s*)")
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u9fff\uf900-\ufaff]+")
+_CJK_NUMBER_TOKEN = re.compile(rf"[{CJK_NUMERAL}]+")
 #: Texts longer than this are never judged by the heuristic (long chat turns mix many subjects).
 _MAX_JUDGED_CHARS = 280
 
@@ -485,6 +489,42 @@ class HeuristicConflictJudge:
             return None
         return self._hard(a, b)
 
+    def distinct_reason(self, new: str, old: str) -> str | None:
+        """Why ``new`` and ``old`` are distinct facts for a hard reason, else ``None``.
+
+        Hard reasons: different speakers; numbers that are different identifiers, dates of
+        different events or amounts of different things; a different holder (my sister / me,
+        Anna / 小王; not in a naming statement such as 叫我小王); a list item (same statement with
+        one content word swapped for another, no change declared, no negation flipped, not two
+        preferences of one domain). An :class:`LLMConflictJudge` cannot turn such a pair into an
+        update.
+
+        Example:
+            >>> j = HeuristicConflictJudge()
+            >>> j.distinct_reason("I booked room 302", "I booked room 301")
+            'different identifiers (301 / 302)'
+            >>> j.distinct_reason("I like pears and apples a lot", "I like plums and apples a lot")
+            'list item (pears / plums)'
+            >>> j.distinct_reason("I have 3 cats", "I have 2 cats") is None
+            True
+        """
+        a, b = self.features(new), self.features(old)
+        if a.speaker is not None and b.speaker is not None and a.speaker != b.speaker:
+            return f"different speakers ({b.speaker} / {a.speaker})"
+        hard, _ = self._hard_verdict(a, b)
+        if hard is not None and hard.relation == "compatible" and not hard.reason.startswith("negation"):
+            return hard.reason
+        if a.holders != b.holders and "name" not in a.domains | b.domains:
+            return f"other holder ({'/'.join(sorted(b.holders)) or 'me'} / {'/'.join(sorted(a.holders)) or 'me'})"
+        if a.change or b.change or a.negated != b.negated or (a.preference and b.preference and a.domains & b.domains):
+            return None
+        only_a, only_b = a.subject - b.subject - _FILLER, b.subject - a.subject - _FILLER
+        if not (only_a and only_b) or self._jaccard(a.subject, b.subject) < self.min_overlap:
+            return None
+        if all(_CJK_NUMBER_TOKEN.fullmatch(t) for t in only_a | only_b):
+            return None  # a number the rules do not read (一万二 / 一万五)
+        return f"list item ({', '.join(sorted(only_a))} / {', '.join(sorted(only_b))})"
+
     def _one(self, new: str, old: str) -> Verdict:
         a, b = self.features(new), self.features(old)
         if not self._comparable(a, b):
@@ -541,6 +581,16 @@ class LLMConflictJudge:
     ``max_tokens``) under ``policy``; a timeout, retries with backoff and a failed/garbled answer all fall back to
     :class:`HeuristicConflictJudge`, and the verdict's ``reason`` says so.
 
+    Valid answers are sanity-checked too (each override is a fallback with its reason in the
+    verdict, ``judge`` ``"heuristic"``):
+
+    * hard signals win: a ``contradicts`` for a pair the heuristic finds distinct for a hard
+      reason (:meth:`HeuristicConflictJudge.distinct_reason`: different identifiers, event dates,
+      list items, other holders) becomes ``compatible``;
+    * a degenerate model, one that gave the same relation for the last ``degenerate_window``
+      pairs (a too-small model answers "contradicts" to everything), is not trusted until it
+      varies: the heuristic judges instead.
+
     Args:
         chat_model: A LangChain chat model.
         method: ``"function_calling"`` or ``"json_mode"``.
@@ -550,6 +600,15 @@ class LLMConflictJudge:
         policy: Deadline per call, retries and backoff as one
             :class:`~hybrid_memory.llm_call.LLMCallPolicy` (default ``LLMCallPolicy()``: 30 s, 2
             retries, 0.5 s doubling).
+        degenerate_window: Pairs over which one repeated relation makes the model untrusted
+            (``0`` turns the check off).
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> reply = '{"verdicts": [{"index": 0, "relation": "contradicts"}, {"index": 1, "relation": "contradicts"}]}'
+        >>> j = LLMConflictJudge(FakeListChatModel(responses=[reply]), method="json_mode")
+        >>> [(v.relation, v.judge) for v in j.judge("I have 3 cats", ["I have 2 cats", "My sister has 2 cats"])]
+        [('contradicts', 'llm'), ('compatible', 'heuristic')]
     """
 
     name = "llm"
@@ -563,7 +622,10 @@ class LLMConflictJudge:
         fallback: ConflictJudge | None = None,
         model_kwargs: Mapping[str, Any] | None = None,
         policy: LLMCallPolicy | None = None,
+        degenerate_window: int = 8,
     ) -> None:
+        if degenerate_window < 0:
+            raise ConfigurationError("degenerate_window must be >= 0")
         self.policy = policy if policy is not None else LLMCallPolicy()
         self._caller = StructuredCaller(
             chat_model,
@@ -574,6 +636,10 @@ class LLMConflictJudge:
             model_kwargs=model_kwargs,
         )
         self.fallback: ConflictJudge = fallback if fallback is not None else HeuristicConflictJudge()
+        self._rules = self.fallback if isinstance(self.fallback, HeuristicConflictJudge) else HeuristicConflictJudge()
+        self.degenerate_window = degenerate_window
+        self._recent: deque[str] = deque(maxlen=degenerate_window or 1)
+        self._lock = threading.Lock()
 
     @staticmethod
     def messages(new: str, candidates: Sequence[str]) -> list[tuple[str, str]]:
@@ -581,18 +647,41 @@ class LLMConflictJudge:
         lines = "\n".join(f"[{i}] {' '.join(c.split())}" for i, c in enumerate(candidates))
         return [("system", _JUDGE_PROMPT), ("human", f"NEW: {' '.join(new.split())}\nEXISTING:\n{lines}")]
 
+    def _degenerate(self, relations: Sequence[str]) -> str | None:
+        """Record the model's relations; the reason not to trust them when the window holds only one."""
+        if not self.degenerate_window or not relations:
+            return None
+        with self._lock:
+            self._recent.extend(relations)
+            window = list(self._recent)
+        if len(window) == self.degenerate_window and len(set(window)) == 1:
+            return f"model degenerate: {window[0]!r} for the last {len(window)} pairs"
+        return None
+
+    def _hard_checked(self, model: Verdict, new: str, old: str) -> Verdict:
+        """The model's verdict, unless it supersedes a pair that is distinct for a hard reason."""
+        if model.relation == "contradicts":
+            hard = self._rules.distinct_reason(new, old)
+            if hard is not None:
+                return Verdict("compatible", f"{hard} (model said contradicts; hard signal wins)", self._rules.name)
+        return model
+
     def _verdicts(self, parsed: BaseModel, new: str, candidates: Sequence[str]) -> list[Verdict]:
         assert isinstance(parsed, ConflictVerdicts)
         got = {v.index: v for v in parsed.verdicts if 0 <= v.index < len(candidates)}
-        if len(got) < len(candidates):
-            fb = self.fallback.judge(new, candidates)
-            return [
-                Verdict(got[i].relation, got[i].reason, self.name)
-                if i in got
-                else Verdict(fb[i].relation, f"{fb[i].reason} (model gave no verdict; heuristic)", fb[i].judge)
-                for i in range(len(candidates))
-            ]
-        return [Verdict(got[i].relation, got[i].reason, self.name) for i in range(len(candidates))]
+        degenerate = self._degenerate([got[i].relation for i in sorted(got)])
+        fb = self.fallback.judge(new, candidates) if degenerate is not None or len(got) < len(candidates) else []
+        out: list[Verdict] = []
+        for i, old in enumerate(candidates):
+            if i not in got:
+                out.append(Verdict(fb[i].relation, f"{fb[i].reason} (model gave no verdict; heuristic)", fb[i].judge))
+            elif degenerate is not None:
+                out.append(
+                    Verdict(fb[i].relation, f"{fb[i].reason} ({degenerate}; heuristic used)".strip(), fb[i].judge)
+                )
+            else:
+                out.append(self._hard_checked(Verdict(got[i].relation, got[i].reason, self.name), new, old))
+        return out
 
     def _fallback(self, new: str, candidates: Sequence[str], exc: ScoringError) -> list[Verdict]:
         return [

@@ -3,7 +3,9 @@
 :class:`FactExtractor` asks any LangChain chat model for the facts, preferences, plans and
 temporary notes *the user stated* in a few turns, each with a category and a 1-10 importance, and
 the indexes of the turns it came from. Only memories grounded in the *user's own words* are
-kept: a memory must cite at least one user turn (assistant suggestions are dropped), must have
+kept: a memory must cite at least one user turn (assistant suggestions are dropped; a user turn
+that is agent scaffolding, such as the ``Observation:`` text a ReAct loop sends with the user role,
+see :func:`hybrid_memory.write.sources.scaffolding_role`, neither counts as one nor grounds it), must have
 content beyond "the user"/"remember" (an empty "记住！" is dropped), must not copy the instruction,
 and at least half of its key words (analyzer terms: English stems, Chinese bigrams) must occur in
 the user turns it cites (a hallucinated "Mia est allergique à l'hæblère." is dropped); category
@@ -56,6 +58,7 @@ from hybrid_memory.llm_call import LLMCallPolicy, StructuredCaller, StructuredMe
 from hybrid_memory.records import MemoryRecord, Turn
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.text.vocabulary import MEMORY_FRAME_EN, MEMORY_FRAME_ZH
+from hybrid_memory.write.sources import scaffolding_role
 
 __all__ = [
     "MIN_SUPPORT",
@@ -257,9 +260,10 @@ class FactExtractor:
                 dropped.append(f'"{text}" has category none')
                 continue
             src = [turns[i] for i in dict.fromkeys(f.source_turns) if 0 <= i < len(turns)]
-            users = [t for t in src if t.role == "user"]
+            users = [t for t in src if t.role == "user" and scaffolding_role(t.content) is None]
             if not users:
-                dropped.append(f'"{text}" not stated by the user')
+                why = " (cites only agent scaffolding)" if any(t.role == "user" for t in src) else ""
+                dropped.append(f'"{text}" not stated by the user{why}')
                 continue
             problem = grounding_problem(text, [t.content for t in users])
             if problem is not None:

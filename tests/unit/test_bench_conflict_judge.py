@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from benchmarks.conflict_judge import load_pairs, stratified, tally
+from benchmarks.conflict_judge import load_pairs, replayed, stratified, tally
 from hybrid_memory.write.conflict import Verdict
 
 
@@ -36,3 +36,20 @@ def test_tally_counts_false_supersedes_and_missed_updates() -> None:
     assert (overall["missed_updates"], overall["updates"]) == (1, 2)
     assert (overall["false_supersedes"], overall["non_updates"]) == (1, 1)
     assert [e["new"] for e in res["errors"]] == ["d", "f"]
+
+
+def test_replay_puts_recorded_model_answers_through_the_sanity_checks() -> None:
+    pairs = [
+        {"old": "I booked room 301", "new": "I booked room 302"},
+        {"old": "I have 2 cats", "new": "I have 3 cats"},
+        {"old": "I eat meat", "new": "I no longer eat meat"},
+    ]
+    recorded = [
+        Verdict("contradicts", "...", "llm"),
+        Verdict("compatible", "x (LLM judge failed: timeout; heuristic used)", "heuristic"),
+        Verdict("contradicts", "...", "llm"),
+    ]
+    out = replayed(pairs, recorded)
+    assert (out[0].relation, out[0].judge) == ("compatible", "heuristic")  # hard signal: different identifiers
+    assert out[1] == recorded[1]  # not answered by the model: the recorded fallback
+    assert (out[2].relation, out[2].judge) == ("contradicts", "llm")

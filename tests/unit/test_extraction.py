@@ -331,3 +331,26 @@ def test_ending_a_session_extracts_its_rest_before_the_log_is_deleted(tmp_path: 
         ]
     finally:
         mem.close()
+
+
+def test_a_user_turn_that_is_agent_scaffolding_neither_states_nor_grounds_a_memory() -> None:
+    # What SmolLM2-135M stored on the pollution benchmark's core path: it copied the Observation line
+    # (sent with the user role by a ReAct loop) and glued the assistant's hallucination onto it.
+    polluted = "Observation: LH1172 07:10 has aisle seats left. You mentioned you love red-eye flights."
+    reply = facts(
+        (polluted, "fact", 7, [4]),
+        ("The user loves red-eye flights and LH1172 has aisle seats", "preference", 6, [1, 4]),
+        ("The user prefers aisle seats", "preference", 7, [1, 4]),
+    )
+    ex = FactExtractor(FakeListChatModel(responses=[reply]), method="json_mode")
+    ts = [
+        turn(0, "system", "You are a travel agent. Use the tools."),
+        turn(1, "user", "I never fly at night and I prefer aisle seats."),
+        turn(2, "assistant", "Thought: day flights only.\nAction: search_flights\nAction Input: LIS"),
+        turn(3, "tool", "LH1172 departs 07:10, TP553 departs 22:40"),
+        turn(4, "user", "Observation: LH1172 07:10 has aisle seats left."),
+    ]
+    res = ex.extract(ts)
+    assert [(m.content, m.provenance) for m in res.memories] == [("The user prefers aisle seats", ("u-s-1",))]
+    assert res.dropped[0] == f'"{polluted}" not stated by the user (cites only agent scaffolding)'
+    assert res.dropped[1].startswith('"The user loves red-eye flights and LH1172 has aisle seats" not supported')
