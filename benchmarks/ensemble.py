@@ -36,7 +36,7 @@ from benchmarks.harness.cli import make_embedder  # noqa: E402
 from benchmarks.harness.datasets import Dataset, load_locomo, load_longmemeval, load_memorybank  # noqa: E402
 from benchmarks.harness.runner import BenchOptions, run_benchmark  # noqa: E402
 from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
-from benchmarks.studies import _speed, log  # noqa: E402
+from benchmarks.studies import _speed, log, speed_texts  # noqa: E402
 from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, Embedder, UniversalSentenceEncoder  # noqa: E402
 
 #: e5's share of the cosine; 0 is USE alone, 1 is e5 alone.
@@ -160,9 +160,7 @@ def verdict(res: dict[str, Any]) -> str:
 
 def speed(sets: dict[str, Dataset], repeats: int, share: float) -> dict[str, Any]:
     """Batched sentences/s and query p50/p95 for USE, e5 int8 and their concatenation at ``share`` (no cache)."""
-    locomo, memorybank = sets["locomo"], sets["memorybank"]
-    texts = [d.text for d in locomo.groups[0].docs[:128]] + [d.text for g in memorybank.groups for d in g.docs][:128]
-    queries = [q.text for g in locomo.groups for q in g.questions][::10][:100]
+    texts, queries = speed_texts(sets["memorybank"], sets["locomo"])
     use, e5 = UniversalSentenceEncoder(), E5SmallEmbedder(backend="onnx")
     models = {"USE-multilingual v3": use, "e5-small int8": e5, "concatenation": _pair(use, e5, share)}
     return {label: _speed(emb, texts, n_single=64, repeats=repeats, queries=queries) for label, emb in models.items()}

@@ -276,10 +276,16 @@ def _speed(
     return out
 
 
-def speed_study(memorybank: Dataset, locomo: Dataset, *, repeats: int = 3) -> dict[str, Any]:
-    """Sentences/s (single and batched, best of ``repeats``) and first-load time per candidate."""
+def speed_texts(memorybank: Dataset, locomo: Dataset) -> tuple[list[str], list[str]]:
+    """The speed studies' texts: 128 LoCoMo turns + 128 MemoryBank-CN exchanges, and every 10th LoCoMo question (100 at most)."""
     texts = [d.text for d in locomo.groups[0].docs[:128]] + [d.text for g in memorybank.groups for d in g.docs][:128]
     queries = [q.text for g in locomo.groups for q in g.questions][::10][:100]
+    return texts, queries
+
+
+def speed_study(memorybank: Dataset, locomo: Dataset, *, repeats: int = 3) -> dict[str, Any]:
+    """Sentences/s (single and batched, best of ``repeats``) and first-load time per candidate."""
+    texts, queries = speed_texts(memorybank, locomo)
     out: dict[str, Any] = {
         "speed_texts": "128 LoCoMo turns + 128 MemoryBank-CN exchanges",
         "query_texts": f"{len(queries)} LoCoMo questions (every 10th)",
