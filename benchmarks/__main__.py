@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             if p.exists():
                 results[name] = json.loads(p.read_text(encoding="utf-8"))
         extra: dict[str, Any] = {}
-        for name in ("alpha_grid", "analyzer", "embedders", "embedder_speed"):
+        for name in ("alpha_grid", "analyzer", "embedders", "embedder_speed", *rep.CV_FILES):
             p = out / f"{name}.json"
             if p.exists():
                 extra[name] = json.loads(p.read_text(encoding="utf-8"))

@@ -99,13 +99,13 @@ def run(data_dir: Path, names: list[str] | None = None) -> dict[str, dict[str, f
     return scores
 
 
-def cross_validate(scores: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """Choose on two datasets (best mean headline, ties to the default), score the third."""
+def cross_validate(scores: dict[str, dict[str, float]], default: str = DEFAULT) -> dict[str, Any]:
+    """Choose on two datasets (best mean headline, ties to ``default``), score the third."""
     out: dict[str, Any] = {}
     for held in HEADLINE:
         train = [d for d in HEADLINE if d != held]
-        best = max(scores, key=lambda n: (sum(scores[n][d] for d in train), n == DEFAULT))
-        out[held] = {"chosen": best, "held_out": scores[best][held], "default": scores[DEFAULT][held]}
+        best = max(scores, key=lambda n: (sum(scores[n][d] for d in train), n == default))
+        out[held] = {"chosen": best, "held_out": scores[best][held], "default": scores[default][held]}
     return out
 
 
@@ -193,12 +193,12 @@ def experiments_section(scores: dict[str, dict[str, float]], cv: dict[str, Any])
     return "\n".join([*lines, SECTION_END])
 
 
-def update_experiments(path: Path, section: str) -> None:
-    """Replace this script's section of ``path`` (or append it)."""
+def update_experiments(path: Path, section: str, start: str = SECTION_START, end: str = SECTION_END) -> None:
+    """Replace the section between the markers ``start`` and ``end`` of ``path`` (or append it)."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if SECTION_START in text and SECTION_END in text:
-        head, rest = text.split(SECTION_START, 1)
-        text = head + section + rest.split(SECTION_END, 1)[1]
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     path.write_text(text, encoding="utf-8")

@@ -64,6 +64,14 @@ class RetrievalConfig(_Section):
         "that period and favour memories created in it (re-rank weight w_time)",
     )
     max_time_windows: int = Field(default=3, ge=0, le=20, description="extra period searches per recall")
+    feedback_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=10.0,
+        description="dense pseudo-relevance feedback: search a second time with the query vector plus this weight "
+        "times the stored vector of the first search's best hit (renormalised), and keep that search's order; "
+        "each hit's vector_similarity stays its cosine to the query itself (0 = off, one search)",
+    )
 
 
 class RerankConfig(_Section):

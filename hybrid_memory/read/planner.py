@@ -3,6 +3,10 @@
 A recall is one hybrid search of the user's memories (``alpha`` 1.0 = pure vector, 0.0 = pure
 keyword/BM25), then
 
+* dense pseudo-relevance feedback (``retrieval.feedback_weight``, off by default): the query vector
+  is moved towards the stored vector of the first search's best hit and the store is searched a
+  second time with it (:meth:`RecallPlanner.feedback`); the keyword leg and the store's maths are
+  unchanged, and every hit keeps its cosine to the query itself for the gate and the floor;
 * the archive fall-back: when no active hit clears the relevance floor, archived memories that
   do are added (``retrieval.archive_fallback``);
 * the time windows: for every period the query names ("last week", "上个月"), the best hits
@@ -23,6 +27,8 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
+import numpy as np
+
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import InvalidInputError, StoreUnavailableError
@@ -33,7 +39,7 @@ from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.text.temporal import TimeWindow, find_time_windows
 from hybrid_memory.values import FusionType, MemoryFilter, SearchRequest, StoreHit, Vector
 
-__all__ = ["RecallPlanner", "Recalled", "WindowDedup", "check_alpha", "check_fusion", "check_k"]
+__all__ = ["RecallPlanner", "Recalled", "WindowDedup", "check_alpha", "check_fusion", "check_k", "query_cosines"]
 
 _MAX_K = 1000
 
@@ -92,6 +98,34 @@ class WindowDedup:
     turn_ids: frozenset[str] = frozenset()
     stm_vectors: Vector | None = None
     hit_vectors: dict[str, Vector] | None = None
+
+
+def query_cosines(hits: Sequence[StoreHit], vector: Vector) -> list[StoreHit]:
+    """``hits`` with each ``vector_similarity`` set to the cosine of its stored vector to ``vector``.
+
+    After a feedback search the store's cosines are to the moved vector; the floor, the gate and
+    the score components must judge a memory by the query itself. A hit without a stored vector
+    keeps what the store said.
+
+    Example:
+        >>> import numpy as np
+        >>> from datetime import datetime, timezone
+        >>> from hybrid_memory.records import MemoryRecord
+        >>> r = MemoryRecord(id="m1", user_id="u", content="x", created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        ...                  updated_at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+        >>> hit = StoreHit(record=r, score=1.0, vector_similarity=0.9, vector=np.array([0.6, 0.8], dtype=np.float32))
+        >>> round(query_cosines([hit], np.array([1.0, 0.0], dtype=np.float32))[0].vector_similarity, 3)
+        0.6
+    """
+    q = np.asarray(vector, dtype=np.float32)
+    out: list[StoreHit] = []
+    for h in hits:
+        if h.vector is None or h.vector_similarity is None:
+            out.append(h)
+            continue
+        sim = float(np.dot(np.asarray(h.vector, dtype=np.float32), q))
+        out.append(dataclasses.replace(h, vector_similarity=sim))
+    return out
 
 
 class RecallPlanner:
@@ -165,8 +199,15 @@ class RecallPlanner:
             return Recalled()  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
         self._bind()
         vector = self.embedder.embed_query(query) if alpha > 0 or self.config.retrieval.archive_fallback else None
+        asked = vector  # the query's own vector; ``vector`` is what the searches use (moved by feedback)
         limit = max(k, self.config.retrieval.candidates)
         hits = self.search(query, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
+        if vector is not None and alpha > 0 and hits and self.config.retrieval.feedback_weight > 0:
+            moved = self.feedback(vector, hits[0], user_id)
+            if moved is not None:
+                asked, vector = vector, moved
+                hits = self.search(query, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
+                hits = query_cosines(hits, asked)
         if (
             not include_archived
             and self.config.retrieval.archive_fallback
@@ -181,23 +222,47 @@ class RecallPlanner:
                 session_id=base.session_id,
                 statuses=("archived",),
             )
-            extra = [
-                h
-                for h in self.search(
-                    query, user_id, limit=limit, alpha=alpha, filt=archived, fusion=fusion, vector=vector
-                )
-                if self.hit_relevant(h)
-            ]
+            found = self.search(query, user_id, limit=limit, alpha=alpha, filt=archived, fusion=fusion, vector=vector)
+            extra = [h for h in self._as_asked(found, asked, vector) if self.hit_relevant(h)]
             hits = hits + extra
         windows = self.time_windows(query, now, base)
         if windows:
             hits = self.search_windows(
                 hits, windows, query, user_id, limit=limit, alpha=alpha, base=base, fusion=fusion, vector=vector
             )
+            hits = self._as_asked(hits, asked, vector)
         if self._touches is not None:
             hits = self._touches(user_id, hits)  # heat counts the touches still being written
         ranked = rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows, k=k, query=query)
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
+
+    @staticmethod
+    def _as_asked(hits: list[StoreHit], asked: Vector | None, searched: Vector | None) -> list[StoreHit]:
+        """``hits`` of a search with ``searched`` judged by the cosine to ``asked`` (no-op when they are the same)."""
+        return hits if asked is None or searched is asked else query_cosines(hits, asked)
+
+    def feedback(self, vector: Vector, best: StoreHit, user_id: str) -> Vector | None:
+        """The query vector moved towards ``best``'s stored vector (unit norm), or ``None`` without one.
+
+        ``q' = (q + w·v) / ‖q + w·v‖`` with ``w = retrieval.feedback_weight``: the memories that
+        resemble the best hybrid hit (often the other turns of the same exchange) come up in the
+        vector leg next to those that resemble the question.
+        """
+        top = best.vector
+        if top is None:
+            top = self.store.get_vectors(user_id, [best.record.id]).get(best.record.id)
+        if top is None:
+            return None
+        q = np.asarray(vector, dtype=np.float32)
+        v = np.asarray(top, dtype=np.float32)
+        if v.shape != q.shape:
+            return None
+        moved = q + np.float32(self.config.retrieval.feedback_weight) * v
+        norm = float(np.linalg.norm(moved))
+        if not np.isfinite(norm) or norm == 0.0:
+            return None
+        out: Vector = moved / np.float32(norm)
+        return out
 
     def search(
         self,
