@@ -567,3 +567,37 @@ def test_dead_letters_of_a_forgotten_user_are_dropped_by_the_replay(binary: str,
         assert store.get("bob", [bob.id]) == [bob]
     finally:
         store.close()
+
+
+def test_a_dead_letter_of_a_memory_deleted_since_is_dropped_by_the_replay(binary: str, tmp_path: Path) -> None:
+    """An update queued here, the memory deleted by another process: the replay must not bring it back."""
+    store = WeaviateStore.embedded(tmp_path / "wv", binary=binary, memory_limit="512MiB")
+    try:
+        server = store.server
+        assert server is not None
+        store.max_retries = 0
+        store.bind_embedder("test", 8)
+        doomed, kept = rec("alice", "alice's old address"), rec("alice", "alice's cat is called Miso", 1)
+        store.upsert([doomed, kept], vecs(2))
+        server.stop(keep_data=True)
+        newer = [
+            doomed.model_copy(update={"content": "alice's new address"}),
+            kept.model_copy(update={"importance": 0.9}),
+        ]
+        with pytest.raises(StoreUnavailableError, match="dead-letter"):
+            store.upsert(newer, vecs(2, seed=1))
+        assert store.dead_letter_count() == 2
+        server.start()
+        # Another process (its own dead-letter file) deletes one of the two while the writes are queued here.
+        other = WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "o.sqlite")
+        try:
+            assert other.delete("alice", [doomed.id]) == 1
+        finally:
+            other.close()
+        assert store.replay_dead_letters() == 1
+        assert store.dead_letter_count() == 0
+        assert store.get("alice", [doomed.id]) == []
+        assert [r.importance for r in store.get("alice", [kept.id])] == [0.9]
+        assert store.count("alice") == 1
+    finally:
+        store.close()

@@ -129,22 +129,24 @@ class _DeadLetterQueue:
                 raise
             self._after_write()
 
-    def pending(self, user_id: str | None = None) -> list[tuple[MemoryRecord, Vector, str, int, int | None]]:
+    def pending(self, user_id: str | None = None) -> list[tuple[MemoryRecord, Vector, str, int, int | None, datetime]]:
+        """Queued rows, oldest failure first: record, vector, last error, attempts, epoch, last failure (UTC)."""
         with self._lock:
             conn = self._open(create=False)
             if conn is None:
                 return []
-            sql = "SELECT record_json, vector, error, attempts, epoch FROM dead_letters"
+            sql = "SELECT record_json, vector, error, attempts, epoch, last_failed_at FROM dead_letters"
             args: tuple[str, ...] = ()
             if user_id is not None:
                 sql += " WHERE user_id = ?"
                 args = (user_id,)
             rows = conn.execute(sql + " ORDER BY last_failed_at, rowid", args).fetchall()
         out = []
-        for rec_json, blob, err, attempts, epoch in rows:
+        for rec_json, blob, err, attempts, epoch, failed_at in rows:
             rec = MemoryRecord.from_json_dict(json.loads(rec_json))
             vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
-            out.append((rec, vec, str(err), int(attempts), None if epoch is None else int(epoch)))
+            when = datetime.fromisoformat(str(failed_at))
+            out.append((rec, vec, str(err), int(attempts), None if epoch is None else int(epoch), when))
         return out
 
     def remove(self, user_id: str, record_ids: Iterable[str]) -> None:

@@ -606,7 +606,11 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         Records that fail again stay queued (their error and attempt count are updated). A record
         written successfully later through :meth:`upsert` is removed from the queue, so a replay
         never overwrites newer data with an older version. A record whose write carried a forget
-        epoch is dropped (not written) when its user was forgotten since, from any process.
+        epoch is dropped (not written) when its user was forgotten since, from any process; a
+        record whose memory was deleted (by :meth:`delete`, from any process) after its write was
+        queued is dropped too, and one deleted while the replay writes is deleted again (its
+        tombstone, :mod:`~hybrid_memory.stores.weaviate.tombstones`; a delete older than
+        ``TOMBSTONE_TTL``, one hour, is no longer known).
         """
         self._check_open()
         pending = self._dlq.pending(user_id)
@@ -614,25 +618,39 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             return 0
         current: dict[str, int] = {}
         stale: dict[str, list[str]] = {}
+        queued: dict[str, dict[str, datetime]] = {}
         items: list[_Pending] = []
-        for r, v, _, _, epoch in pending:
+        for r, v, _, _, epoch, failed_at in pending:
             if epoch is not None:
                 if r.user_id not in current:
                     current[r.user_id] = self._read_epoch(r.user_id)
                 if current[r.user_id] != epoch:
                     stale.setdefault(r.user_id, []).append(r.id)
                     continue
+            queued.setdefault(r.user_id, {})[r.id] = failed_at
             items.append(_Pending(r, v, object_uuid(r.id), tenant_name(r.user_id)))
         for user, ids in stale.items():
             logger.info("dropping %d dead letters of a user forgotten since they were queued", len(ids))
             self._dlq.remove(user, ids)
+        # Memories deleted (by any process) after their write was queued stay deleted.
+        before: dict[str, dict[str, str]] = {}
+        for user, when in queued.items():
+            deleted, before[user] = self._deleted_after(user, when)
+            if deleted:
+                logger.info("dropping %d dead letters of memories deleted since they were queued", len(deleted))
+                self._dlq.remove(user, deleted)
+                dropped = set(deleted)
+                items = [p for p in items if p.record.user_id != user or p.record.id not in dropped]
         if not items:
             return 0
         guard = {u: e for u, e in current.items() if any(p.record.user_id == u for p in items)}
         failures = self._write(items, epochs=guard or None)
         gone = set(self._undo_if_forgotten(items, failures, guard))
         failed = {f.pending.uuid for f in failures}
-        return sum(1 for p in items if p.uuid not in failed and p.record.user_id not in gone)
+        written = [p for p in items if p.uuid not in failed and p.record.user_id not in gone]
+        # A delete that landed while the replay wrote: undo what the replay put back.
+        buried = {(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)}
+        return sum(1 for p in written if (p.record.user_id, p.record.id) not in buried)
 
     async def areplay_dead_letters(self, user_id: str | None = None) -> int:
         """Async twin of :meth:`replay_dead_letters`."""
@@ -640,7 +658,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
 
     def dead_letters(self, user_id: str | None = None) -> list[tuple[MemoryRecord, str, int]]:
         """Queued records with their last error and attempt count (local file, no network)."""
-        return [(r, err, n) for r, _, err, n, _ in self._dlq.pending(user_id)]
+        return [(r, err, n) for r, _, err, n, _, _ in self._dlq.pending(user_id)]
 
     def dead_letter_count(self) -> int:
         """Number of records in the dead-letter queue."""

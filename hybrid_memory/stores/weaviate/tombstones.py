@@ -32,7 +32,7 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -130,16 +130,22 @@ class _Tombstones(_Tenancy):
     # -- tombstones ----------------------------------------------------------------------------
     def _tombstones(self, user_id: str, ids: Sequence[str]) -> dict[str, str]:
         """The tokens of the tombstones of these memories of ``user_id``, by record id."""
+        return {i: token for i, (token, _) in self._tombstone_rows(user_id, ids).items()}
+
+    def _tombstone_rows(self, user_id: str, ids: Sequence[str]) -> dict[str, tuple[str, datetime | None]]:
+        """``(token, deleted_at)`` of the tombstones of these memories of ``user_id``, by record id."""
         from weaviate.classes.query import Filter
 
         by_uuid = {_tombstone_uuid(user_id, i): i for i in dict.fromkeys(ids)}
         coll = self._coll(self.tombstones_collection)
-        out: dict[str, str] = {}
+        out: dict[str, tuple[str, datetime | None]] = {}
         for chunk in _chunks(list(by_uuid), _ID_CHUNK):
 
             def run(chunk: Sequence[str] = chunk) -> Any:
                 return coll.query.fetch_objects(
-                    filters=Filter.by_id().contains_any(list(chunk)), limit=len(chunk), return_properties=["token"]
+                    filters=Filter.by_id().contains_any(list(chunk)),
+                    limit=len(chunk),
+                    return_properties=["token", "deleted_at"],
                 )
 
             try:
@@ -149,8 +155,25 @@ class _Tombstones(_Tenancy):
                     return {}
                 raise
             for o in res.objects:
-                out[by_uuid[str(o.uuid)]] = str(o.properties.get("token"))
+                when = o.properties.get("deleted_at")
+                out[by_uuid[str(o.uuid)]] = (
+                    str(o.properties.get("token")),
+                    when if isinstance(when, datetime) else None,
+                )
         return out
+
+    def _deleted_after(self, user_id: str, queued: Mapping[str, datetime]) -> tuple[list[str], dict[str, str]]:
+        """Of ``queued`` (record id -> when its write was queued), the ids deleted since, and every tombstone's token.
+
+        A dead-lettered write of a memory that was deleted after the write was queued must not
+        bring it back on replay; the tokens are the "before" of the replay's :meth:`_unbury_check`,
+        for a delete that lands while the replay writes. A tombstone older than
+        :data:`TOMBSTONE_TTL` may be pruned already: a replay more than that long after the delete
+        is not guarded.
+        """
+        rows = self._tombstone_rows(user_id, list(queued))
+        gone = [i for i, (_, when) in rows.items() if when is not None and when >= queued[i]]
+        return gone, {i: token for i, (token, _) in rows.items()}
 
     def _bury(self, user_id: str, ids: Sequence[str]) -> None:
         """Write a new tombstone (a fresh token) for each of these memories; prune old ones now and then."""
