@@ -13,7 +13,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -541,63 +541,73 @@ def test_writes_racing_a_forget_are_undone(weaviate_store_factory: Callable[...,
     assert store.dead_letter_count() == 0
 
 
-def test_dead_letters_of_a_forgotten_user_are_dropped_by_the_replay(binary: str, tmp_path: Path) -> None:
+@pytest.fixture
+def queueing(binary: str, tmp_path: Path) -> Iterator[WeaviateStore]:
+    """An embedded store whose failed writes go straight to the dead-letter queue (no retries)."""
     store = WeaviateStore.embedded(tmp_path / "wv", binary=binary, memory_limit="512MiB")
     try:
-        server = store.server
-        assert server is not None
+        assert store.server is not None
         store.max_retries = 0
         store.bind_embedder("test", 8)
-        alice, bob = rec("alice", "alice's secret"), rec("bob", "bob's note")
-        server.stop(keep_data=True)
-        for r in (alice, bob):
-            with pytest.raises(StoreUnavailableError, match="dead-letter"):
-                store.upsert([r], vecs(1), epochs={r.user_id: 0})
-        assert store.dead_letter_count() == 2
-        server.start()
-        # Another process (own dead-letter file) forgets alice while her write is queued here.
-        other = WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "o.sqlite")
-        try:
-            other.delete_user("alice")
-        finally:
-            other.close()
-        assert store.replay_dead_letters() == 1
-        assert store.dead_letter_count() == 0
-        assert store.count("alice") == 0
-        assert store.get("bob", [bob.id]) == [bob]
+        yield store
     finally:
         store.close()
 
 
-def test_a_dead_letter_of_a_memory_deleted_since_is_dropped_by_the_replay(binary: str, tmp_path: Path) -> None:
-    """An update queued here, the memory deleted by another process: the replay must not bring it back."""
-    store = WeaviateStore.embedded(tmp_path / "wv", binary=binary, memory_limit="512MiB")
-    try:
-        server = store.server
-        assert server is not None
-        store.max_retries = 0
-        store.bind_embedder("test", 8)
-        doomed, kept = rec("alice", "alice's old address"), rec("alice", "alice's cat is called Miso", 1)
-        store.upsert([doomed, kept], vecs(2))
-        server.stop(keep_data=True)
-        newer = [
-            doomed.model_copy(update={"content": "alice's new address"}),
-            kept.model_copy(update={"importance": 0.9}),
-        ]
+def _other_process(store: WeaviateStore, tmp_path: Path) -> WeaviateStore:
+    """A second store on the same server with its own dead-letter file, as another process has."""
+    server = store.server
+    assert server is not None
+    return WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "o.sqlite")
+
+
+def test_dead_letters_of_a_forgotten_user_are_dropped_by_the_replay(queueing: WeaviateStore, tmp_path: Path) -> None:
+    store, server = queueing, queueing.server
+    assert server is not None
+    alice, bob = rec("alice", "alice's secret"), rec("bob", "bob's note")
+    server.stop(keep_data=True)
+    for r in (alice, bob):
         with pytest.raises(StoreUnavailableError, match="dead-letter"):
-            store.upsert(newer, vecs(2, seed=1))
-        assert store.dead_letter_count() == 2
-        server.start()
-        # Another process (its own dead-letter file) deletes one of the two while the writes are queued here.
-        other = WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "o.sqlite")
-        try:
-            assert other.delete("alice", [doomed.id]) == 1
-        finally:
-            other.close()
-        assert store.replay_dead_letters() == 1
-        assert store.dead_letter_count() == 0
-        assert store.get("alice", [doomed.id]) == []
-        assert [r.importance for r in store.get("alice", [kept.id])] == [0.9]
-        assert store.count("alice") == 1
+            store.upsert([r], vecs(1), epochs={r.user_id: 0})
+    assert store.dead_letter_count() == 2
+    server.start()
+    # Another process (own dead-letter file) forgets alice while her write is queued here.
+    other = _other_process(store, tmp_path)
+    try:
+        other.delete_user("alice")
     finally:
-        store.close()
+        other.close()
+    assert store.replay_dead_letters() == 1
+    assert store.dead_letter_count() == 0
+    assert store.count("alice") == 0
+    assert store.get("bob", [bob.id]) == [bob]
+
+
+def test_a_dead_letter_of_a_memory_deleted_since_is_dropped_by_the_replay(
+    queueing: WeaviateStore, tmp_path: Path
+) -> None:
+    """An update queued here, the memory deleted by another process: the replay must not bring it back."""
+    store, server = queueing, queueing.server
+    assert server is not None
+    doomed, kept = rec("alice", "alice's old address"), rec("alice", "alice's cat is called Miso", 1)
+    store.upsert([doomed, kept], vecs(2))
+    server.stop(keep_data=True)
+    newer = [
+        doomed.model_copy(update={"content": "alice's new address"}),
+        kept.model_copy(update={"importance": 0.9}),
+    ]
+    with pytest.raises(StoreUnavailableError, match="dead-letter"):
+        store.upsert(newer, vecs(2, seed=1))
+    assert store.dead_letter_count() == 2
+    server.start()
+    # Another process (its own dead-letter file) deletes one of the two while the writes are queued here.
+    other = _other_process(store, tmp_path)
+    try:
+        assert other.delete("alice", [doomed.id]) == 1
+    finally:
+        other.close()
+    assert store.replay_dead_letters() == 1
+    assert store.dead_letter_count() == 0
+    assert store.get("alice", [doomed.id]) == []
+    assert [r.importance for r in store.get("alice", [kept.id])] == [0.9]
+    assert store.count("alice") == 1
