@@ -212,7 +212,7 @@ class RecallPlanner:
             not include_archived
             and self.config.retrieval.archive_fallback
             and "archived" not in base.statuses
-            and not any(self.hit_relevant(h) for h in hits)
+            and not any(self.hit_relevant(h, query) for h in hits)
         ):
             archived = MemoryFilter(
                 categories=base.categories,
@@ -223,7 +223,7 @@ class RecallPlanner:
                 statuses=("archived",),
             )
             found = self.search(query, user_id, limit=limit, alpha=alpha, filt=archived, fusion=fusion, vector=vector)
-            extra = [h for h in self._as_asked(found, asked, vector) if self.hit_relevant(h)]
+            extra = [h for h in self._as_asked(found, asked, vector) if self.hit_relevant(h, query)]
             hits = hits + extra
         windows = self.time_windows(query, now, base)
         if windows:
@@ -322,10 +322,15 @@ class RecallPlanner:
                     best[h.record.id] = h
         return [best[i] for i in order]
 
-    def hit_relevant(self, h: StoreHit) -> bool:
-        """Whether a store hit clears the context builder's relevance floor."""
+    def hit_relevant(self, h: StoreHit, query: str | None = None) -> bool:
+        """Whether a store hit clears the context builder's relevance floor (:func:`passes_floor`)."""
+        fuser = self.fuser
         return passes_floor(
-            h.vector_similarity, h.keyword_score, self.fuser.min_similarity, self.fuser.config.min_keyword_score
+            h.vector_similarity,
+            h.keyword_score,
+            fuser.min_similarity,
+            fuser.config.min_keyword_score,
+            own_terms=None if query is None else lambda: fuser.holds_query_terms(h.record.content, query),
         )
 
     def window_dedup(

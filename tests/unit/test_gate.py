@@ -59,7 +59,7 @@ def test_calibrated_fuser_decides_on_the_gate_and_fills_above_the_floor() -> Non
     fuser = ContextFuser.for_embedder(FuserConfig(gate="calibrated"), _Calibrated())
     assert fuser.gate is GATE
     weak = _hit("Ann likes long walks", 0.25)
-    rare_term = _hit("Ann's passport number is in the drawer", 0.05, keyword=0.9)
+    rare_term = _hit("Ann's passport from Australia is in the drawer", 0.05, keyword=0.9)
     skipped = fuser.fuse([weak, rare_term], query="What is the capital of Australia?", now=NOW)
     assert skipped.skipped and {r for _, r in skipped.dropped} == {"no recalled memory passes the injection gate"}
     strong = _hit("Ann lives in Lyon", 0.5)

@@ -41,7 +41,7 @@ def test_remember_many_context_makes_an_answer_findable_by_its_question(mem: Hyb
     hits = mem.recall("Melanie hobby", user_id="u", k=2, alpha=0.0)
     assert [h.content for h in hits] == ["Pottery, every Sunday since May"]
     assert hits[0].record.context == "Which hobby did Melanie pick up?"
-    ctx = mem.build_context("what hobby does Melanie have", user_id="u")
+    ctx = mem.build_context("what hobby does Melanie have on Sunday", user_id="u")
     assert "Pottery" in ctx.text and "Which hobby" not in ctx.text  # the context is never injected
 
 
@@ -128,3 +128,23 @@ def test_by_default_only_what_the_user_said_becomes_a_memory() -> None:
         assert kept == ["I am vegetarian and I live in Lyon", "Remember that my sister is called Ana"]
     finally:
         m.close()
+
+
+def test_a_memory_is_not_injected_on_the_words_of_its_context_alone(mem: HybridMemory) -> None:
+    """Issue 17: the floor's keyword part counts only a query term in the memory's own text."""
+    mem.remember_many(
+        "u",
+        [
+            {"content": "Sure, see you there at seven", "context": "Shall we meet at the pottery studio?"},
+            *({"content": f"Unrelated note number {i} about the garden"} for i in range(4)),
+        ],
+    )
+    hits = mem.recall("pottery studio", user_id="u", k=3, touch=False)
+    assert hits[0].content == "Sure, see you there at seven"  # found through its context, as it should be
+    assert hits[0].keyword_score is not None and hits[0].keyword_score >= mem.config.fuser.min_keyword_score
+    assert (hits[0].vector_similarity or 0.0) < mem.fuser.min_similarity
+    ctx = mem.build_context("pottery studio", user_id="u")
+    assert ctx.skipped and ctx.text == ""
+    # The same words in the memory itself do clear the floor.
+    mem.remember("u", "The pottery studio moved to Rue Neuve")
+    assert "The pottery studio moved to Rue Neuve" in mem.build_context("pottery studio", user_id="u").text
