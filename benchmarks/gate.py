@@ -163,8 +163,19 @@ Rule = Callable[[Hit], bool]
 
 
 def floor_rule(min_similarity: float, min_keyword: float) -> Rule:
-    """The old gate: cosine at or above the floor, or raw BM25 at or above ``min_keyword``."""
-    return lambda h: h[0] >= min_similarity or h[1] >= min_keyword
+    """The floor (the default gate): cosine at or above it, or raw BM25 at or above ``min_keyword`` with a
+    term of the query in the memory's own text (``hybrid_memory.read.context.passes_floor``)."""
+    return lambda h: h[0] >= min_similarity or (h[1] >= min_keyword and h[2] > 0)
+
+
+def context_only(cases: Sequence[Case], min_similarity: float = 0.2, min_keyword: float = 0.5) -> dict[str, int]:
+    """Candidates whose raw BM25 clears the floor with none of the query's terms in their own text.
+
+    Before the own-text condition these cleared the floor on the words of their search context
+    (the turn before them) alone; ``gold`` counts those that cover a gold document.
+    """
+    hits = [h for c in cases if c.own for h in c.hits if h[0] < min_similarity and h[1] >= min_keyword and h[2] == 0]
+    return {"candidates": len(hits), "gold": sum(1 for h in hits if h[4])}
 
 
 def score(cases: Sequence[Case], rule: Rule, depth: int = K) -> dict[str, Any]:
@@ -302,6 +313,7 @@ def study(cases: Sequence[Case], probe_recall: Mapping[str, Any] | None = None) 
             )
         ),
         "old_floor": {n: _row(by[n], old) for n in by},
+        "context_only": {n: context_only(by[n]) for n in DATASETS},
         "calibrated_dev": {n: _row(by[n], gate_rule(chosen)) for n in by},
         "cross_validated": {},
         "probe": dict(probe_recall or {}),
@@ -330,7 +342,7 @@ def markdown(res: Mapping[str, Any]) -> str:
         f"{c['min_term_overlap']:.0%} of the query's terms and cosine >= {c['min_similarity_with_terms']}; "
         f"a memory in the other language gets +{c['cross_lingual_bonus']} on its cosine.",
         "",
-        "| set | questions (top relevant / nothing relevant) | old floor: false skip | false inject | "
+        "| set | questions (top relevant / nothing relevant) | floor (default): false skip | false inject | "
         "calibrated (dev): false skip | false inject | share injected | cross-validated: false skip | false inject | params (tuned on the other two) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -355,6 +367,17 @@ def markdown(res: Mapping[str, Any]) -> str:
             f"share injected {res['calibrated_dev']['probe']['share_injected']:.1%} with the calibrated gate "
             f"({res['old_floor']['probe']['share_injected']:.1%} with the old floor, which also injected for "
             f"{res['old_floor']['probe']['false_inject']:.1%} of the questions no memory answers).",
+        ]
+    co = res.get("context_only") or {}
+    if co:
+        total = sum(v["candidates"] for v in co.values())
+        gold = sum(v["gold"] for v in co.values())
+        per = ", ".join(f"{n} {v['candidates']} ({v['gold']} gold)" for n, v in co.items())
+        lines += [
+            "",
+            f"The floor's BM25 part counts only with a term of the query in the memory's own text: {total} of the "
+            f"questions' own candidates ({per}) cleared the floor on the words of their search context alone (the "
+            f"turn before them), {gold} of them gold.",
         ]
     lines += [
         "",
