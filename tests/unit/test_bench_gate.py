@@ -1,0 +1,36 @@
+"""The gate study's rules: the floor as the library applies it, and the rules tried beside the calibrated gate."""
+
+from __future__ import annotations
+
+from benchmarks.gate import Case, Hit, context_only, floor_rule, gap_variant, preference_variant, score, score_cases
+
+CHOSEN = (0.44, 0.4, 0.3, 0.15)
+
+
+def hit(cos: float, *, bm25: float = 0.0, overlap: float = 0.0, gold: bool = False, pref: bool = False) -> Hit:
+    return (cos, bm25, overlap, False, gold, 0.5, pref)
+
+
+def test_the_floor_counts_bm25_only_with_a_query_term_in_the_memory_itself() -> None:
+    rule = floor_rule(0.2, 0.5)
+    assert rule(hit(0.25)) and rule(hit(0.1, bm25=0.9, overlap=0.5))
+    assert not rule(hit(0.1, bm25=0.9, overlap=0.0))  # its search context matched, not the memory
+    cases = [Case("locomo", True, (hit(0.1, bm25=0.9), hit(0.1, bm25=0.9, gold=True), hit(0.5, bm25=0.9)))]
+    assert context_only(cases) == {"candidates": 2, "gold": 1}
+
+
+def test_a_top_hit_that_stands_out_passes_and_one_in_a_crowd_does_not() -> None:
+    rule = gap_variant(CHOSEN, 0.15, 0.1)
+    alone = Case("probe", True, (hit(0.2, gold=True), *(hit(0.01) for _ in range(9))))
+    crowd = Case("probe", False, (hit(0.2), *(hit(0.15) for _ in range(9))))
+    assert any(rule(alone)(h) for h in alone.hits)
+    assert not any(rule(crowd)(h) for h in crowd.hits)
+    assert score_cases([alone, crowd], rule) == {"false_skip": 0.0, "false_inject": 0.0}
+    # The calibrated gate alone skips the first question (cosine 0.2 < 0.44).
+    assert score([alone, crowd], lambda h: h[0] >= 0.44)["false_skip"] == 1.0
+
+
+def test_preferences_get_the_lower_bar() -> None:
+    case = Case("probe", True, (hit(0.35, pref=True, gold=True), hit(0.35)))
+    rule = preference_variant(CHOSEN, 0.3)(case)
+    assert rule(case.hits[0]) and not rule(case.hits[1])
