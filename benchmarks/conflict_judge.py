@@ -363,7 +363,7 @@ def _llm_section(r: dict[str, Any]) -> list[str]:
         + (
             "`checked` = the model's recorded answers replayed (in call order, without calling the model again) "
             "through `LLMConflictJudge` with the sanity checks of this tree (a hard signal wins over `contradicts`; "
-            "one relation for the last 8 pairs = degenerate, heuristic used): **`combined` is before, `checked` "
+            "`contradicts` and nothing else for the last 8 pairs = degenerate, heuristic used): **`combined` is before, `checked` "
             "after the checks**; overrides: "
             + ("; ".join(f"{n} {why}" for why, n in r["checked_overrides"].items()) or "none")
             + ". "

@@ -587,9 +587,10 @@ class LLMConflictJudge:
     * hard signals win: a ``contradicts`` for a pair the heuristic finds distinct for a hard
       reason (:meth:`HeuristicConflictJudge.distinct_reason`: different identifiers, event dates,
       list items, other holders) becomes ``compatible``;
-    * a degenerate model, one that gave the same relation for the last ``degenerate_window``
+    * a degenerate model, one that answered ``contradicts`` for the last ``degenerate_window``
       pairs (a too-small model answers "contradicts" to everything), is not trusted until it
-      varies: the heuristic judges instead.
+      varies: the heuristic judges instead. A run of ``compatible`` / ``unrelated`` is what a good
+      model says for most pairs, and it only keeps both memories, so it stays trusted.
 
     Args:
         chat_model: A LangChain chat model.
@@ -600,8 +601,8 @@ class LLMConflictJudge:
         policy: Deadline per call, retries and backoff as one
             :class:`~hybrid_memory.llm_call.LLMCallPolicy` (default ``LLMCallPolicy()``: 30 s, 2
             retries, 0.5 s doubling).
-        degenerate_window: Pairs over which one repeated relation makes the model untrusted
-            (``0`` turns the check off).
+        degenerate_window: Pairs over which ``contradicts`` and nothing else makes the model
+            untrusted (``0`` turns the check off).
 
     Example:
         >>> from langchain_core.language_models import FakeListChatModel
@@ -648,13 +649,13 @@ class LLMConflictJudge:
         return [("system", _JUDGE_PROMPT), ("human", f"NEW: {' '.join(new.split())}\nEXISTING:\n{lines}")]
 
     def _degenerate(self, relations: Sequence[str]) -> str | None:
-        """Record the model's relations; the reason not to trust them when the window holds only one."""
+        """Record the model's relations; the reason not to trust them when the window holds only ``contradicts``."""
         if not self.degenerate_window or not relations:
             return None
         with self._lock:
             self._recent.extend(relations)
             window = list(self._recent)
-        if len(window) == self.degenerate_window and len(set(window)) == 1:
+        if len(window) == self.degenerate_window and set(window) == {"contradicts"}:
             return f"model degenerate: {window[0]!r} for the last {len(window)} pairs"
         return None
 

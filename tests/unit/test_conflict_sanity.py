@@ -69,6 +69,16 @@ def test_a_degenerate_model_is_not_trusted_until_it_varies() -> None:
     assert (varied.relation, varied.judge) == ("compatible", "llm")
 
 
+def test_a_run_of_unrelated_or_compatible_answers_stays_trusted() -> None:
+    # What a good model says for most pairs: it keeps both memories, so it is not a reason for distrust.
+    for relation in ("unrelated", "compatible"):
+        j = LLMConflictJudge(
+            FakeListChatModel(responses=[reply(relation)] * 6), method="json_mode", degenerate_window=4
+        )
+        verdicts = [j.judge("I have 3 cats", ["I have 2 cats"])[0] for _ in range(6)]
+        assert [(v.relation, v.judge) for v in verdicts] == [(relation, "llm")] * 6
+
+
 async def test_async_judge_applies_the_same_checks() -> None:
     j = LLMConflictJudge(
         FakeListChatModel(responses=[reply("contradicts")] * 3), method="json_mode", degenerate_window=2
