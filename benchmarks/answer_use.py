@@ -21,6 +21,12 @@ prompt).
 
     python -m benchmarks.answer_use --model SmolLM2-135M-Instruct.Q4_1.gguf \\
         --server-python /path/to/venv-with-llama-cpp/bin/python --out benchmarks/results
+
+The server's Python needs ``llama-cpp-python[server]``. On a CPU whose AMX / AVX-512 code the
+kernel does not allow, the default ``-march=native`` build crashes in ``libggml-cpu`` (general
+protection fault) on the first completion; build it for AVX2 instead:
+``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+-DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF" pip install "llama-cpp-python[server]"``.
 """
 
 from __future__ import annotations
