@@ -33,7 +33,10 @@ def _res(api_locomo: float, api_memorybank: float) -> dict[str, Any]:
             API_DEFAULT: rows(BASE, 0.4),
             "w 0.6": rows({**BASE, "locomo": api_locomo, "memorybank": api_memorybank}, 0.3),
         },
-        "bm25": {BM25_DEFAULT: rows(BASE, 0.4), "k1=0.5 b=0.5": rows({**BASE, "locomo": 0.69, "memorybank": 0.99}, 0.4)},
+        "bm25": {
+            BM25_DEFAULT: rows(BASE, 0.4),
+            "k1=0.5 b=0.5": rows({**BASE, "locomo": 0.69, "memorybank": 0.99}, 0.4),
+        },
     }
     return {
         "bm25": bm25,
