@@ -293,6 +293,20 @@ def preference_variant(params: Params, floor: float) -> CaseRule:
     return lambda c: rule
 
 
+def floor_bonus_rule(bonus: float, min_similarity: float = 0.2, min_keyword: float = 0.5) -> Rule:
+    """The floor with ``bonus`` added to the cosine of a memory in the other language than the query."""
+    return lambda h: h[0] + bonus * h[3] >= min_similarity or (h[1] >= min_keyword and h[2] > 0)
+
+
+def floor_bonus(probe: Sequence[Case]) -> dict[str, dict[str, Any]]:
+    """The floor with a cross-lingual bonus on the probe: share injected and false injects per bonus."""
+    out: dict[str, dict[str, Any]] = {}
+    for bonus in (0.0, 0.05, 0.1, 0.15):
+        rule = floor_bonus_rule(bonus)
+        out[f"{bonus:g}"] = {"share_injected": share_injected(probe, rule), **score(probe, rule)}
+    return out
+
+
 def score_cases(cases: Sequence[Case], case_rule: CaseRule) -> dict[str, Any]:
     """:func:`score` for a rule that sees each question's whole candidate list."""
     relevant_top = [c for c in cases if c.own and c.hits and c.hits[0][4]]
@@ -371,6 +385,7 @@ def study(cases: Sequence[Case], probe_recall: Mapping[str, Any] | None = None) 
         "old_floor": {n: _row(by[n], old) for n in by},
         "context_only": {n: context_only(by[n]) for n in DATASETS},
         "other_rules": other_rules(by, chosen),
+        "floor_bonus": floor_bonus(by["probe"]),
         "preference_share": round(
             sum(h[6] for n in DATASETS for c in by[n] for h in c.hits)
             / max(1, sum(len(c.hits) for n in DATASETS for c in by[n])),
@@ -451,6 +466,19 @@ def markdown(res: Mapping[str, Any]) -> str:
                 f"The writer's heuristic files {share:.0%} of the dev datasets' candidates as preferences (the cue "
                 "words are common in chat), so a lower bar for preferences comes close to the floor there.",
             ]
+    fb = res.get("floor_bonus") or {}
+    if fb:
+        lines += [
+            "",
+            "The floor (the default gate) with a bonus on the cosine of a memory in the other language, on the "
+            'probe: it injects the two answers the floor leaves out (the issue\'s "Which city do I live in?" / '
+            '"Where do I live?" vs "记住：我住在杭州…", cosine 0.18 / 0.13) only by injecting for every question '
+            "no memory answers. Not adopted.",
+            "",
+            "| cross-lingual bonus | share injected | false inject |",
+            "|---|---|---|",
+            *(f"| {b} | {v['share_injected']:.1%} | {v['false_inject']:.1%} |" for b, v in fb.items()),
+        ]
     co = res.get("context_only") or {}
     if co:
         total = sum(v["candidates"] for v in co.values())

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from benchmarks.gate import Case, Hit, context_only, floor_rule, gap_variant, preference_variant, score, score_cases
+from benchmarks.gate import (
+    Case,
+    Hit,
+    context_only,
+    floor_bonus_rule,
+    floor_rule,
+    gap_variant,
+    preference_variant,
+    score,
+    score_cases,
+)
 
 CHOSEN = (0.44, 0.4, 0.3, 0.15)
 
@@ -34,3 +44,10 @@ def test_preferences_get_the_lower_bar() -> None:
     case = Case("probe", True, (hit(0.35, pref=True, gold=True), hit(0.35)))
     rule = preference_variant(CHOSEN, 0.3)(case)
     assert rule(case.hits[0]) and not rule(case.hits[1])
+
+
+def test_the_cross_lingual_bonus_lifts_only_memories_in_the_other_language() -> None:
+    other_language = (0.13, 0.0, 0.0, True, True, 0.5, False)
+    same_language = (0.13, 0.0, 0.0, False, False, 0.5, False)
+    assert not floor_bonus_rule(0.0)(other_language)
+    assert floor_bonus_rule(0.1)(other_language) and not floor_bonus_rule(0.1)(same_language)
