@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PRIMARY = {"locomo": "recall@10", "memorybank": "recall@5", "longmemeval": "session_recall_all@5"}
+from benchmarks.harness.metrics import PRIMARY
+
 TARGETS = {"locomo": 0.65, "memorybank": 0.92, "longmemeval": 0.85}
 HEAD = {
     "locomo": ("recall@1", "recall@5", "recall@10", "all@10", "ndcg@10", "session_recall@10"),
@@ -350,7 +351,9 @@ def findings(results: Mapping[str, Any]) -> list[str]:
         ro = base.get("relevance_only", {}).get(m)
         store = store_alphas(r)
         best_a = max(store, key=lambda a: store[a].get(m) or 0.0) if store else None
-        parts = [f"default {_fmt(r.get(m))}"]
+        ci = (r.get("ci95") or {}).get(m)
+        interval = f" (95 % interval over questions {ci[0]:.3f}-{ci[1]:.3f})" if ci and None not in ci else ""
+        parts = [f"default {_fmt(r.get(m))}{interval}"]
         if nt is not None:
             parts.append(f"without access bumps {_fmt(nt)}")
         if ro is not None:

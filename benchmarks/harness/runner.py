@@ -47,8 +47,10 @@ from hybrid_memory.text.tokens import TokenCounter
 from benchmarks.harness.datasets import LOCOMO_CATEGORIES, Dataset, Group, Question
 from benchmarks.harness.metrics import (
     LME_KS,
+    PRIMARY,
     Ranking,
     all_at_k,
+    bootstrap_ci,
     flatten,
     lme_evaluate,
     lme_session,
@@ -551,6 +553,11 @@ def run_benchmark(
         "documents": dataset.n_docs,
     }
     report.update(aggregate(rows["default"], dataset=dataset.name))
+    headline = PRIMARY.get(dataset.name)
+    per_question = [m[headline] for _, m in rows["default"] if headline in m] if headline is not None else []
+    if headline is not None and per_question:
+        lo, hi = bootstrap_ci(per_question)
+        report["ci95"] = {headline: [round(lo, 6), round(hi, 6)], "resampled": "questions"}
     report["config"] = {
         "api": "HybridMemory.remember_many + HybridMemory.recall (default settings)",
         "embedder": emb.name,

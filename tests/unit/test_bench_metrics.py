@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks.harness.metrics import (
     all_at_k,
+    bootstrap_ci,
     flatten,
     lme_dcg,
     lme_evaluate,
@@ -132,3 +133,16 @@ def test_lme_session_dedups() -> None:
 def test_mean() -> None:
     assert mean([1.0, 0.0, 0.5]) == pytest.approx(0.5)
     assert math.isnan(mean([]))
+
+
+def test_bootstrap_interval_holds_the_mean_narrows_with_more_questions_and_repeats() -> None:
+    few = [1.0, 0.0] * 23  # 46 questions, as LongMemEval's dev file
+    many = [1.0, 0.0] * 230
+    lo, hi = bootstrap_ci(few)
+    assert lo < 0.5 < hi and hi - lo > 0.2
+    lo2, hi2 = bootstrap_ci(many)
+    assert lo2 < 0.5 < hi2 and hi2 - lo2 < (hi - lo) / 2
+    assert bootstrap_ci(few) == (lo, hi)  # seeded
+    assert all(math.isnan(x) for x in bootstrap_ci([]))
+    with pytest.raises(ValueError):
+        bootstrap_ci(few, level=1.0)

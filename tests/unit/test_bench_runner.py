@@ -138,6 +138,7 @@ def test_cli_locomo_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert baselines["bm25"]["alpha"] == 0.0 and baselines["vector"]["alpha"] == 1.0
     # Every corpus has at most 6 turns, so k = 10 retrieves every gold turn.
     assert report["recall@10"] == 1.0
+    assert report["ci95"] == {"recall@10": [1.0, 1.0], "resampled": "questions"}  # every question at 1.0
     assert baselines["bm25"]["recall@1"] >= 0.5
     per_cat = report["per_category"]
     assert isinstance(per_cat, dict)
