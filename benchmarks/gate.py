@@ -181,16 +181,7 @@ def context_only(cases: Sequence[Case], min_similarity: float = 0.2, min_keyword
 
 def score(cases: Sequence[Case], rule: Rule, depth: int = K) -> dict[str, Any]:
     """False-skip and false-inject rates of ``rule`` (a block is injected when any hit passes)."""
-    relevant_top = [c for c in cases if c.own and c.hits and c.hits[0][4]]
-    negatives = [c for c in cases if not c.own]
-    skipped = sum(not any(rule(h) for h in c.hits[:depth]) for c in relevant_top)
-    injected = sum(any(rule(h) for h in c.hits[:depth]) for c in negatives)
-    return {
-        "relevant_top": len(relevant_top),
-        "false_skip": round(skipped / len(relevant_top), 4) if relevant_top else None,
-        "no_relevant": len(negatives),
-        "false_inject": round(injected / len(negatives), 4) if negatives else None,
-    }
+    return score_cases(cases, lambda c: rule, depth)
 
 
 def share_injected(cases: Sequence[Case], rule: Rule, member: Rule | None = None) -> float | None:
@@ -260,6 +251,11 @@ def gate_rule(params: Params) -> Rule:
     return lambda h: gate.passes(h[0], h[2], cross_lingual=h[3])
 
 
+def _cosine(h: Hit, bonus: float) -> float:
+    """A hit's cosine with ``bonus`` added when the memory is in the other language than the query."""
+    return h[0] + bonus * h[3]
+
+
 #: A rule that looks at the whole candidate list of a question (for the rules that compare hits).
 CaseRule = Callable[[Case], Rule]
 
@@ -277,7 +273,7 @@ def gap_variant(params: Params, min_gap: float, floor: float) -> CaseRule:
         cos = sorted((h[0] for h in c.hits), reverse=True)
         ref = statistics.median(cos[1:]) if len(cos) > 2 else 0.0
         top = c.hits[0] if c.hits else None
-        return lambda h: base(h) or (h is top and h[0] + bonus * h[3] >= floor and h[0] - ref >= min_gap)
+        return lambda h: base(h) or (h is top and _cosine(h, bonus) >= floor and h[0] - ref >= min_gap)
 
     return for_case
 
@@ -289,13 +285,13 @@ def preference_variant(params: Params, floor: float) -> CaseRule:
     so they get a lower bar than other memories.
     """
     base, bonus = gate_rule(params), params[3]
-    rule: Rule = lambda h: base(h) or (h[6] and h[0] + bonus * h[3] >= floor)  # noqa: E731
+    rule: Rule = lambda h: base(h) or (h[6] and _cosine(h, bonus) >= floor)  # noqa: E731
     return lambda c: rule
 
 
 def floor_bonus_rule(bonus: float, min_similarity: float = 0.2, min_keyword: float = 0.5) -> Rule:
     """The floor with ``bonus`` added to the cosine of a memory in the other language than the query."""
-    return lambda h: h[0] + bonus * h[3] >= min_similarity or (h[1] >= min_keyword and h[2] > 0)
+    return lambda h: _cosine(h, bonus) >= min_similarity or (h[1] >= min_keyword and h[2] > 0)
 
 
 def floor_bonus(probe: Sequence[Case]) -> dict[str, dict[str, Any]]:
@@ -307,14 +303,21 @@ def floor_bonus(probe: Sequence[Case]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def score_cases(cases: Sequence[Case], case_rule: CaseRule) -> dict[str, Any]:
-    """:func:`score` for a rule that sees each question's whole candidate list."""
+def score_cases(cases: Sequence[Case], case_rule: CaseRule, depth: int = K) -> dict[str, Any]:
+    """:func:`score` for a rule that sees each question's whole candidate list (built once per question)."""
     relevant_top = [c for c in cases if c.own and c.hits and c.hits[0][4]]
     negatives = [c for c in cases if not c.own]
-    skipped = sum(not any(case_rule(c)(h) for h in c.hits) for c in relevant_top)
-    injected = sum(any(case_rule(c)(h) for h in c.hits) for c in negatives)
+
+    def injects(c: Case) -> bool:
+        rule = case_rule(c)
+        return any(rule(h) for h in c.hits[:depth])
+
+    skipped = sum(not injects(c) for c in relevant_top)
+    injected = sum(injects(c) for c in negatives)
     return {
+        "relevant_top": len(relevant_top),
         "false_skip": round(skipped / len(relevant_top), 4) if relevant_top else None,
+        "no_relevant": len(negatives),
         "false_inject": round(injected / len(negatives), 4) if negatives else None,
     }
 

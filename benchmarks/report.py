@@ -385,7 +385,7 @@ def findings(results: Mapping[str, Any]) -> list[str]:
     return out
 
 
-#: The cross-validated studies of issue 17: result file -> (title, how its JSON holds the leave-one-out choice).
+#: The cross-validated studies of issue 17: result file (``file:part`` for a second study in one file) -> title.
 CV_STUDIES = {
     "fusion_cv": "one global alpha through the API ([fusion_cv.md](fusion_cv.md))",
     "rerank_cv": "re-rank weights and guard ([rerank_cv.md](rerank_cv.md))",

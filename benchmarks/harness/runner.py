@@ -553,9 +553,9 @@ def run_benchmark(
         "documents": dataset.n_docs,
     }
     report.update(aggregate(rows["default"], dataset=dataset.name))
-    headline = PRIMARY.get(dataset.name)
-    per_question = [m[headline] for _, m in rows["default"] if headline in m] if headline is not None else []
-    if headline is not None and per_question:
+    headline = PRIMARY.get(dataset.name, "")
+    per_question = [m[headline] for _, m in rows["default"] if headline in m]
+    if per_question:
         lo, hi = bootstrap_ci(per_question)
         report["ci95"] = {headline: [round(lo, 6), round(hi, 6)], "resampled": "questions"}
     report["config"] = {

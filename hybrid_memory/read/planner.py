@@ -205,9 +205,9 @@ class RecallPlanner:
         if vector is not None and alpha > 0 and hits and self.config.retrieval.feedback_weight > 0:
             moved = self.feedback(vector, hits[0], user_id)
             if moved is not None:
-                asked, vector = vector, moved
+                vector = moved
                 hits = self.search(query, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
-                hits = query_cosines(hits, asked)
+                hits = self._as_asked(hits, asked, vector)
         if (
             not include_archived
             and self.config.retrieval.archive_fallback
@@ -322,7 +322,7 @@ class RecallPlanner:
                     best[h.record.id] = h
         return [best[i] for i in order]
 
-    def hit_relevant(self, h: StoreHit, query: str | None = None) -> bool:
+    def hit_relevant(self, h: StoreHit, query: str) -> bool:
         """Whether a store hit clears the context builder's relevance floor (:func:`passes_floor`)."""
         fuser = self.fuser
         return passes_floor(
@@ -330,7 +330,7 @@ class RecallPlanner:
             h.keyword_score,
             fuser.min_similarity,
             fuser.config.min_keyword_score,
-            own_terms=None if query is None else lambda: fuser.holds_query_terms(h.record.content, query),
+            own_terms=lambda: fuser.holds_query_terms(h.record.content, query),
         )
 
     def window_dedup(

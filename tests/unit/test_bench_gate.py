@@ -35,7 +35,12 @@ def test_a_top_hit_that_stands_out_passes_and_one_in_a_crowd_does_not() -> None:
     crowd = Case("probe", False, (hit(0.2), *(hit(0.15) for _ in range(9))))
     assert any(rule(alone)(h) for h in alone.hits)
     assert not any(rule(crowd)(h) for h in crowd.hits)
-    assert score_cases([alone, crowd], rule) == {"false_skip": 0.0, "false_inject": 0.0}
+    assert score_cases([alone, crowd], rule) == {
+        "relevant_top": 1,
+        "false_skip": 0.0,
+        "no_relevant": 1,
+        "false_inject": 0.0,
+    }
     # The calibrated gate alone skips the first question (cosine 0.2 < 0.44).
     assert score([alone, crowd], lambda h: h[0] >= 0.44)["false_skip"] == 1.0
 
