@@ -40,6 +40,7 @@ from hybrid_memory.stores.weaviate import (
     tenant_name,
 )
 from hybrid_memory.stores.weaviate import schema as weaviate_schema
+from hybrid_memory.stores.weaviate import store as weaviate_store_module
 from hybrid_memory.stores.weaviate.mapping import _turn_properties
 from hybrid_memory.text.analyzer import Analyzer
 from tests.weaviate_fixtures import WeaviateEndpoint, unavailable
@@ -611,3 +612,62 @@ def test_a_dead_letter_of_a_memory_deleted_since_is_dropped_by_the_replay(
     assert store.get("alice", [doomed.id]) == []
     assert [r.importance for r in store.get("alice", [kept.id])] == [0.9]
     assert store.count("alice") == 1
+
+
+def test_a_replay_that_fails_again_still_drops_a_memory_deleted_while_it_ran(
+    queueing: WeaviateStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process deletes the memory while a replay runs, then the replay's write fails: no later replay brings it back.
+
+    The retried dead letter must keep the time its write was asked for, not take the time of the
+    replay's failure (which is after the delete).
+    """
+    store, server = queueing, queueing.server
+    assert server is not None
+    doomed = rec("alice", "alice's old address")
+    store.upsert([doomed], vecs(1))
+    server.stop(keep_data=True)
+    with pytest.raises(StoreUnavailableError, match="dead-letter"):
+        store.upsert([doomed.model_copy(update={"content": "alice's new address"})], vecs(1, seed=1))
+    server.start()
+    read_tombstones = store._deleted_after
+
+    def delete_then_fail(user: str, asked: dict[str, datetime]) -> tuple[list[str], dict[str, str]]:
+        out = read_tombstones(user, asked)  # nothing deleted yet
+        other = _other_process(store, tmp_path)
+        try:
+            assert other.delete("alice", [doomed.id]) == 1
+        finally:
+            other.close()
+        server.stop(keep_data=True)  # the replay's write fails
+        return out
+
+    monkeypatch.setattr(store, "_deleted_after", delete_then_fail)
+    assert store.replay_dead_letters() == 0
+    [(_, error, attempts)] = store.dead_letters()
+    assert attempts == 2 and error
+    server.start()
+    monkeypatch.setattr(store, "_deleted_after", read_tombstones)
+    assert store.replay_dead_letters() == 0
+    assert store.dead_letter_count() == 0
+    assert store.get("alice", [doomed.id]) == []
+
+
+def test_a_dead_letter_older_than_the_tombstones_waits_for_an_explicit_replay(
+    queueing: WeaviateStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A delete older than the tombstones' lifetime is no longer known: the replay holds the record back."""
+    store, server = queueing, queueing.server
+    assert server is not None
+    r = rec("alice", "alice's cat is called Miso")
+    server.stop(keep_data=True)
+    with pytest.raises(StoreUnavailableError, match="dead-letter"):
+        store.upsert([r], vecs(1))
+    server.start()
+    monkeypatch.setattr(weaviate_store_module, "REPLAY_HORIZON", timedelta(0))  # everything queued is old
+    with caplog.at_level("WARNING", logger="hybrid_memory"):
+        assert store.replay_dead_letters() == 0
+    assert "include_stale=True" in caplog.text
+    assert store.dead_letter_count() == 1 and store.get("alice", [r.id]) == []
+    assert store.replay_dead_letters(include_stale=True) == 1
+    assert store.dead_letter_count() == 0 and store.get("alice", [r.id]) == [r]

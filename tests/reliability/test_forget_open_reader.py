@@ -304,6 +304,6 @@ def test_a_reader_of_the_dead_letter_file_makes_the_forget_pending_then_the_next
         dlq.add([failure("other", "a later failure")])
         assert dlq.wipe_pending() is False
         assert on_disk(path) == []
-        assert sorted(r.content for r, *_ in dlq.pending()) == ["a later failure", "kept"]
+        assert sorted(x.record.content for x in dlq.pending()) == ["a later failure", "kept"]
     finally:
         dlq.close()

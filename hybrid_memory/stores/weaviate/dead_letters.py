@@ -2,6 +2,12 @@
 
 Nothing acknowledged is lost: :meth:`WeaviateStore.replay_dead_letters` writes them again.
 
+Every row carries the time its write was asked for (``queued_at``, the failing call's time) and a
+random ``stamp``, both new when a caller's write fails again and kept when a replay's write fails
+again: a replay compares deletes with the time of the write it replays, and it updates or removes
+a row only if its stamp is unchanged, so a newer version queued meanwhile (by this or another
+process sharing the file) is neither lost nor overwritten.
+
 A forget removes the user's rows and wipes their text from the file and its WAL the way
 :class:`~hybrid_memory.stores.local.LocalStore` does (:class:`~hybrid_memory.stores.local.connection.WalWiper`):
 a reader of another connection that pins the WAL makes the wipe pending (recorded in the file's
@@ -13,9 +19,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -50,6 +58,22 @@ class _Failure:
     message: str
     transient: bool
     unreachable: bool = False
+
+
+@dataclass(frozen=True)
+class _Letter:
+    """One queued row: the record, its vector and the bookkeeping of its write."""
+
+    record: MemoryRecord
+    vector: Vector
+    error: str
+    attempts: int
+    #: The user's forget epoch the write carried (``None``: none).
+    epoch: int | None
+    #: When the write was asked for (UTC; the last failure for a row from before this column).
+    queued_at: datetime
+    #: Changes whenever a newer version of the memory is queued (``None`` for an older row).
+    stamp: str | None
 
 
 class _DeadLetterQueue:
@@ -88,8 +112,10 @@ class _DeadLetterQueue:
             " first_failed_at TEXT NOT NULL, last_failed_at TEXT NOT NULL, epoch INTEGER,"
             " PRIMARY KEY (user_id, record_id))"
         )
-        if "epoch" not in {str(r[1]) for r in conn.execute("PRAGMA table_info(dead_letters)")}:
-            conn.execute("ALTER TABLE dead_letters ADD COLUMN epoch INTEGER")  # a queue from before epochs
+        columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(dead_letters)")}
+        for column in ("epoch INTEGER", "queued_at TEXT", "stamp TEXT"):  # a queue from before these columns
+            if column.split()[0] not in columns:
+                conn.execute(f"ALTER TABLE dead_letters ADD COLUMN {column}")
         conn.execute("CREATE TABLE IF NOT EXISTS dead_letter_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         self._wiper = WalWiper(conn, table="dead_letter_meta", memory=target == ":memory:")
         self._wiper.opened()  # a forget left text behind a reader: finish it if the reader has left
@@ -97,72 +123,110 @@ class _DeadLetterQueue:
         return conn
 
     def add(self, items: Sequence[_Failure], epochs: Mapping[str, int] | None = None) -> None:
+        """Queue the failed writes of a caller (a newer version replaces a queued one, with a new stamp)."""
         if not items:
             return
         now = datetime.now(timezone.utc).isoformat()
-        with self._lock:
-            conn = self._open(create=True)
+        with self._writing(create=True) as conn:
             assert conn is not None
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for p, err in ((f.pending, f.message) for f in items):
-                    conn.execute(
-                        "INSERT INTO dead_letters (user_id, record_id, record_json, vector, error, attempts,"
-                        " first_failed_at, last_failed_at, epoch) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)"
-                        " ON CONFLICT(user_id, record_id) DO UPDATE SET record_json=excluded.record_json,"
-                        " vector=excluded.vector, error=excluded.error, attempts=attempts+1,"
-                        " last_failed_at=excluded.last_failed_at, epoch=excluded.epoch",
-                        (
-                            p.record.user_id,
-                            p.record.id,
-                            json.dumps(p.record.to_json_dict(), ensure_ascii=False),
-                            np.asarray(p.vector, dtype="<f4").tobytes(),
-                            err[:2000],
-                            now,
-                            now,
-                            None if epochs is None else epochs.get(p.record.user_id),
-                        ),
-                    )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            self._after_write()
+            for p, err in ((f.pending, f.message) for f in items):
+                conn.execute(
+                    "INSERT INTO dead_letters (user_id, record_id, record_json, vector, error, attempts,"
+                    " first_failed_at, last_failed_at, epoch, queued_at, stamp)"
+                    " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT(user_id, record_id) DO UPDATE SET record_json=excluded.record_json,"
+                    " vector=excluded.vector, error=excluded.error, attempts=attempts+1,"
+                    " last_failed_at=excluded.last_failed_at, epoch=excluded.epoch,"
+                    " queued_at=excluded.queued_at, stamp=excluded.stamp",
+                    (
+                        p.record.user_id,
+                        p.record.id,
+                        json.dumps(p.record.to_json_dict(), ensure_ascii=False),
+                        np.asarray(p.vector, dtype="<f4").tobytes(),
+                        err[:2000],
+                        now,
+                        now,
+                        None if epochs is None else epochs.get(p.record.user_id),
+                        now,
+                        secrets.token_hex(8),
+                    ),
+                )
 
-    def pending(self, user_id: str | None = None) -> list[tuple[MemoryRecord, Vector, str, int, int | None, datetime]]:
-        """Queued rows, oldest failure first: record, vector, last error, attempts, epoch, last failure (UTC)."""
+    def pending(self, user_id: str | None = None) -> list[_Letter]:
+        """Queued rows, oldest failure first."""
         with self._lock:
             conn = self._open(create=False)
             if conn is None:
                 return []
-            sql = "SELECT record_json, vector, error, attempts, epoch, last_failed_at FROM dead_letters"
+            sql = (
+                "SELECT record_json, vector, error, attempts, epoch, COALESCE(queued_at, last_failed_at), stamp"
+                " FROM dead_letters"
+            )
             args: tuple[str, ...] = ()
             if user_id is not None:
                 sql += " WHERE user_id = ?"
                 args = (user_id,)
             rows = conn.execute(sql + " ORDER BY last_failed_at, rowid", args).fetchall()
-        out = []
-        for rec_json, blob, err, attempts, epoch, failed_at in rows:
-            rec = MemoryRecord.from_json_dict(json.loads(rec_json))
-            vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
-            when = datetime.fromisoformat(str(failed_at))
-            out.append((rec, vec, str(err), int(attempts), None if epoch is None else int(epoch), when))
-        return out
+        return [
+            _Letter(
+                record=MemoryRecord.from_json_dict(json.loads(rec_json)),
+                vector=np.frombuffer(blob, dtype="<f4").astype(np.float32),
+                error=str(err),
+                attempts=int(attempts),
+                epoch=None if epoch is None else int(epoch),
+                queued_at=datetime.fromisoformat(str(queued_at)),
+                stamp=None if stamp is None else str(stamp),
+            )
+            for rec_json, blob, err, attempts, epoch, queued_at, stamp in rows
+        ]
+
+    def settle(self, done: Sequence[_Letter], failed: Sequence[tuple[_Letter, str]]) -> None:
+        """After a replay: remove the rows it wrote, count another attempt on those that failed again.
+
+        Only rows whose stamp is unchanged since :meth:`pending` read them are touched: a newer
+        version queued meanwhile stays as it is, and a row removed meanwhile (a newer write
+        succeeded, a forget) is not brought back. A failed row keeps the time its write was asked for.
+        """
+        if not done and not failed:
+            return
+        now = datetime.now(timezone.utc).isoformat()
+        with self._writing(create=False) as conn:
+            if conn is None:
+                return
+            conn.executemany(
+                "DELETE FROM dead_letters WHERE user_id = ? AND record_id = ? AND stamp IS ?",
+                [(x.record.user_id, x.record.id, x.stamp) for x in done],
+            )
+            conn.executemany(
+                "UPDATE dead_letters SET error = ?, attempts = attempts + 1, last_failed_at = ?"
+                " WHERE user_id = ? AND record_id = ? AND stamp IS ?",
+                [(err[:2000], now, x.record.user_id, x.record.id, x.stamp) for x, err in failed],
+            )
 
     def remove(self, user_id: str, record_ids: Iterable[str]) -> None:
         ids = list(record_ids)
         if not ids:
             return
-        with self._lock:
-            conn = self._open(create=False)
-            if conn is None:
-                return
-            # One transaction: in autocommit mode every row would be its own fsync (synchronous=FULL).
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+        with self._writing(create=False) as conn:
+            if conn is not None:
                 conn.executemany(
                     "DELETE FROM dead_letters WHERE user_id = ? AND record_id = ?", [(user_id, i) for i in ids]
                 )
+
+    @contextmanager
+    def _writing(self, *, create: bool) -> Iterator[sqlite3.Connection | None]:
+        """The open file (``None``: there is none and ``create`` is false), in one transaction under the lock.
+
+        One transaction: in autocommit mode every row would be its own fsync (``synchronous=FULL``).
+        """
+        with self._lock:
+            conn = self._open(create=create)
+            if conn is None:
+                yield None
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

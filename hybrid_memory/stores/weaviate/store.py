@@ -18,7 +18,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -47,7 +47,7 @@ from hybrid_memory.stores.weaviate.client import (
     _Node,
     logger,
 )
-from hybrid_memory.stores.weaviate.dead_letters import _default_dead_letter_path, _Pending
+from hybrid_memory.stores.weaviate.dead_letters import _default_dead_letter_path, _Letter, _Pending
 from hybrid_memory.stores.weaviate.errors import is_tenant_missing, translate
 from hybrid_memory.stores.weaviate.mapping import (
     SEARCH_PROPERTY,
@@ -60,7 +60,7 @@ from hybrid_memory.stores.weaviate.mapping import (
 )
 from hybrid_memory.stores.weaviate.runtime import _GRPC_CHANNEL_OPTIONS
 from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
-from hybrid_memory.stores.weaviate.tombstones import _Tombstones
+from hybrid_memory.stores.weaviate.tombstones import REPLAY_HORIZON, _Tombstones
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
 
@@ -600,65 +600,90 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             raise StoreError(msg)
         return items
 
-    def replay_dead_letters(self, user_id: str | None = None) -> int:
+    def replay_dead_letters(self, user_id: str | None = None, *, include_stale: bool = False) -> int:
         """Write the dead-lettered records again; return how many succeeded.
 
         Records that fail again stay queued (their error and attempt count are updated). A record
         written successfully later through :meth:`upsert` is removed from the queue, so a replay
-        never overwrites newer data with an older version. A record whose write carried a forget
-        epoch is dropped (not written) when its user was forgotten since, from any process; a
-        record whose memory was deleted (by :meth:`delete`, from any process) after its write was
-        queued is dropped too, and one deleted while the replay writes is deleted again (its
-        tombstone, :mod:`~hybrid_memory.stores.weaviate.tombstones`; a delete older than
-        ``TOMBSTONE_TTL``, one hour, is no longer known).
+        never overwrites newer data with an older version; a newer version queued while the replay
+        runs (by this or another process sharing the file) stays queued as it is.
+
+        Nothing deleted comes back: a record whose write carried a forget epoch is dropped (not
+        written) when its user was forgotten since, from any process; a record whose memory was
+        deleted (by :meth:`delete`, from any process) after its write was asked for is dropped too,
+        and one deleted while the replay writes is deleted again (its tombstone,
+        :mod:`~hybrid_memory.stores.weaviate.tombstones`). Tombstones are kept for ``TOMBSTONE_TTL``
+        (seven days), so a record queued longer ago than :data:`REPLAY_HORIZON` (a day less) is
+        *stale*: a delete since may no longer be known. Stale records stay queued and are logged,
+        not written, unless ``include_stale`` (after checking, with :meth:`dead_letters`, that they
+        should come back).
+
+        Args:
+            user_id: Replay only this user's records (default: everyone's).
+            include_stale: Also write records queued before :data:`REPLAY_HORIZON`.
         """
         self._check_open()
-        pending = self._dlq.pending(user_id)
-        if not pending:
+        letters = self._dlq.pending(user_id)
+        if not letters:
             return 0
+        horizon = datetime.now(timezone.utc) - REPLAY_HORIZON
+        stale = [x for x in letters if x.queued_at < horizon]
+        if stale and not include_stale:
+            logger.warning(
+                "keeping %d dead letters queued more than %s ago: a delete of their memory since may no "
+                "longer be known; check them with dead_letters() and call replay_dead_letters(include_stale=True)",
+                len(stale),
+                REPLAY_HORIZON,
+            )
+            letters = [x for x in letters if x.queued_at >= horizon]
         current: dict[str, int] = {}
-        stale: dict[str, list[str]] = {}
-        queued: dict[str, dict[str, datetime]] = {}
-        items: list[_Pending] = []
-        for r, v, _, _, epoch, failed_at in pending:
-            if epoch is not None:
-                if r.user_id not in current:
-                    current[r.user_id] = self._read_epoch(r.user_id)
-                if current[r.user_id] != epoch:
-                    stale.setdefault(r.user_id, []).append(r.id)
+        forgotten: dict[str, list[str]] = {}
+        live: list[_Letter] = []
+        for x in letters:
+            if x.epoch is not None:
+                if x.record.user_id not in current:
+                    current[x.record.user_id] = self._read_epoch(x.record.user_id)
+                if current[x.record.user_id] != x.epoch:
+                    forgotten.setdefault(x.record.user_id, []).append(x.record.id)
                     continue
-            queued.setdefault(r.user_id, {})[r.id] = failed_at
-            items.append(_Pending(r, v, object_uuid(r.id), tenant_name(r.user_id)))
-        for user, ids in stale.items():
+            live.append(x)
+        for user, ids in forgotten.items():
             logger.info("dropping %d dead letters of a user forgotten since they were queued", len(ids))
             self._dlq.remove(user, ids)
-        # Memories deleted (by any process) after their write was queued stay deleted.
+        # Memories deleted (by any process) after their write was asked for stay deleted.
         before: dict[str, dict[str, str]] = {}
-        for user, when in queued.items():
-            deleted, before[user] = self._deleted_after(user, when)
+        for user in dict.fromkeys(x.record.user_id for x in live):
+            asked = {x.record.id: x.queued_at for x in live if x.record.user_id == user}
+            deleted, before[user] = self._deleted_after(user, asked)
             if deleted:
                 logger.info("dropping %d dead letters of memories deleted since they were queued", len(deleted))
                 self._dlq.remove(user, deleted)
                 dropped = set(deleted)
-                items = [p for p in items if p.record.user_id != user or p.record.id not in dropped]
-        if not items:
+                live = [x for x in live if x.record.user_id != user or x.record.id not in dropped]
+        if not live:
             return 0
-        guard = {u: e for u, e in current.items() if any(p.record.user_id == u for p in items)}
-        failures = self._write(items, epochs=guard or None)
-        gone = set(self._undo_if_forgotten(items, failures, guard))
-        failed = {f.pending.uuid for f in failures}
-        written = [p for p in items if p.uuid not in failed and p.record.user_id not in gone]
+        pending = [_Pending(x.record, x.vector, object_uuid(x.record.id), tenant_name(x.record.user_id)) for x in live]
+        guard = {u: e for u, e in current.items() if any(x.record.user_id == u for x in live)}
+        # The queue is settled here, by stamp, not by the write: see _DeadLetterQueue.settle.
+        failures = self._write(pending, dead_letter=False, epochs=guard or None)
+        failed = {(f.pending.tenant, f.pending.uuid): f.message for f in failures}
+        self._dlq.settle(
+            [x for p, x in zip(pending, live, strict=True) if (p.tenant, p.uuid) not in failed],
+            [(x, failed[p.tenant, p.uuid]) for p, x in zip(pending, live, strict=True) if (p.tenant, p.uuid) in failed],
+        )
+        gone = set(self._undo_if_forgotten(pending, failures, guard))
+        written = [p for p in pending if (p.tenant, p.uuid) not in failed and p.record.user_id not in gone]
         # A delete that landed while the replay wrote: undo what the replay put back.
         buried = {(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)}
         return sum(1 for p in written if (p.record.user_id, p.record.id) not in buried)
 
-    async def areplay_dead_letters(self, user_id: str | None = None) -> int:
+    async def areplay_dead_letters(self, user_id: str | None = None, *, include_stale: bool = False) -> int:
         """Async twin of :meth:`replay_dead_letters`."""
-        return await asyncio.to_thread(self.replay_dead_letters, user_id)
+        return await asyncio.to_thread(self.replay_dead_letters, user_id, include_stale=include_stale)
 
     def dead_letters(self, user_id: str | None = None) -> list[tuple[MemoryRecord, str, int]]:
         """Queued records with their last error and attempt count (local file, no network)."""
-        return [(r, err, n) for r, _, err, n, _, _ in self._dlq.pending(user_id)]
+        return [(x.record, x.error, x.attempts) for x in self._dlq.pending(user_id)]
 
     def dead_letter_count(self) -> int:
         """Number of records in the dead-letter queue."""

@@ -21,7 +21,7 @@ older than S (an id deleted, then legitimately put again) is the same at S and C
 undoes a write. Every step reads and writes at the store's consistency levels (QUORUM by
 default: read-your-writes across processes).
 
-Pruning: a ``delete`` removes tombstones older than :data:`TOMBSTONE_TTL` (one hour), at most
+Pruning: a ``delete`` removes tombstones older than :data:`TOMBSTONE_TTL` (seven days), at most
 once per :data:`_PRUNE_INTERVAL` per store object. An ``update`` or ``touch`` whose S-to-C
 window is longer than the TTL is not guarded (the insert timeout bounds a write to 90 s by
 default); a tombstone pruned between S and C counts as unchanged.
@@ -45,7 +45,10 @@ from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, tenant_name
 from hybrid_memory.stores.weaviate.tenants import _Tenancy
 
 #: Age after which a tombstone may be pruned (the longest read-to-check window that is guarded).
-TOMBSTONE_TTL = timedelta(hours=1)
+TOMBSTONE_TTL = timedelta(days=7)
+#: Dead letters queued longer ago than this are not replayed by default: a delete of their memory
+#: since may have been pruned (the day of slack covers the prune interval and clock skew).
+REPLAY_HORIZON = TOMBSTONE_TTL - timedelta(days=1)
 #: Seconds between two prunes of old tombstones by one store object.
 _PRUNE_INTERVAL = 600.0
 
@@ -168,8 +171,8 @@ class _Tombstones(_Tenancy):
         A dead-lettered write of a memory that was deleted after the write was queued must not
         bring it back on replay; the tokens are the "before" of the replay's :meth:`_unbury_check`,
         for a delete that lands while the replay writes. A tombstone older than
-        :data:`TOMBSTONE_TTL` may be pruned already: a replay more than that long after the delete
-        is not guarded.
+        :data:`TOMBSTONE_TTL` may be pruned already, so the replay holds back dead letters older
+        than :data:`REPLAY_HORIZON`.
         """
         rows = self._tombstone_rows(user_id, list(queued))
         gone = [i for i, (_, when) in rows.items() if when is not None and when >= queued[i]]
