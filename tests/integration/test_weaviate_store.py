@@ -562,6 +562,16 @@ def _other_process(store: WeaviateStore, tmp_path: Path) -> WeaviateStore:
     return WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "o.sqlite")
 
 
+def _queue_while_down(store: WeaviateStore, records: list[MemoryRecord], seed: int = 0) -> None:
+    """Write ``records`` while the server is down (they go to the dead-letter queue), then start it again."""
+    server = store.server
+    assert server is not None
+    server.stop(keep_data=True)
+    with pytest.raises(StoreUnavailableError, match="dead-letter"):
+        store.upsert(records, vecs(len(records), seed=seed))
+    server.start()
+
+
 def test_dead_letters_of_a_forgotten_user_are_dropped_by_the_replay(queueing: WeaviateStore, tmp_path: Path) -> None:
     store, server = queueing, queueing.server
     assert server is not None
@@ -626,10 +636,7 @@ def test_a_replay_that_fails_again_still_drops_a_memory_deleted_while_it_ran(
     assert server is not None
     doomed = rec("alice", "alice's old address")
     store.upsert([doomed], vecs(1))
-    server.stop(keep_data=True)
-    with pytest.raises(StoreUnavailableError, match="dead-letter"):
-        store.upsert([doomed.model_copy(update={"content": "alice's new address"})], vecs(1, seed=1))
-    server.start()
+    _queue_while_down(store, [doomed.model_copy(update={"content": "alice's new address"})], seed=1)
     read_tombstones = store._deleted_after
 
     def delete_then_fail(user: str, asked: dict[str, datetime]) -> tuple[list[str], dict[str, str]]:
@@ -653,17 +660,34 @@ def test_a_replay_that_fails_again_still_drops_a_memory_deleted_while_it_ran(
     assert store.get("alice", [doomed.id]) == []
 
 
+def test_a_replay_does_not_overwrite_a_newer_version_written_while_it_ran(
+    queueing: WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The application writes the memory again (successfully) after the replay read the queue: the newer version stays."""
+    store = queueing
+    first = rec("alice", "alice's address is 1 Old Road")
+    _queue_while_down(store, [first])
+    newer = first.model_copy(update={"content": "alice's address is 2 New Street"})
+    read_tombstones = store._deleted_after
+
+    def then_write_newer(user: str, asked: dict[str, datetime]) -> tuple[list[str], dict[str, str]]:
+        out = read_tombstones(user, asked)
+        store.upsert([newer], vecs(1, seed=1))  # succeeds, and clears the dead letter of the older version
+        return out
+
+    monkeypatch.setattr(store, "_deleted_after", then_write_newer)
+    assert store.replay_dead_letters() == 0
+    assert store.dead_letter_count() == 0
+    assert [r.content for r in store.get("alice", [first.id])] == ["alice's address is 2 New Street"]
+
+
 def test_a_dead_letter_older_than_the_tombstones_waits_for_an_explicit_replay(
     queueing: WeaviateStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A delete older than the tombstones' lifetime is no longer known: the replay holds the record back."""
-    store, server = queueing, queueing.server
-    assert server is not None
+    store = queueing
     r = rec("alice", "alice's cat is called Miso")
-    server.stop(keep_data=True)
-    with pytest.raises(StoreUnavailableError, match="dead-letter"):
-        store.upsert([r], vecs(1))
-    server.start()
+    _queue_while_down(store, [r])
     monkeypatch.setattr(weaviate_store_module, "REPLAY_HORIZON", timedelta(0))  # everything queued is old
     with caplog.at_level("WARNING", logger="hybrid_memory"):
         assert store.replay_dead_letters() == 0

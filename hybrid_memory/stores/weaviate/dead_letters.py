@@ -180,6 +180,21 @@ class _DeadLetterQueue:
             for rec_json, blob, err, attempts, epoch, queued_at, stamp in rows
         ]
 
+    def unchanged(self, letters: Sequence[_Letter]) -> set[tuple[str, str]]:
+        """``(user id, record id)`` of the letters still queued with the stamp :meth:`pending` read."""
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return set()
+            return {
+                (x.record.user_id, x.record.id)
+                for x in letters
+                if conn.execute(
+                    "SELECT 1 FROM dead_letters WHERE user_id = ? AND record_id = ? AND stamp IS ?",
+                    (x.record.user_id, x.record.id, x.stamp),
+                ).fetchone()
+            }
+
     def settle(self, done: Sequence[_Letter], failed: Sequence[tuple[_Letter, str]]) -> None:
         """After a replay: remove the rows it wrote, count another attempt on those that failed again.
 

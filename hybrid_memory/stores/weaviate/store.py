@@ -605,8 +605,10 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
 
         Records that fail again stay queued (their error and attempt count are updated). A record
         written successfully later through :meth:`upsert` is removed from the queue, so a replay
-        never overwrites newer data with an older version; a newer version queued while the replay
-        runs (by this or another process sharing the file) stays queued as it is.
+        never overwrites newer data with an older version: a record written again while the replay
+        runs is not replayed (checked under the write lock; from another process, once its write
+        has cleared the dead letter), and a newer version queued meanwhile (by this or another
+        process sharing the file) stays queued as it is.
 
         Nothing deleted comes back: a record whose write carried a forget epoch is dropped (not
         written) when its user was forgotten since, from any process; a record whose memory was
@@ -662,17 +664,26 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 live = [x for x in live if x.record.user_id != user or x.record.id not in dropped]
         if not live:
             return 0
-        pending = [_Pending(x.record, x.vector, object_uuid(x.record.id), tenant_name(x.record.user_id)) for x in live]
         guard = {u: e for u, e in current.items() if any(x.record.user_id == u for x in live)}
+        sent: dict[tuple[str, str], _Letter] = {}
+
+        def still_queued(todo: list[_Pending]) -> list[_Pending]:
+            # Under the write lock: a newer write of the memory since the queue was read (this
+            # process's, or another's that already cleared its dead letter) is not overwritten.
+            same = self._dlq.unchanged(live)
+            sent.update({k: x for x in live if (k := (x.record.user_id, x.record.id)) in same})
+            return [p for p in todo if (p.record.user_id, p.record.id) in same]
+
+        pending = [_Pending(x.record, x.vector, object_uuid(x.record.id), tenant_name(x.record.user_id)) for x in live]
         # The queue is settled here, by stamp, not by the write: see _DeadLetterQueue.settle.
-        failures = self._write(pending, dead_letter=False, epochs=guard or None)
-        failed = {(f.pending.tenant, f.pending.uuid): f.message for f in failures}
+        failures = self._write(pending, dead_letter=False, epochs=guard or None, keep=still_queued)
+        failed = {(f.pending.record.user_id, f.pending.record.id): f.message for f in failures}
         self._dlq.settle(
-            [x for p, x in zip(pending, live, strict=True) if (p.tenant, p.uuid) not in failed],
-            [(x, failed[p.tenant, p.uuid]) for p, x in zip(pending, live, strict=True) if (p.tenant, p.uuid) in failed],
+            [x for k, x in sent.items() if k not in failed], [(sent[k], message) for k, message in failed.items()]
         )
+        pending = [p for p in pending if (p.record.user_id, p.record.id) in sent]
         gone = set(self._undo_if_forgotten(pending, failures, guard))
-        written = [p for p in pending if (p.tenant, p.uuid) not in failed and p.record.user_id not in gone]
+        written = [p for p in pending if (p.record.user_id, p.record.id) not in failed and p.record.user_id not in gone]
         # A delete that landed while the replay wrote: undo what the replay put back.
         buried = {(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)}
         return sum(1 for p in written if (p.record.user_id, p.record.id) not in buried)

@@ -12,7 +12,7 @@ import concurrent.futures
 import functools
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from hybrid_memory.errors import InvalidInputError, SchemaError, StoreError, StoreUnavailableError, UserForgottenError
@@ -133,6 +133,7 @@ class _Writes(_Schema):
         *,
         dead_letter: bool = True,
         epochs: Mapping[str, int] | None = None,
+        keep: Callable[[list[_Pending]], list[_Pending]] | None = None,
     ) -> list[_Failure]:
         """Write with retries; return the final failures.
 
@@ -149,11 +150,11 @@ class _Writes(_Schema):
         (with its user's epoch from ``epochs``) and what succeeds clears any older queued version
         of the same memory. Without it (touch) the queue is left alone, so a pending newer
         version is neither cleared nor overwritten.
+
+        ``keep`` filters the items once this process's other writes are done (under the write
+        lock): a replay drops there the records a newer write has replaced since it read them.
         """
         self._check_open()
-        by_tenant: dict[str, list[_Pending]] = {}
-        for p in items:
-            by_tenant.setdefault(p.tenant, []).append(p)
         deadline = time.monotonic() + self._request_timeout("insert")
         # Once the server proved unreachable after all retries, later tenants of this call are
         # tried once (the liveness probe still runs) instead of sleeping through the backoff again.
@@ -183,6 +184,9 @@ class _Writes(_Schema):
 
         results: dict[str, list[_Failure]] = {}
         with self._write_lock:
+            by_tenant: dict[str, list[_Pending]] = {}
+            for p in keep(list(items)) if keep is not None else items:
+                by_tenant.setdefault(p.tenant, []).append(p)
             tenants = list(by_tenant.items())
             workers = min(self.write_concurrency, len(tenants))
             if workers <= 1:
