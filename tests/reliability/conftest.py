@@ -46,6 +46,14 @@ def load_seconds(default: float) -> float:
     return float(raw) if raw else default
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a child Python process that imports this checkout (``tests.*``, ``hybrid_memory``)."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
 def runs(default: int) -> int:
     """Repetitions of a kill scenario: ``HYBRID_MEMORY_RELIABILITY_RUNS`` or ``default``."""
     raw = os.environ.get("HYBRID_MEMORY_RELIABILITY_RUNS")

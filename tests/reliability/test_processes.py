@@ -39,23 +39,17 @@ import pytest
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.observe.trace import default_trace_path
 from hybrid_memory.testing import HashingEmbedder
-from tests.reliability.conftest import load_seconds, report
+from tests.reliability.conftest import child_env, load_seconds, report
 
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS = load_seconds(20.0)
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return env
 
 
 def spawn(spec: dict[str, Any]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.reliability.proc_worker", json.dumps(spec)],
         cwd=ROOT,
-        env=_env(),
+        env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -273,7 +267,7 @@ def test_a_session_continued_across_processes_keeps_one_window(backend: Backend)
             "m.end_session('bob', 't'); m.close()",
             json.dumps(store),
         ]
-        subprocess.run(subprocess_end, check=True, cwd=ROOT, env=_env(), timeout=120)
+        subprocess.run(subprocess_end, check=True, cwd=ROOT, env=child_env(), timeout=120)
         assert mem.short_term("bob", "t") == []
         assert {h.content for h in mem.recall("cats dog nurse Porto", user_id="bob", k=10)} >= {
             "I live in Porto.",
@@ -328,7 +322,7 @@ def test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it(bac
         done = subprocess.run(
             [sys.executable, "-m", "hybrid_memory.cli", "forget", *backend.where, "--user", "victim", "--yes"],
             cwd=ROOT,
-            env=_env(),
+            env=child_env(),
             capture_output=True,
             text=True,
             timeout=120,

@@ -618,7 +618,9 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         (seven days), so a record queued longer ago than :data:`REPLAY_HORIZON` (a day less) is
         *stale*: a delete since may no longer be known. Stale records stay queued and are logged,
         not written, unless ``include_stale`` (after checking, with :meth:`dead_letters`, that they
-        should come back).
+        should come back). The queue is settled last: a replay killed between its write and its
+        checks leaves its records queued, and the next one drops them and deletes again what the
+        killed one put back of a deleted memory or a forgotten user.
 
         Args:
             user_id: Replay only this user's records (default: everyone's).
@@ -650,17 +652,23 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                     continue
             live.append(x)
         for user, ids in forgotten.items():
-            logger.info("dropping %d dead letters of a user forgotten since they were queued", len(ids))
-            self._dlq.remove(user, ids)
+            self._drop_letters(
+                user,
+                [x for x in letters if x.record.user_id == user and x.record.id in ids],
+                "of a user forgotten since they were queued",
+            )
         # Memories deleted (by any process) after their write was asked for stay deleted.
         before: dict[str, dict[str, str]] = {}
         for user in dict.fromkeys(x.record.user_id for x in live):
             asked = {x.record.id: x.queued_at for x in live if x.record.user_id == user}
             deleted, before[user] = self._deleted_after(user, asked)
             if deleted:
-                logger.info("dropping %d dead letters of memories deleted since they were queued", len(deleted))
-                self._dlq.remove(user, deleted)
                 dropped = set(deleted)
+                self._drop_letters(
+                    user,
+                    [x for x in live if x.record.user_id == user and x.record.id in dropped],
+                    "of memories deleted since they were queued",
+                )
                 live = [x for x in live if x.record.user_id != user or x.record.id not in dropped]
         if not live:
             return 0
@@ -675,18 +683,37 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             return [p for p in todo if (p.record.user_id, p.record.id) in same]
 
         pending = [_Pending(x.record, x.vector, object_uuid(x.record.id), tenant_name(x.record.user_id)) for x in live]
-        # The queue is settled here, by stamp, not by the write: see _DeadLetterQueue.settle.
         failures = self._write(pending, dead_letter=False, epochs=guard or None, keep=still_queued)
         failed = {(f.pending.record.user_id, f.pending.record.id): f.message for f in failures}
-        self._dlq.settle(
-            [x for k, x in sent.items() if k not in failed], [(sent[k], message) for k, message in failed.items()]
-        )
         pending = [p for p in pending if (p.record.user_id, p.record.id) in sent]
         gone = set(self._undo_if_forgotten(pending, failures, guard))
         written = [p for p in pending if (p.record.user_id, p.record.id) not in failed and p.record.user_id not in gone]
         # A delete that landed while the replay wrote: undo what the replay put back.
         buried = {(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)}
+        # Settled last, by stamp (see _DeadLetterQueue.settle): a replay killed before this line
+        # leaves its letters queued, and the next replay drops them and undoes their write if
+        # the memory was deleted or its user forgotten (_drop_letters).
+        self._dlq.settle(
+            [x for k, x in sent.items() if k not in failed], [(sent[k], message) for k, message in failed.items()]
+        )
         return sum(1 for p in written if (p.record.user_id, p.record.id) not in buried)
+
+    def _drop_letters(self, user_id: str, letters: Sequence[_Letter], why: str) -> None:
+        """Remove dead letters of memories deleted (or a user forgotten) since their write was asked for.
+
+        A replay killed between its write and its checks may have put such a memory back: a
+        stored record equal to the letter's (nothing newer wrote it since) is deleted again.
+        """
+        if not letters:
+            return
+        logger.info("dropping %d dead letters %s", len(letters), why)
+        ids = [x.record.id for x in letters]
+        stored = {r.id: r for r in self.get(user_id, ids)}
+        back = [x.record.id for x in letters if stored.get(x.record.id) == x.record]
+        if back:
+            handle = self._tenant(tenant_name(user_id), write=True)
+            self._delete_objects(handle, [object_uuid(i) for i in back], "undo an interrupted replay")
+        self._dlq.remove(user_id, ids)
 
     async def areplay_dead_letters(self, user_id: str | None = None, *, include_stale: bool = False) -> int:
         """Async twin of :meth:`replay_dead_letters`."""
