@@ -16,8 +16,9 @@ turns whose good answer depends on a memory, whether the reply names it (a keywo
 turn, case-insensitive).
 
 Variants: no memory; the middleware with the default placement (``user_message``: the block in
-the newest user message) and with the old one (``system_end``: the block at the end of the system
-prompt).
+the newest user message), the same with the opt-in calibrated gate (``fuser.gate="calibrated"``,
+``benchmarks/results/gate.md``), and with the old placement (``system_end``: the block at the end
+of the system prompt).
 
     python -m benchmarks.answer_use --model SmolLM2-135M-Instruct.Q4_1.gguf \\
         --server-python /path/to/venv-with-llama-cpp/bin/python --out benchmarks/results
@@ -62,7 +63,13 @@ USES: dict[str, tuple[str, ...]] = {
     "帮我想想周末做什么菜": ("素", "vegetarian", "花生", "peanut"),
     "Should I charge the car tonight?": ("zoe", "renault", "electric"),
 }
-VARIANTS = ("no memory", "user_message", "system_end")
+#: Variant -> (placement, gate) of the middleware's core; ``None``: no memory.
+VARIANTS: dict[str, tuple[str, str] | None] = {
+    "no memory": None,
+    "user_message": ("user_message", "floor"),
+    "user_message, calibrated gate": ("user_message", "calibrated"),
+    "system_end": ("system_end", "floor"),
+}
 _REMAINING = re.compile(r"prefix-match hit, remaining (\d+) prompt tokens to eval")
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 _TOTAL = re.compile(r"total time =\s*([\d.]+) ms")
@@ -178,7 +185,8 @@ def play(variant: str, server: Server, max_tokens: int) -> list[dict[str, Any]]:
         max_retries=0,
         timeout=300,
     )
-    mem = None if variant == "no memory" else _core(variant, "default")
+    setting = VARIANTS[variant]
+    mem = None if setting is None else _core(setting[0], "default", gate=setting[1])
     middleware = [] if mem is None else [HybridMemoryMiddleware(mem, user_id=USER)]
     agent = create_agent(model, system_prompt=SYSTEM, middleware=middleware, checkpointer=InMemorySaver())
     rows: list[dict[str, Any]] = []
@@ -218,6 +226,18 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "answer_use": round(sum(used) / len(used), 3) if used else None,
         "answer_use_n": len(used),
     }
+
+
+def _gate_sentence(res: dict[str, Any]) -> str:
+    """What the opt-in calibrated gate changes, from the numbers of this run."""
+    base, floor = res["summary"]["no memory"], res["summary"]["user_message"]
+    gated = res["summary"]["user_message, calibrated gate"]
+    return (
+        f'The opt-in calibrated gate (`fuser.gate="calibrated"`) injects fewer blocks: {gated["evaluated"]} tokens '
+        f"evaluated, {gated['evaluated'] / base['evaluated']:.2f}× no memory, against "
+        f"{floor['evaluated'] / base['evaluated']:.2f}× with the default floor; what it costs is the relevant "
+        "memories it skips (its false-skip rate, `gate.md`), which this model cannot show."
+    )
 
 
 def markdown(res: dict[str, Any]) -> str:
@@ -263,10 +283,12 @@ def markdown(res: dict[str, Any]) -> str:
         "dominates its time per turn. Its replies mostly repeat a refusal whatever the prompt holds, so the "
         "answer-use column is an honest run, not evidence about the placements.",
         "",
+        _gate_sentence(res),
+        "",
         "Replies to the turns that need a memory:",
         "",
         "| turn | " + " | ".join(VARIANTS) + " |",
-        "|---|---|---|---|",
+        "|---" * (len(VARIANTS) + 1) + "|",
     ]
     for i, (q, _) in enumerate(CONVERSATION):
         if q not in USES:
@@ -311,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         loads = []
         for v in VARIANTS:
             loads.append(Path("/proc/loadavg").read_text().split()[0])
-            log = (args.out or Path("/tmp")) / f"answer_use_{v.replace(' ', '_')}.server.log"
+            slug = re.sub(r"\W+", "_", v)
+            log = (args.out or Path("/tmp")) / f"answer_use_{slug}.server.log"
             server = Server(args.server_python, args.model, log, threads=args.threads)
             try:
                 res["turns"][v] = play(v, server, args.max_tokens)
