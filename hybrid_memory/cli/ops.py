@@ -15,6 +15,7 @@ file) or ``--weaviate URL`` (plus ``--collection`` and ``--api-key``/``WEAVIATE_
 ``replay``     the trace of a session, readable or as JSON
 ``inspect``    an overview in the terminal, or ``--serve`` the web inspector on 127.0.0.1
 ``tenants``    Weaviate only: users' tenants by activity state; ``--deactivate-idle`` idle ones
+``dead-letters``  Weaviate only: writes kept in the local dead-letter queue; ``--replay`` them
 =============  =====================================================================================
 
 Export format (one JSON object per line): a header ``{"format": "hybrid-memory-export/1",
@@ -150,6 +151,7 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> Any:
         collection=args.collection,
         api_key=args.api_key or os.environ.get("WEAVIATE_API_KEY") or None,
         grpc_port=args.grpc_port,
+        dead_letter_path=getattr(args, "dead_letter_path", None),
     )
 
 
@@ -829,6 +831,43 @@ def store_stats(store: Any, trace_path: str | None = None) -> dict[str, Any]:
     return out
 
 
+def _cmd_dead_letters(args: argparse.Namespace) -> int:
+    if not args.weaviate:
+        raise InvalidInputError(
+            "dead letters are writes a Weaviate store could not make (--weaviate URL); a LocalStore writes "
+            "its file in one transaction and keeps none"
+        )
+    if args.include_stale and not args.replay:
+        raise InvalidInputError("--include-stale goes with --replay")
+    store = open_store(args)
+    try:
+        replayed = store.replay_dead_letters(args.user, include_stale=args.include_stale) if args.replay else None
+        queued = store.dead_letters(args.user)
+    finally:
+        store.close()
+    rows = [
+        {"user": r.user_id, "id": r.id, "attempts": attempts, "error": error, "content": r.content}
+        for r, error, attempts in queued
+    ]
+    if args.json:
+        _print_json({"replayed": replayed, "queued": rows})
+        return 0
+    if replayed is not None:
+        print(f"written again: {replayed}")
+    print(f"dead letters waiting: {len(rows)}")
+    for row in rows:
+        print(f"  {row['user']}  {row['id']}  attempts={row['attempts']}  {_clip(row['content'], 40)!r}")
+        print(f"      last error: {_clip(row['error'], 100)}")
+    if rows and not args.replay:
+        print("write them again with --replay (what fails again stays queued)")
+    elif rows:
+        print(
+            "still queued: they failed again, or were queued more than six days ago (a delete since may be "
+            "forgotten; check them, then --replay --include-stale)"
+        )
+    return 0
+
+
 def _cmd_tenants(args: argparse.Namespace) -> int:
     if not args.weaviate:
         raise InvalidInputError(
@@ -868,7 +907,8 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     if st.get("file_bytes") is not None:
         print(f"file size:  {st['file_bytes'] / 1024:.1f} KiB")
     if "dead_letters" in st:
-        print(f"dead letters waiting: {st['dead_letters']}")
+        hint = " (`hybrid-memory dead-letters --replay` writes them again)" if st["dead_letters"] else ""
+        print(f"dead letters waiting: {st['dead_letters']}{hint}")
     if "traces" in st:
         t = st["traces"]
         print(f"traces:     {t['steps']} steps in {t['sessions']} sessions ({t['path']})")
@@ -1295,6 +1335,30 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per step (JSON lines)")
     p.add_argument("--width", type=_positive, default=100, help="clip text to this width")
     p.set_defaults(func=_cmd_replay)
+
+    p = subparsers.add_parser(
+        "dead-letters",
+        help="Weaviate: writes kept in the local dead-letter queue; --replay writes them again",
+        description="List the memories whose write to Weaviate failed after every retry and was kept in this "
+        "machine's dead-letter file (per server and collection, or --dead-letter-path). With --replay, write them "
+        "again: a memory deleted or a user forgotten since is not brought back, and what fails again stays queued.",
+    )
+    _store_args(p)
+    p.add_argument(
+        "--dead-letter-path",
+        metavar="PATH",
+        default=None,
+        help="the queue file (default: this machine's for the server and collection, see docs/operating.md)",
+    )
+    p.add_argument("--user", help="only this user's")
+    p.add_argument("--replay", action="store_true", help="write them again")
+    p.add_argument(
+        "--include-stale",
+        action="store_true",
+        help="with --replay: also those queued more than six days ago (deletes that old are no longer known)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_dead_letters)
 
     p = subparsers.add_parser(
         "tenants",

@@ -139,3 +139,42 @@ def test_a_weaviate_memory_traces_to_a_local_file(
     data = b"".join(p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name))
     assert b"peanuts" not in data
     mem.close()
+
+
+def test_dead_letters_are_listed_and_replayed_from_the_command_line(
+    tmp_path: Path, wv_args: list[str], weaviate_store_factory: Callable[..., Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two writes left in a dead-letter file (one queued ten days ago) come back through ``dead-letters --replay``."""
+    import sqlite3
+
+    from hybrid_memory.records import MemoryRecord
+    from hybrid_memory.stores.weaviate.dead_letters import _DeadLetterQueue, _Failure, _Pending
+
+    collection = wv_args[wv_args.index("--collection") + 1]
+    path = tmp_path / "queue.sqlite"
+    store = weaviate_store_factory(collection=collection, dead_letter_path=path)
+    store.bind_embedder("test", 4)
+    fresh = MemoryRecord.create(user_id="alice", content="alice's cat is called Miso", timestamp=T0)
+    old = MemoryRecord.create(user_id="李雷", content="我喜欢喝乌龙茶", timestamp=T0)
+    # What a write that failed after every retry leaves in the file (the same call the store makes).
+    queue = _DeadLetterQueue(path)
+    vec = np.full(4, 0.5, dtype=np.float32)
+    queue.add([_Failure(_Pending(r, vec, r.id, r.user_id), "server unreachable", transient=True) for r in (fresh, old)])
+    queue.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE dead_letters SET queued_at = ? WHERE record_id = ?", ("2025-01-01T00:00:00+00:00", old.id))
+    conn.close()
+    where = [*wv_args, "--dead-letter-path", str(path)]
+
+    code, out, _ = run(capsys, "dead-letters", *where)
+    assert code == 0 and "dead letters waiting: 2" in out and "--replay" in out
+    code, out, _ = run(capsys, "dead-letters", *where, "--replay", "--json")
+    got = json.loads(out)
+    assert code == 0 and got["replayed"] == 1
+    assert [(q["user"], q["id"]) for q in got["queued"]] == [("李雷", old.id)]  # queued long ago: held back
+    assert store.get("alice", [fresh.id]) == [fresh] and store.get("李雷", [old.id]) == []
+    code, out, _ = run(capsys, "dead-letters", *where, "--replay", "--include-stale")
+    assert code == 0 and "written again: 1" in out and "dead letters waiting: 0" in out
+    assert store.get("李雷", [old.id]) == [old]
+    code, out, err = run(capsys, "dead-letters", "--store", str(tmp_path / "x.db"))
+    assert code != 0 and "Weaviate" in err
