@@ -77,6 +77,9 @@ def test_a_replay_killed_after_its_write_leaves_nothing_deleted_behind(
         put_back = store.get("alice", [old.id])
         assert put_back == [newer]
         assert store.dead_letter_count() == 1
+        # A recall touches the memory before anyone replays again: still recognised as the replay's write.
+        store.touch("alice", [old.id], T0)
+        assert [r.access_count for r in store.get("alice", [old.id])] == [1]
 
         assert store.replay_dead_letters() == 0
         report(

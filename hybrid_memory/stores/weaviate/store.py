@@ -122,6 +122,11 @@ def _node(url: str, grpc_port: int | None, settings: Mapping[str, Any]) -> tuple
 _NEIGHBOUR_CONCURRENCY = 8
 
 
+def _without_access(record: MemoryRecord) -> MemoryRecord:
+    """``record`` without the statistics a recall's touch changes (to compare what was written)."""
+    return record.model_copy(update={"access_count": 0, "last_accessed_at": None})
+
+
 class WeaviateStore(_Tombstones, AsyncFromSyncStore):
     """:class:`~hybrid_memory.stores.base.MemoryStore` on Weaviate (one tenant per user).
 
@@ -702,18 +707,19 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         """Remove dead letters of memories deleted (or a user forgotten) since their write was asked for.
 
         A replay killed between its write and its checks may have put such a memory back: a
-        stored record equal to the letter's (nothing newer wrote it since) is deleted again.
+        stored record equal to the letter's but for access statistics (a recall may have touched
+        it since; nothing else wrote it) is deleted again. A newer version queued since (another
+        stamp) stays queued.
         """
         if not letters:
             return
         logger.info("dropping %d dead letters %s", len(letters), why)
-        ids = [x.record.id for x in letters]
-        stored = {r.id: r for r in self.get(user_id, ids)}
-        back = [x.record.id for x in letters if stored.get(x.record.id) == x.record]
+        stored = {r.id: _without_access(r) for r in self.get(user_id, [x.record.id for x in letters])}
+        back = [x.record.id for x in letters if stored.get(x.record.id) == _without_access(x.record)]
         if back:
             handle = self._tenant(tenant_name(user_id), write=True)
             self._delete_objects(handle, [object_uuid(i) for i in back], "undo an interrupted replay")
-        self._dlq.remove(user_id, ids)
+        self._dlq.settle(letters, [])
 
     async def areplay_dead_letters(self, user_id: str | None = None, *, include_stale: bool = False) -> int:
         """Async twin of :meth:`replay_dead_letters`."""
