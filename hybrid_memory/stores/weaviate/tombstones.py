@@ -21,6 +21,11 @@ older than S (an id deleted, then legitimately put again) is the same at S and C
 undoes a write. Every step reads and writes at the store's consistency levels (QUORUM by
 default: read-your-writes across processes).
 
+Not covered: a process killed between W and C leaves a write that re-created a memory deleted
+meanwhile (there is no journal of writes whose check has not run). A dead-letter replay is the
+exception: its letters stay queued until after its checks, so the next replay deletes again what
+the killed one put back (``WeaviateStore.replay_dead_letters``).
+
 Pruning: a ``delete`` removes tombstones older than :data:`TOMBSTONE_TTL` (seven days), at most
 once per :data:`_PRUNE_INTERVAL` per store object. An ``update`` or ``touch`` whose S-to-C
 window is longer than the TTL is not guarded (the insert timeout bounds a write to 90 s by
