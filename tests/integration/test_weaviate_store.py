@@ -562,6 +562,72 @@ def _other_process(store: WeaviateStore, tmp_path: Path) -> WeaviateStore:
     return WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=tmp_path / "o.sqlite")
 
 
+def test_a_memory_written_by_a_write_that_raced_a_forget_is_never_read_and_gets_deleted(
+    queueing: WeaviateStore,
+) -> None:
+    """What a process leaves when it dies between its write and its second epoch read, after another forgot the user.
+
+    The write landed after the forget removed the tenant, with the epoch checked before the forget;
+    no read may return it (search, neighbours, get, list, the writer's snapshot), and the first
+    read deletes it.
+    """
+    store = queueing
+    kept = rec("bob", "bob's cat is called Miso")
+    store.upsert([kept], vecs(1), epochs={"bob": store.user_epoch("bob")})
+    before = store.user_epoch("alice")
+    store.upsert([rec("alice", "alice's first secret")], vecs(1), epochs={"alice": before})
+    store.delete_user("alice")
+    assert store.user_epoch("alice") != before
+    now = rec("alice", "alice's secret after the forget", 2)
+    store.upsert([now], vecs(1, seed=3), epochs={"alice": store.user_epoch("alice")})
+    left = rec("alice", "alice's secret written by a dying process", 1)
+    left_vec = vecs(1, seed=2)
+    unit = left_vec / np.linalg.norm(left_vec, axis=1, keepdims=True)
+
+    def leave() -> None:  # the dying process's write itself: checked against the old epoch, landed after the forget
+        store._write(store._pending([left], left_vec), epochs={"alice": before})
+        assert store.count("alice") == 2  # an aggregate cannot tell them apart
+
+    reads: dict[str, Callable[[], list[str]]] = {
+        "search": lambda: [
+            h.record.id
+            for h in store.search(SearchRequest(user_id="alice", query="alice secret", vector=unit[0], alpha=0.5))
+        ],
+        "get": lambda: [r.id for r in store.get("alice", [left.id, now.id])],
+        "list": lambda: [r.id for r in store.list("alice")],
+        "neighbours": lambda: [n[0] for n in store.neighbours("alice", unit, threshold=0.99, top=5)[0]],
+        "snapshot": lambda: (store.active_vectors("alice", limit=10) or ([], [], None))[0],
+    }
+    for name, read in reads.items():
+        leave()
+        assert left.id not in read(), name
+        assert store.count("alice") == 1, name  # the read deleted it
+    assert store.get("alice", [now.id]) == [now]
+    assert store.get("bob", [kept.id]) == [kept]
+
+
+def test_a_collection_from_before_memory_epochs_gets_the_property_and_keeps_its_memories(
+    weaviate_store_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An existing collection without the ``epoch`` property: connecting adds it; old memories stay readable."""
+    new_defs = weaviate_schema.memory_property_defs
+    monkeypatch.setattr(weaviate_schema, "memory_property_defs", lambda: [p for p in new_defs() if p.name != "epoch"])
+    old = weaviate_store_factory()
+    old.bind_embedder("test", 8)
+    before = rec("alice", "alice wrote this before the upgrade")
+    old.upsert([before], vecs(1))  # no epochs: what an older version wrote
+    monkeypatch.setattr(weaviate_schema, "memory_property_defs", new_defs)
+    assert "epoch" not in {p.name for p in old._client.collections.use(old.collection).config.get().properties}
+
+    store = weaviate_store_factory(collection=old.collection)
+    assert "epoch" in {p.name for p in store._client.collections.use(store.collection).config.get().properties}
+    after = rec("alice", "alice wrote this after the upgrade", 1)
+    store.upsert([after], vecs(1, seed=1), epochs={"alice": store.user_epoch("alice")})
+    assert store.get("alice", [before.id, after.id]) == [before, after]
+    hits = store.search(SearchRequest(user_id="alice", query="alice wrote this", vector=None, alpha=0.0))
+    assert sorted(h.record.id for h in hits) == sorted([before.id, after.id])
+
+
 def _queue_while_down(store: WeaviateStore, records: list[MemoryRecord], seed: int = 0) -> None:
     """Write ``records`` while the server is down (they go to the dead-letter queue), then start it again."""
     server = store.server

@@ -30,6 +30,8 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
 * ``search_text`` holds ``Analyzer.analyze(record.search_text)`` (context + content) with ``whitespace`` tokenisation and is the
   **only** searchable property; every other text property has ``index_searchable=False`` (ids
   with ``field`` tokenisation), BM25 k1 = 1.2, b = 0.75;
+* ``epoch`` (int, not indexed) is the user's forget epoch the write was checked against
+  (absent for a write without ``epochs``): reads leave out objects of an older epoch (see Forget);
 * object UUID = the record id when it is a canonical UUID (the default for
   :class:`~hybrid_memory.records.MemoryRecord`), else ``uuid5(namespace, id)``; Weaviate breaks
   score ties by this UUID string;
@@ -47,7 +49,7 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
   (:meth:`WeaviateStore.deactivate_idle`, ``hybrid-memory tenants --deactivate-idle S``; module
   :mod:`hybrid_memory.stores.weaviate.tenants`);
 * ``<collection>Tombstones`` (not multi-tenant, no vectors) holds one object per memory deleted
-  in the last hour, UUID ``uuid5(SHA-256(user id), record id)``, properties ``token`` and
+  in the last seven days, UUID ``uuid5(SHA-256(user id), record id)``, properties ``token`` and
   ``deleted_at``: an ``update`` or ``touch`` of another process that read the memory before the
   delete never re-creates it (module :mod:`hybrid_memory.stores.weaviate.tombstones`).
 
@@ -78,8 +80,10 @@ Conversation state without transactions (architecture §10):
   Dead letters keep the epoch of their write; a replay drops them if the user was forgotten.
   Limits (no server-side conditional write exists): a write request abandoned by a timeout can
   still land later; a write that landed after the forget's second removal stays stored when its
-  process died (or lost the server) before its second epoch read -- a turn is then invisible
-  (wrong epoch), a memory stays searchable until the user is forgotten again.
+  process died (or lost the server) before its second epoch read. It is never read back: a turn
+  is invisible (wrong epoch), and a memory object carries the epoch its write was checked
+  against (property ``epoch``), so every read of memories leaves it out and deletes it
+  (``_Writes._live``); only ``count`` includes it until then.
 
 Search sends ``alpha`` explicitly (1.0 = pure vector, 0.0 = pure keyword (BM25)), the query text
 ``analyzer.analyze_query(query)`` (stopwords removed client-side, because ``whitespace``

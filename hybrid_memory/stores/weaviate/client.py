@@ -35,13 +35,12 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.records import MemoryRecord, check_id
 from hybrid_memory.stores.weaviate.dead_letters import _DeadLetterQueue, _default_dead_letter_path
-from hybrid_memory.stores.weaviate.errors import UnreachableError, is_tenant_missing, is_transient, translate
-from hybrid_memory.stores.weaviate.mapping import _record, _vector_of, object_uuid, tenant_name
+from hybrid_memory.stores.weaviate.errors import UnreachableError, is_transient, translate
 from hybrid_memory.stores.weaviate.runtime import _WORKERS, _live_url_of
 from hybrid_memory.stores.weaviate.server import WeaviateServer
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.threads import start_daemon
-from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, Vector
+from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter
 
 logger = logging.getLogger("hybrid_memory.stores.weaviate")
 
@@ -506,37 +505,3 @@ class _Client:
         if f.session_id is not None:
             parts.append(Filter.by_property("session_id").equal(f.session_id))
         return parts[0] if len(parts) == 1 else Filter.all_of(parts)
-
-    def _fetch(
-        self, user_id: str, ids: Sequence[str], *, vectors: bool
-    ) -> dict[str, tuple[MemoryRecord, Vector | None]]:
-        """Stored records (and vectors) by record id; missing ids are absent."""
-        from weaviate.classes.query import Filter
-
-        check_id(user_id)
-        uuids = list(dict.fromkeys(object_uuid(i) for i in ids))
-        if not uuids:
-            return {}
-        h = self._tenant(tenant_name(user_id))
-        out: dict[str, tuple[MemoryRecord, Vector | None]] = {}
-        for chunk in _chunks(uuids, _ID_CHUNK):
-
-            def run(chunk: Sequence[str] = chunk) -> Any:
-                return h.query.fetch_objects(
-                    filters=Filter.by_id().contains_any(list(chunk)),
-                    limit=len(chunk),
-                    include_vector=vectors,
-                )
-
-            try:
-                res = self._call("fetch", run)
-            except StoreError as exc:
-                if is_tenant_missing(exc):
-                    return {}
-                raise
-            for o in res.objects:
-                rec = _record(o.properties)
-                if rec.user_id != user_id:  # defence in depth: tenants already isolate users
-                    continue
-                out[rec.id] = (rec, _vector_of(o) if vectors else None)
-        return out

@@ -143,6 +143,9 @@ def memory_property_defs() -> list[Any]:
         _ident("superseded_by"),
         _blob("provenance", DataType.TEXT_ARRAY),
         _blob("context"),
+        # The forget epoch the write was checked against (absent: a write without epochs); read
+        # back only, to leave out what a write that raced a forget left behind (_Writes._live).
+        Property(name="epoch", data_type=DataType.INT, index_filterable=False, index_range_filters=False),
     ]
 
 
@@ -197,7 +200,7 @@ def _metadata_json(record: MemoryRecord) -> str:
         raise InvalidInputError(f"metadata of memory {record.id} is not JSON-serialisable: {exc}") from exc
 
 
-def _properties(record: MemoryRecord, analyzed: str) -> dict[str, Any]:
+def _properties(record: MemoryRecord, analyzed: str, epoch: int | None = None) -> dict[str, Any]:
     metadata = _metadata_json(record)
     props: dict[str, Any] = {
         "record_id": record.id,
@@ -220,6 +223,7 @@ def _properties(record: MemoryRecord, analyzed: str) -> dict[str, Any]:
         "superseded_by": record.superseded_by,
         "provenance": list(record.provenance),
         "context": record.context or None,
+        "epoch": epoch,
     }
     return {k: v for k, v in props.items() if v is not None}
 

@@ -194,9 +194,14 @@ class _Schema(_Client):
                 f"collection {self.collection!r} has no whitespace-tokenised {SEARCH_PROPERTY!r} "
                 "property; it was not created by hybrid-memory"
             )
-        ctx = next((q for q in memory_property_defs() if q.name == "context"), None)
-        if ctx is not None and "context" not in props:  # created before memories had a search context
-            self._call("add property", lambda: self._client.collections.use(self.collection).config.add_property(ctx))
+        # Created before memories had a search context or carried their forget epoch: add them.
+        for prop in memory_property_defs():
+            if prop.name in ("context", "epoch") and prop.name not in props:
+
+                def add(prop: Any = prop) -> None:
+                    self._client.collections.use(self.collection).config.add_property(prop)
+
+                self._call("add property", add)
         searchable = sorted(n for n, q in props.items() if getattr(q, "index_searchable", False))
         if searchable != [SEARCH_PROPERTY]:
             logger.warning(

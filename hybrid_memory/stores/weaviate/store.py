@@ -925,7 +925,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             if is_tenant_missing(exc):
                 return []
             raise
-        objects = list(res.objects)
+        objects = self._live(request.user_id, res.objects)
         keyword = self._keyword_scores(objects, request, query_text, h, where)
         cosine = _Cosine(qvec) if qvec is not None else None
         hits: list[StoreHit] = []
@@ -994,7 +994,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 raise
             cosine = _Cosine(q)
             found: list[Neighbour] = []
-            for o in res.objects:
+            for o in self._live(user_id, res.objects):
                 rec = _record(o.properties)
                 vec = _vector_of(o)
                 if rec.user_id != user_id or vec is None:  # defence in depth
@@ -1037,7 +1037,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 filters=where,
                 limit=limit + 1,
                 include_vector=True,
-                return_properties=["record_id", "user_id", "category"],
+                return_properties=["record_id", "user_id", "category", "epoch"],
             )
 
         try:
@@ -1051,7 +1051,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         ids: list[str] = []
         cats: list[str] = []
         rows: list[Vector] = []
-        for o in res.objects:
+        for o in self._live(user_id, res.objects):
             vec = _vector_of(o)
             if o.properties.get("user_id") != user_id or vec is None:  # defence in depth
                 continue
@@ -1140,10 +1140,11 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 if is_tenant_missing(exc):
                     return []
                 raise
-            return [_record(o.properties) for o in res.objects]
+            return [_record(o.properties) for o in self._live(user_id, res.objects)]
         # Large windows: the cursor API has no filters or sorting, so scan and sort here.
         try:
-            recs = self._call("list", lambda: [_record(o.properties) for o in h.iterator(cache_size=1000)])
+            objects = self._call("list", lambda: list(h.iterator(cache_size=1000)))
+            recs = [_record(o.properties) for o in self._live(user_id, objects)]
         except StoreError as exc:
             if is_tenant_missing(exc):
                 return []

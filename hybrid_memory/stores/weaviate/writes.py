@@ -25,6 +25,8 @@ from hybrid_memory.stores.weaviate.mapping import (
     _epoch_uuid,
     _metadata_json,
     _properties,
+    _record,
+    _vector_of,
     object_uuid,
     tenant_name,
 )
@@ -38,11 +40,19 @@ class _Writes(_Schema):
 
     # -- writes --------------------------------------------------------------------------------
     def _send(
-        self, tenant: str, items: Sequence[_Pending], *, deadline: float, level: str | None = None
+        self,
+        tenant: str,
+        items: Sequence[_Pending],
+        *,
+        deadline: float,
+        level: str | None = None,
+        epoch: int | None = None,
     ) -> list[_Failure]:
         """One attempt: batch-write ``items`` into ``tenant``; return the failures with reasons.
 
         ``level``: the consistency level of this attempt (default: ``write_consistency``).
+        ``epoch``: the user's forget epoch the write was checked against, stored with each object
+        (:meth:`_live`).
         ``deadline`` (``time.monotonic()``): a request not answered by then, or within
         ``batch_timeout`` of being sent, is abandoned and its objects fail as transient (the
         next attempt sends them again). Weaviate 1.39 holds the first write after its Raft
@@ -89,7 +99,7 @@ class _Writes(_Schema):
             for chunk in chunks:
                 objs = [
                     DataObject(
-                        properties=_properties(p.record, self.analyzer.analyze(p.record.search_text)),
+                        properties=_properties(p.record, self.analyzer.analyze(p.record.search_text), epoch),
                         uuid=p.uuid,
                         vector={VECTOR_NAME: p.vector.tolist()},
                     )
@@ -162,10 +172,11 @@ class _Writes(_Schema):
 
         def one_tenant(tenant: str, group: list[_Pending]) -> list[_Failure]:
             todo = list(group)
+            epoch = None if epochs is None else epochs.get(group[0].record.user_id)
             attempt = 0
             all_first = self.write_all_first and self.write_consistency not in (None, "ALL")
             while True:
-                failures = self._send(tenant, todo, deadline=deadline, level="ALL" if all_first else None)
+                failures = self._send(tenant, todo, deadline=deadline, level="ALL" if all_first else None, epoch=epoch)
                 if all_first and failures:
                     all_first = False
                     todo = [f.pending for f in failures]
@@ -296,6 +307,65 @@ class _Writes(_Schema):
     def _forgotten_since(self, epochs: Mapping[str, int]) -> list[str]:
         """After a write: the users of ``epochs`` whose epoch moved meanwhile."""
         return [user for user, epoch in epochs.items() if self._read_epoch(user) != epoch]
+
+    def _live(self, user_id: str, objects: Sequence[Any]) -> list[Any]:
+        """``objects`` of ``user_id``'s tenant without the memories a write that raced a forget left behind.
+
+        A memory object stores the forget epoch its write was checked against (``epoch``; absent
+        for a write without epochs). A forget removes the user's tenant, so an object whose epoch
+        is not the user's current one was written by a process that checked the epoch before the
+        forget and died before its second check, which would have deleted it again. Such objects
+        are left out of every read and deleted (best effort).
+        """
+        marked = [o for o in objects if isinstance(o.properties.get("epoch"), int)]
+        if not marked:
+            return list(objects)
+        current = self._read_epoch(user_id)
+        stale = sorted({str(o.uuid) for o in marked if o.properties["epoch"] != current})
+        if not stale:
+            return list(objects)
+        logger.warning("leaving out %d memories written by a write that raced a forget of their user", len(stale))
+        try:
+            handle = self._tenant(tenant_name(user_id), write=True)
+            self._delete_objects(handle, stale, "delete memories left behind by a forget")
+        except StoreError as exc:  # they stay out of every read; the next read tries again
+            logger.warning("could not delete them yet: %s", exc)
+        gone = set(stale)
+        return [o for o in objects if str(o.uuid) not in gone]
+
+    def _fetch(
+        self, user_id: str, ids: Sequence[str], *, vectors: bool
+    ) -> dict[str, tuple[MemoryRecord, Vector | None]]:
+        """Stored records (and vectors) by record id; missing ids are absent."""
+        from weaviate.classes.query import Filter
+
+        check_id(user_id)
+        uuids = list(dict.fromkeys(object_uuid(i) for i in ids))
+        if not uuids:
+            return {}
+        h = self._tenant(tenant_name(user_id))
+        out: dict[str, tuple[MemoryRecord, Vector | None]] = {}
+        for chunk in _chunks(uuids, _ID_CHUNK):
+
+            def run(chunk: Sequence[str] = chunk) -> Any:
+                return h.query.fetch_objects(
+                    filters=Filter.by_id().contains_any(list(chunk)),
+                    limit=len(chunk),
+                    include_vector=vectors,
+                )
+
+            try:
+                res = self._call("fetch", run)
+            except StoreError as exc:
+                if is_tenant_missing(exc):
+                    return {}
+                raise
+            for o in self._live(user_id, res.objects):
+                rec = _record(o.properties)
+                if rec.user_id != user_id:  # defence in depth: tenants already isolate users
+                    continue
+                out[rec.id] = (rec, _vector_of(o) if vectors else None)
+        return out
 
     def _delete_objects(self, handle: Any, uuids: Sequence[str], what: str) -> int:
         """Delete objects by UUID from one tenant (a missing tenant holds none)."""
