@@ -604,6 +604,12 @@ def test_a_memory_written_by_a_write_that_raced_a_forget_is_never_read_and_gets_
         assert store.count("alice") == 1, name  # the read deleted it
     assert store.get("alice", [now.id]) == [now]
     assert store.get("bob", [kept.id]) == [kept]
+    # A user forgotten with nothing but such a leftover is not listed as a user.
+    carol = store.user_epoch("carol")
+    store.delete_user("carol")
+    store._write(store._pending([rec("carol", "carol's leftover")], vecs(1)), epochs={"carol": carol})
+    assert store.count("carol") == 1
+    assert "carol" not in store.users() and store.count("carol") == 0
 
 
 def test_a_collection_from_before_memory_epochs_gets_the_property_and_keeps_its_memories(

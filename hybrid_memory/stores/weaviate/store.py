@@ -801,7 +801,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         """Ids of the users that have memories (sorted).
 
         Reads one object per tenant. Only active tenants are inspected: a user id is stored
-        only inside its tenant, so inactive or offloaded tenants are not listed.
+        only inside its tenant, so inactive or offloaded tenants are not listed. An object a write
+        racing a forget left behind does not count (it is deleted, :meth:`_live`).
         """
         self._check_open()
         out: set[str] = set()
@@ -809,16 +810,23 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             h = self._tenant(name, note=False)
 
             def run(h: Any = h) -> Any:
-                return h.query.fetch_objects(limit=1, return_properties=["user_id"])
+                return h.query.fetch_objects(limit=1, return_properties=["user_id", "epoch"])
 
-            try:
-                res = self._call("users", run)
-            except StoreError as exc:
-                if is_tenant_missing(exc):
-                    continue
-                raise
-            for o in res.objects:
-                out.add(str(o.properties["user_id"]))
+            seen: set[str] = set()
+            while True:  # each stale object found is deleted; one that could not be is not read twice
+                try:
+                    res = self._call("users", run)
+                except StoreError as exc:
+                    if is_tenant_missing(exc):
+                        break
+                    raise
+                if not res.objects or str(res.objects[0].uuid) in seen:
+                    break
+                seen.add(str(res.objects[0].uuid))
+                user = str(res.objects[0].properties["user_id"])
+                if self._live(user, res.objects):
+                    out.add(user)
+                    break
         return sorted(out)
 
     # -- deletes -------------------------------------------------------------------------------
