@@ -612,6 +612,28 @@ def test_a_memory_written_by_a_write_that_raced_a_forget_is_never_read_and_gets_
     assert "carol" not in store.users() and store.count("carol") == 0
 
 
+def test_every_write_of_a_memory_stamps_the_epoch_it_was_checked_against(queueing: WeaviateStore) -> None:
+    """upsert with epochs, update and touch: a touch or update that raced a forget must be recognisable too."""
+    store = queueing
+    r = rec("alice", "alice likes oolong tea")
+
+    def stamp() -> object:
+        res = store._tenant(tenant_name("alice")).query.fetch_objects(return_properties=["epoch"])
+        [obj] = res.objects
+        return obj.properties.get("epoch")
+
+    store.upsert([r], vecs(1))
+    assert stamp() is None  # a write without epochs is not stamped (read as before)
+    store.delete_user("bob")  # another user's forget changes nothing here
+    epoch = store.user_epoch("alice")
+    store.upsert([r], vecs(1), epochs={"alice": epoch})
+    assert stamp() == epoch
+    store.touch("alice", [r.id], T0)
+    assert stamp() == epoch
+    store.update([r.model_copy(update={"importance": 0.9})])
+    assert stamp() == epoch
+
+
 def test_a_collection_from_before_memory_epochs_gets_the_property_and_keeps_its_memories(
     weaviate_store_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -577,13 +577,13 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         epoch = self._read_epoch(user_id)
         with self._write_lock:  # see update(): never re-insert a memory forgotten or deleted meanwhile
             before = self._tombstones(user_id, ids)
-            written = self._touch(user_id, ids, when)
+            written = self._touch(user_id, ids, when, epoch)
         if written and self._read_epoch(user_id) != epoch:
             self._undo(written, [user_id])
         elif written:
             self._unbury_check(user_id, before, written)
 
-    def _touch(self, user_id: str, ids: list[str], when: datetime) -> list[_Pending]:
+    def _touch(self, user_id: str, ids: list[str], when: datetime, epoch: int) -> list[_Pending]:
         stored = self._fetch(user_id, ids, vectors=True)
         if not stored:
             return []
@@ -597,7 +597,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         if not recs:
             return []
         items = self._pending(recs, np.stack(vecs).astype(np.float32))
-        failures = self._write(items, dead_letter=False)
+        failures = self._write(items, dead_letter=False, epochs={user_id: epoch})  # stamped as checked
         if failures:
             msg = f"{len(failures)} of {len(items)} access updates failed: {failures[0].message}"
             if all(f.transient for f in failures):
