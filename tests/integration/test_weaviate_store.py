@@ -612,6 +612,15 @@ def test_a_memory_written_by_a_write_that_raced_a_forget_is_never_read_and_gets_
     assert "carol" not in store.users() and store.count("carol") == 0
 
 
+def test_a_memory_stamped_with_an_epoch_newer_than_the_one_read_is_kept(queueing: WeaviateStore) -> None:
+    """A lagging epoch read (a weak read consistency on a cluster) must never make a new memory look left behind."""
+    store = queueing
+    r = rec("alice", "alice's memory written after a forget this reader has not seen yet")
+    store._write(store._pending([r], vecs(1)), epochs={"alice": store.user_epoch("alice") + 2})
+    assert store.get("alice", [r.id]) == [r]
+    assert [m.id for m in store.list("alice")] == [r.id] and store.count("alice") == 1
+
+
 def test_every_write_of_a_memory_stamps_the_epoch_it_was_checked_against(queueing: WeaviateStore) -> None:
     """upsert with epochs, update and touch: a touch or update that raced a forget must be recognisable too."""
     store = queueing

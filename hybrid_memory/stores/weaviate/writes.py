@@ -313,15 +313,17 @@ class _Writes(_Schema):
 
         A memory object stores the forget epoch its write was checked against (``epoch``; absent
         for a write without epochs). A forget removes the user's tenant, so an object whose epoch
-        is not the user's current one was written by a process that checked the epoch before the
-        forget and died before its second check, which would have deleted it again. Such objects
+        is older than the user's current one was written by a process that checked the epoch before
+        the forget and died before its second check, which would have deleted it again. Such objects
         are left out of every read and deleted (best effort).
         """
         marked = [o for o in objects if isinstance(o.properties.get("epoch"), int)]
         if not marked:
             return list(objects)
         current = self._read_epoch(user_id)
-        stale = sorted({str(o.uuid) for o in marked if o.properties["epoch"] != current})
+        # Older only: epochs only grow, so a read that saw an epoch not yet current (a lagging
+        # replica at a weak read consistency) can never make newer memories look stale.
+        stale = sorted({str(o.uuid) for o in marked if o.properties["epoch"] < current})
         if not stale:
             return list(objects)
         logger.warning("leaving out %d memories written by a write that raced a forget of their user", len(stale))
