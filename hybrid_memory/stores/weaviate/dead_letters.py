@@ -44,6 +44,11 @@ class _Pending:
     uuid: str
     tenant: str
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(user id, record id)``."""
+        return self.record.user_id, self.record.id
+
 
 @dataclass(frozen=True)
 class _Failure:
@@ -74,6 +79,11 @@ class _Letter:
     queued_at: datetime
     #: Changes whenever a newer version of the memory is queued (``None`` for an older row).
     stamp: str | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(user id, record id)``."""
+        return self.record.user_id, self.record.id
 
 
 class _DeadLetterQueue:
@@ -187,7 +197,7 @@ class _DeadLetterQueue:
             if conn is None:
                 return set()
             return {
-                (x.record.user_id, x.record.id)
+                x.key
                 for x in letters
                 if conn.execute(
                     "SELECT 1 FROM dead_letters WHERE user_id = ? AND record_id = ? AND stamp IS ?",

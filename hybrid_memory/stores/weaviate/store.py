@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -533,7 +534,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         with self._write_lock:
             for user_id, group in by_user.items():
                 before[user_id] = self._tombstones(user_id, [r.id for r in group])
-                stored = self._fetch(user_id, [r.id for r in group], vectors=True)
+                stored = self._fetch(user_id, [r.id for r in group], vectors=True, epoch=guard[user_id])
                 missing = [r.id for r in group if r.id not in stored]
                 if missing:
                     gone = self._forgotten_since(guard)
@@ -584,7 +585,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             self._unbury_check(user_id, before, written)
 
     def _touch(self, user_id: str, ids: list[str], when: datetime, epoch: int) -> list[_Pending]:
-        stored = self._fetch(user_id, ids, vectors=True)
+        stored = self._fetch(user_id, ids, vectors=True, epoch=epoch)
         if not stored:
             return []
         recs: list[MemoryRecord] = []
@@ -646,22 +647,18 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             )
             letters = [x for x in letters if x.queued_at >= horizon]
         current: dict[str, int] = {}
-        forgotten: dict[str, list[str]] = {}
+        forgotten: dict[str, list[_Letter]] = {}
         live: list[_Letter] = []
         for x in letters:
             if x.epoch is not None:
                 if x.record.user_id not in current:
                     current[x.record.user_id] = self._read_epoch(x.record.user_id)
                 if current[x.record.user_id] != x.epoch:
-                    forgotten.setdefault(x.record.user_id, []).append(x.record.id)
+                    forgotten.setdefault(x.record.user_id, []).append(x)
                     continue
             live.append(x)
-        for user, ids in forgotten.items():
-            self._drop_letters(
-                user,
-                [x for x in letters if x.record.user_id == user and x.record.id in ids],
-                "of a user forgotten since they were queued",
-            )
+        for user, dropped_letters in forgotten.items():
+            self._drop_letters(user, dropped_letters, "of a user forgotten since they were queued")
         # Memories deleted (by any process) after their write was asked for stay deleted.
         before: dict[str, dict[str, str]] = {}
         for user in dict.fromkeys(x.record.user_id for x in live):
@@ -684,15 +681,15 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             # Under the write lock: a newer write of the memory since the queue was read (this
             # process's, or another's that already cleared its dead letter) is not overwritten.
             same = self._dlq.unchanged(live)
-            sent.update({k: x for x in live if (k := (x.record.user_id, x.record.id)) in same})
-            return [p for p in todo if (p.record.user_id, p.record.id) in same]
+            sent.update({x.key: x for x in live if x.key in same})
+            return [p for p in todo if p.key in same]
 
         pending = [_Pending(x.record, x.vector, object_uuid(x.record.id), tenant_name(x.record.user_id)) for x in live]
         failures = self._write(pending, dead_letter=False, epochs=guard or None, keep=still_queued)
-        failed = {(f.pending.record.user_id, f.pending.record.id): f.message for f in failures}
-        pending = [p for p in pending if (p.record.user_id, p.record.id) in sent]
+        failed = {f.pending.key: f.message for f in failures}
+        pending = [p for p in pending if p.key in sent]
         gone = set(self._undo_if_forgotten(pending, failures, guard))
-        written = [p for p in pending if (p.record.user_id, p.record.id) not in failed and p.record.user_id not in gone]
+        written = [p for p in pending if p.key not in failed and p.record.user_id not in gone]
         # A delete that landed while the replay wrote: undo what the replay put back.
         buried = {(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)}
         # Settled last, by stamp (see _DeadLetterQueue.settle): a replay killed before this line
@@ -701,7 +698,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         self._dlq.settle(
             [x for k, x in sent.items() if k not in failed], [(sent[k], message) for k, message in failed.items()]
         )
-        return sum(1 for p in written if (p.record.user_id, p.record.id) not in buried)
+        return sum(1 for p in written if p.key not in buried)
 
     def _drop_letters(self, user_id: str, letters: Sequence[_Letter], why: str) -> None:
         """Remove dead letters of memories deleted (or a user forgotten) since their write was asked for.
@@ -985,6 +982,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             raise EmbeddingDimensionError(dim, int(rows.shape[1]))
         where = self._filters(MemoryFilter())
         h = self._tenant(tenant_name(user_id))
+        epoch = functools.cache(lambda: self._read_epoch(user_id))  # read once for all rows, if needed
         # The server's distance cut is a pre-filter; the exact threshold is applied below.
         distance = min(2.0, max(0.0, 1.0 - float(threshold)) + 1e-4)
 
@@ -1002,7 +1000,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 raise
             cosine = _Cosine(q)
             found: list[Neighbour] = []
-            for o in self._live(user_id, res.objects):
+            for o in self._live(user_id, res.objects, epoch):
                 rec = _record(o.properties)
                 vec = _vector_of(o)
                 if rec.user_id != user_id or vec is None:  # defence in depth

@@ -308,19 +308,20 @@ class _Writes(_Schema):
         """After a write: the users of ``epochs`` whose epoch moved meanwhile."""
         return [user for user, epoch in epochs.items() if self._read_epoch(user) != epoch]
 
-    def _live(self, user_id: str, objects: Sequence[Any]) -> list[Any]:
+    def _live(self, user_id: str, objects: Sequence[Any], epoch: Callable[[], int] | None = None) -> list[Any]:
         """``objects`` of ``user_id``'s tenant without the memories a write that raced a forget left behind.
 
         A memory object stores the forget epoch its write was checked against (``epoch``; absent
         for a write without epochs). A forget removes the user's tenant, so an object whose epoch
         is older than the user's current one was written by a process that checked the epoch before
         the forget and died before its second check, which would have deleted it again. Such objects
-        are left out of every read and deleted (best effort).
+        are left out of every read and deleted (best effort). ``epoch`` gives the user's current
+        epoch when the caller has it (default: read it, only if an object carries one).
         """
         marked = [o for o in objects if isinstance(o.properties.get("epoch"), int)]
         if not marked:
             return list(objects)
-        current = self._read_epoch(user_id)
+        current = epoch() if epoch is not None else self._read_epoch(user_id)
         # Older only: epochs only grow, so a read that saw an epoch not yet current (a lagging
         # replica at a weak read consistency) can never make newer memories look stale.
         stale = sorted({str(o.uuid) for o in marked if o.properties["epoch"] < current})
@@ -336,9 +337,12 @@ class _Writes(_Schema):
         return [o for o in objects if str(o.uuid) not in gone]
 
     def _fetch(
-        self, user_id: str, ids: Sequence[str], *, vectors: bool
+        self, user_id: str, ids: Sequence[str], *, vectors: bool, epoch: int | None = None
     ) -> dict[str, tuple[MemoryRecord, Vector | None]]:
-        """Stored records (and vectors) by record id; missing ids are absent."""
+        """Stored records (and vectors) by record id; missing ids are absent.
+
+        ``epoch``: the user's current forget epoch, when the caller has just read it (:meth:`_live`).
+        """
         from weaviate.classes.query import Filter
 
         check_id(user_id)
@@ -346,7 +350,7 @@ class _Writes(_Schema):
         if not uuids:
             return {}
         h = self._tenant(tenant_name(user_id))
-        out: dict[str, tuple[MemoryRecord, Vector | None]] = {}
+        objects: list[Any] = []
         for chunk in _chunks(uuids, _ID_CHUNK):
 
             def run(chunk: Sequence[str] = chunk) -> Any:
@@ -357,16 +361,17 @@ class _Writes(_Schema):
                 )
 
             try:
-                res = self._call("fetch", run)
+                objects += self._call("fetch", run).objects
             except StoreError as exc:
                 if is_tenant_missing(exc):
                     return {}
                 raise
-            for o in self._live(user_id, res.objects):
-                rec = _record(o.properties)
-                if rec.user_id != user_id:  # defence in depth: tenants already isolate users
-                    continue
-                out[rec.id] = (rec, _vector_of(o) if vectors else None)
+        out: dict[str, tuple[MemoryRecord, Vector | None]] = {}
+        for o in self._live(user_id, objects, None if epoch is None else lambda: epoch):
+            rec = _record(o.properties)
+            if rec.user_id != user_id:  # defence in depth: tenants already isolate users
+                continue
+            out[rec.id] = (rec, _vector_of(o) if vectors else None)
         return out
 
     def _delete_objects(self, handle: Any, uuids: Sequence[str], what: str) -> int:
