@@ -524,6 +524,32 @@ class StoreContract:
         assert ids(search(store, "alice", "dinner", None, 0.0, filter=MemoryFilter(tags=("meal",)))) == [b.id]
         np.testing.assert_allclose(store.get_vectors("alice", [b.id])[b.id], vec(0, 1), atol=1e-6)
 
+    def test_update_clears_the_fields_the_new_version_no_longer_has(self, store: MemoryStore) -> None:
+        a = rec(
+            "alice",
+            "the blue bicycle is in the garage",
+            session_id="s1",
+            tags=("bike",),
+            metadata={"room": "garage"},
+            provenance=("t1",),
+            context="where is my bike?",
+            superseded_by="m-new",
+            last_accessed_at=T0,
+        )
+        seed(store, [a], [vec(1)])
+        cleared = a.evolve(
+            session_id=None,
+            tags=(),
+            metadata={},
+            provenance=(),
+            context="",
+            superseded_by=None,
+            last_accessed_at=None,
+        )
+        store.update([cleared])
+        assert store.get("alice", [a.id]) == [cleared]
+        assert search(store, "alice", "bike", None, 0.0) == []  # the keyword index forgot the old context
+
     def test_vectors_are_stored_unit_normalised(self, store: MemoryStore) -> None:
         a = rec("alice", "three four five")
         seed(store, [a], [vec(3, 4)])

@@ -5,10 +5,9 @@ memory from a second store object on the same data (another process) lands betwe
 the write through a hook, so the race is deterministic. The deleted memory must not come back.
 
 LocalStore changes rows in place (an ``UPDATE`` of a deleted row changes nothing). WeaviateStore
-writes the changed copy with a batch insert, which would re-create an object deleted meanwhile;
-its ``delete`` leaves tombstones that the read-modify-write checks after its write
-(:mod:`hybrid_memory.stores.weaviate.tombstones`). The hook point there is the store's private
-batch write (``_write``), the only place between its read and its write.
+changes objects in place too, with merges (``PATCH``), which the server refuses for an object
+that no longer exists (a batch insert, which it used before, re-created it). The hook point there
+is the store's private merge (``_merge``), the only place between its read and its write.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def test_a_memory_deleted_by_another_process_during_update_or_touch_stays_delete
     weaviate = hasattr(app_store, "_pending")
     deleted: list[int] = []
     _before(
-        app_store, "_write" if weaviate else op, lambda: deleted.append(other_store.delete("u", [rec.id])), monkeypatch
+        app_store, "_merge" if weaviate else op, lambda: deleted.append(other_store.delete("u", [rec.id])), monkeypatch
     )
     if op == "update":
         with pytest.raises(NotFoundError):  # the memory the update read was deleted meanwhile

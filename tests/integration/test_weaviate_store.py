@@ -622,7 +622,7 @@ def test_a_memory_stamped_with_an_epoch_newer_than_the_one_read_is_kept(queueing
 
 
 def test_every_write_of_a_memory_stamps_the_epoch_it_was_checked_against(queueing: WeaviateStore) -> None:
-    """upsert with epochs, update and touch: a touch or update that raced a forget must be recognisable too."""
+    """upsert with epochs and update stamp the epoch they checked; a touch merges its two fields and keeps the stamp."""
     store = queueing
     r = rec("alice", "alice likes oolong tea")
 
@@ -761,6 +761,44 @@ def test_a_replay_that_fails_again_still_drops_a_memory_deleted_while_it_ran(
     assert store.replay_dead_letters() == 0
     assert store.dead_letter_count() == 0
     assert store.get("alice", [doomed.id]) == []
+
+
+def test_a_replay_that_undoes_a_deleted_memory_keeps_a_newer_version_queued_meanwhile(
+    queueing: WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the replay writes, another process deletes the memory, then queues a new version of it (the server is down).
+
+    The replay deletes what it put back of the deleted memory, and leaves the newer dead letter
+    queued (it settles by stamp); the next replay writes it.
+    """
+    store, server = queueing, queueing.server
+    assert server is not None
+    first = rec("alice", "alice's address is 1 Old Road")
+    _queue_while_down(store, [first])
+    newer = first.model_copy(update={"content": "alice's address is 2 New Street"})
+    real_write = store._write
+
+    def write_then_delete_and_queue(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(store, "_write", real_write)
+        out = real_write(*args, **kwargs)
+        other = WeaviateStore.connect(server.url, grpc_port=server.grpc_port, dead_letter_path=store._dlq.path)
+        try:
+            other.max_retries = 0
+            assert other.delete("alice", [first.id]) == 1
+            server.stop(keep_data=True)
+            with pytest.raises(StoreUnavailableError, match="dead-letter"):
+                other.upsert([newer], vecs(1, seed=1))
+            server.start()
+        finally:
+            other.close()
+        return out
+
+    monkeypatch.setattr(store, "_write", write_then_delete_and_queue)
+    assert store.replay_dead_letters() == 0  # what it wrote was deleted again
+    assert store.get("alice", [first.id]) == []
+    assert [r.content for r, _, _ in store.dead_letters()] == ["alice's address is 2 New Street"]
+    assert store.replay_dead_letters() == 1
+    assert [r.content for r in store.get("alice", [first.id])] == ["alice's address is 2 New Street"]
 
 
 def test_a_replay_does_not_overwrite_a_newer_version_written_while_it_ran(

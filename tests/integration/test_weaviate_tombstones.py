@@ -1,16 +1,15 @@
 """Tombstones of deleted memories on a real weaviate-server (:mod:`hybrid_memory.stores.weaviate.tombstones`).
 
-The delete race of ``tests/contract/test_store_delete_races.py`` covers the leg where the writer
-sees the new tombstone after its write. Here: the other leg (the tombstone lands after the
-writer's check, so the deleter's second delete removes what the writer re-created), the
-collection's life cycle and the pruning of old tombstones. Two store objects on one collection
-stand for two processes; events order their steps, nothing is timed.
+Tombstones guard the dead-letter replay (``test_weaviate_store.py`` and
+``tests/reliability/test_weaviate_crash_windows.py``); ``update`` and ``touch`` merge in place and
+need none (``tests/contract/test_store_delete_races.py``). Here: the collection's life cycle, the
+pruning of old tombstones, and updates of memories deleted meanwhile. Two store objects on one
+collection stand for two processes; hooks order their steps, nothing is timed.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -30,46 +29,6 @@ def _remember(store: WeaviateStore, *texts: str) -> list[MemoryRecord]:
     out = [mem.remember("u", t, importance=0.9).record for t in texts]
     assert all(r is not None for r in out)
     return [r for r in out if r is not None]
-
-
-@pytest.mark.parametrize("op", ["update", "touch"])
-def test_a_tombstone_landing_after_the_writers_check_still_leaves_the_memory_deleted(
-    weaviate_store_factory: Callable[..., WeaviateStore], op: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    app = weaviate_store_factory()
-    other = weaviate_store_factory(collection=app.collection)  # another process on the same data
-    (rec,) = _remember(app, "I love hiking")
-    deleted_once = threading.Event()  # the other process deleted the object, no tombstone yet
-    checked = threading.Event()  # the app's update/touch returned (its tombstone check saw nothing)
-    result: list[int] = []
-    real_bury, real_write = other._bury, app._write
-
-    def held_bury(user_id: str, ids: Sequence[str]) -> None:
-        deleted_once.set()
-        checked.wait(120)  # a guard against a hang, not a timing: the test sets it right away
-        real_bury(user_id, ids)
-
-    def write_after_the_delete(*args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setattr(app, "_write", real_write)
-        deleter.start()
-        assert deleted_once.wait(120)
-        return real_write(*args, **kwargs)
-
-    deleter = threading.Thread(target=lambda: result.append(other.delete("u", [rec.id])))
-    monkeypatch.setattr(other, "_bury", held_bury)
-    monkeypatch.setattr(app, "_write", write_after_the_delete)
-    try:
-        if op == "update":
-            app.update([rec.evolve(importance=0.5)])  # no tombstone yet: the update believes it landed
-        else:
-            app.touch("u", [rec.id], datetime.now(timezone.utc))
-        assert [r.id for r in app.get("u", [rec.id])] == [rec.id]  # re-created: the window is real
-    finally:
-        checked.set()
-        if deleter.is_alive() or deleted_once.is_set():
-            deleter.join()
-    assert result == [1]
-    assert app.get("u", [rec.id]) == [] and other.get("u", [rec.id]) == []  # the second delete removed it
 
 
 def test_delete_leaves_a_fresh_tombstone_per_delete_and_the_collection_lives_with_the_store(
@@ -129,14 +88,14 @@ def test_an_update_of_two_users_both_deleted_meanwhile_leaves_both_deleted(
     recs = [mem.remember(user, "I love hiking", importance=0.9).record for user in ("u", "v")]
     assert all(r is not None for r in recs)
     u_rec, v_rec = (r for r in recs if r is not None)
-    real_write = app._write
+    real_merge = app._merge
 
-    def write_after_the_deletes(*args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setattr(app, "_write", real_write)
+    def merge_after_the_deletes(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(app, "_merge", real_merge)
         assert other.delete("u", [u_rec.id]) == 1 and other.delete("v", [v_rec.id]) == 1
-        return real_write(*args, **kwargs)
+        return real_merge(*args, **kwargs)
 
-    monkeypatch.setattr(app, "_write", write_after_the_deletes)
+    monkeypatch.setattr(app, "_merge", merge_after_the_deletes)
     with pytest.raises(NotFoundError):
         app.update([u_rec.evolve(importance=0.5), v_rec.evolve(importance=0.5)])
     assert other.get("u", [u_rec.id]) == [] and other.get("v", [v_rec.id]) == []

@@ -11,6 +11,8 @@ killed with SIGKILL (``tests/reliability/weaviate_crash_worker.py``), the server
   forgotten user's).
 * A memory write racing a forget: the object carries the epoch it was checked against, so no read
   returns it and the first read deletes it.
+* A touch or an update racing a delete or a forget: it changes the object in place (a merge), which
+  the server refuses for an object that is gone, so there is nothing to undo.
 """
 
 from __future__ import annotations
@@ -50,6 +52,20 @@ def crash(spec: dict[str, Any]) -> None:
     assert "WRITTEN" in proc.stdout
 
 
+def spec_for(server: Any, tmp_path: Path, record_id: str, **fields: str) -> dict[str, Any]:
+    """The worker's spec for user ``alice`` on ``server``, collection ``Rel``; ``fields``: action, call, content."""
+    return {
+        "url": server.url,
+        "grpc_port": server.grpc_port,
+        "collection": "Rel",
+        "dead_letters": str(tmp_path / "child.sqlite"),
+        "other_dead_letters": str(tmp_path / "other.sqlite"),
+        "user": "alice",
+        "record_id": record_id,
+        **fields,
+    }
+
+
 @pytest.mark.parametrize("action", ["delete", "forget"])
 def test_a_replay_killed_after_its_write_leaves_nothing_deleted_behind(
     private_weaviate: Any, tmp_path: Path, action: str
@@ -72,18 +88,7 @@ def test_a_replay_killed_after_its_write_leaves_nothing_deleted_behind(
             store.upsert([newer], np.eye(1, 4, 1, dtype=np.float32), epochs={"alice": 0})
         server.start()
 
-        spec = {
-            "url": server.url,
-            "grpc_port": server.grpc_port,
-            "collection": "Rel",
-            "dead_letters": str(dead_letters),
-            "other_dead_letters": str(tmp_path / "other.sqlite"),
-            "user": "alice",
-            "record_id": old.id,
-            "action": action,
-            "call": "replay",
-        }
-        crash(spec)
+        crash({**spec_for(server, tmp_path, old.id, action=action, call="replay"), "dead_letters": str(dead_letters)})
         # The dead process put the memory back after the delete / forget, and its letter is still queued.
         put_back = store.count("alice")
         assert put_back == 1 and store.dead_letter_count() == 1
@@ -121,19 +126,16 @@ def test_a_write_killed_after_it_raced_a_forget_is_never_read_back(private_weavi
         store.bind_embedder("test", 4)
         said = MemoryRecord.create(user_id="alice", content="alice's old secret", timestamp=T0)
         store.upsert([said], np.eye(1, 4, dtype=np.float32), epochs={"alice": store.user_epoch("alice")})
-        spec = {
-            "url": server.url,
-            "grpc_port": server.grpc_port,
-            "collection": "Rel",
-            "dead_letters": str(tmp_path / "child.sqlite"),
-            "other_dead_letters": str(tmp_path / "other.sqlite"),
-            "user": "alice",
-            "record_id": said.id,
-            "action": "forget",
-            "call": "upsert",
-            "content": "alice's secret said just before the forget",
-        }
-        crash(spec)
+        crash(
+            spec_for(
+                server,
+                tmp_path,
+                said.id,
+                action="forget",
+                call="upsert",
+                content="alice's secret said just before the forget",
+            )
+        )
         left = store.count("alice")  # the dead process's write landed after the forget
         assert left == 1
         hits = store.search(SearchRequest(user_id="alice", query="alice secret", vector=None, alpha=0.0))
@@ -141,5 +143,37 @@ def test_a_write_killed_after_it_raced_a_forget_is_never_read_back(private_weavi
         assert hits == []
         assert store.list("alice") == []
         assert store.count("alice") == 0  # the first read deleted it
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("call", "action"), [("touch", "delete"), ("update", "delete"), ("touch", "forget"), ("update", "forget")]
+)
+def test_a_touch_or_update_killed_after_it_raced_a_delete_leaves_the_memory_deleted(
+    private_weaviate: Any, tmp_path: Path, call: str, action: str
+) -> None:
+    """Before merges, the batch insert of a touch or update re-created the memory and only a check after it undid that."""
+    from hybrid_memory.stores.weaviate import WeaviateStore
+
+    server = private_weaviate()
+    store = WeaviateStore.connect(
+        server.url, grpc_port=server.grpc_port, collection="Rel", dead_letter_path=tmp_path / "dead-letters.sqlite"
+    )
+    try:
+        store.bind_embedder("test", 4)
+        said = MemoryRecord.create(user_id="alice", content="alice's old address", timestamp=T0)
+        store.upsert([said], np.eye(1, 4, dtype=np.float32), epochs={"alice": store.user_epoch("alice")})
+        crash(
+            spec_for(
+                server, tmp_path, said.id, action=action, call=call, content="alice's new address, by a dying process"
+            )
+        )
+        left = store.count("alice")  # an aggregate: it also counts what no read would return
+        report(
+            "touch or update killed after it raced a delete", call=call, action=action, left_by_the_killed_write=left
+        )
+        assert left == 0
+        assert store.get("alice", [said.id]) == [] and store.list("alice") == []
     finally:
         store.close()

@@ -1,11 +1,12 @@
 """A process that writes to Weaviate and is killed (SIGKILL) right after its write, before its checks.
 
-Used by ``test_dead_letter_processes.py``. The write is either a dead-letter replay
-(``"call": "replay"``) or a memory write that carries the user's forget epoch (``"call": "upsert"``:
-``content``, ``record_id`` unused). Just before the write, a second store object (its own
-dead-letter file, as another process has) deletes the memory or forgets the user, after the
-call's own checks read the server; the write then puts back what was removed, and this process
-dies before the after-write checks that would remove it again.
+Used by ``test_weaviate_crash_windows.py``. The write is a dead-letter replay
+(``"call": "replay"``), a memory write that carries the user's forget epoch (``"call": "upsert"``:
+``content``, ``record_id`` unused), or a read-modify-write of the stored memory ``record_id``
+(``"call": "touch"`` or ``"update"``). Just before the write (the batch, or the merge of a touch
+or update), a second store object (its own dead-letter file, as another process has) deletes the
+memory or forgets the user, after the call's own reads; the write then lands on what was removed,
+and this process dies before any after-write check could remove what it put back.
 
 Usage: ``python -m tests.reliability.weaviate_crash_worker '<json spec>'`` with ``url``,
 ``grpc_port``, ``collection``, ``dead_letters``, ``other_dead_letters``, ``user``, ``record_id``,
@@ -34,7 +35,8 @@ def main(spec: dict[str, Any]) -> None:
         )
 
     store = connect(spec["dead_letters"])
-    write = store._write
+    hooked = "_merge" if spec["call"] in ("touch", "update") else "_write"
+    write = getattr(store, hooked)
 
     def remove_then_write(*args: Any, **kwargs: Any) -> Any:
         other = connect(spec["other_dead_letters"])
@@ -50,9 +52,14 @@ def main(spec: dict[str, Any]) -> None:
         os.kill(os.getpid(), signal.SIGKILL)  # dies between the write and the next line
         return out
 
-    store._write = remove_then_write  # type: ignore[method-assign]
+    stored = store.get(spec["user"], [spec["record_id"]]) if spec["call"] == "update" else []
+    setattr(store, hooked, remove_then_write)
     if spec["call"] == "replay":
         store.replay_dead_letters()
+    elif spec["call"] == "touch":
+        store.touch(spec["user"], [spec["record_id"]], datetime.now(timezone.utc))
+    elif spec["call"] == "update":
+        store.update([r.model_copy(update={"content": spec["content"]}) for r in stored])
     else:
         rec = MemoryRecord.create(
             user_id=spec["user"], content=spec["content"], timestamp=datetime.now(timezone.utc).replace(microsecond=0)

@@ -50,8 +50,10 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
   :mod:`hybrid_memory.stores.weaviate.tenants`);
 * ``<collection>Tombstones`` (not multi-tenant, no vectors) holds one object per memory deleted
   in the last seven days, UUID ``uuid5(SHA-256(user id), record id)``, properties ``token`` and
-  ``deleted_at``: an ``update`` or ``touch`` of another process that read the memory before the
-  delete never re-creates it (module :mod:`hybrid_memory.stores.weaviate.tombstones`).
+  ``deleted_at``: a dead-letter replay never re-creates a memory deleted after its write was asked
+  for (module :mod:`hybrid_memory.stores.weaviate.tombstones`). ``update`` and ``touch`` need no
+  tombstones: they merge into the stored object (``PATCH``), which the server refuses for an
+  object that is gone.
 
 Conversation state without transactions (architecture §10):
 
@@ -105,8 +107,8 @@ connected in, while a store usually outlives many loops (tests, notebooks, web w
 
 Layout: :mod:`.store` (:class:`WeaviateStore`: constructors, memory reads, writes and search),
 :mod:`.client` (connection, retries, handles), :mod:`.schema` (collections and meta data),
-:mod:`.writes` (batches, dead-lettering, forget epochs), :mod:`.turns` (turn logs),
-:mod:`.tombstones` (deleted ids that a read-modify-write checks),
+:mod:`.writes` (batches, merges, dead-lettering, forget epochs), :mod:`.turns` (turn logs),
+:mod:`.tombstones` (deleted ids that a dead-letter replay checks),
 :mod:`.mapping` (names, properties, records <-> objects), :mod:`.errors` (client exceptions ->
 the library's errors, by type), :mod:`.dead_letters` (the SQLite queue), :mod:`.runtime` (turn
 sequence clock, call threads), :mod:`.server` (the local ``weaviate-server`` launcher) and

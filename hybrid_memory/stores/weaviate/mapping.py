@@ -200,7 +200,14 @@ def _metadata_json(record: MemoryRecord) -> str:
         raise InvalidInputError(f"metadata of memory {record.id} is not JSON-serialisable: {exc}") from exc
 
 
-def _properties(record: MemoryRecord, analyzed: str, epoch: int | None = None) -> dict[str, Any]:
+def _properties(
+    record: MemoryRecord, analyzed: str, epoch: int | None = None, *, unset: bool = False
+) -> dict[str, Any]:
+    """The object properties of ``record``; an unset optional field is left out, or ``None`` with ``unset``.
+
+    A merge (``PATCH``) removes a property sent as ``None``, so ``unset=True`` gives the whole record
+    for a merge that must also clear what the new version no longer has.
+    """
     metadata = _metadata_json(record)
     props: dict[str, Any] = {
         "record_id": record.id,
@@ -225,7 +232,7 @@ def _properties(record: MemoryRecord, analyzed: str, epoch: int | None = None) -
         "context": record.context or None,
         "epoch": epoch,
     }
-    return {k: v for k, v in props.items() if v is not None}
+    return props if unset else {k: v for k, v in props.items() if v is not None}
 
 
 def _record(props: Mapping[str, Any]) -> MemoryRecord:

@@ -48,11 +48,12 @@ from hybrid_memory.stores.weaviate.client import (
     _Node,
     logger,
 )
-from hybrid_memory.stores.weaviate.dead_letters import _default_dead_letter_path, _Letter, _Pending
+from hybrid_memory.stores.weaviate.dead_letters import _default_dead_letter_path, _Failure, _Letter, _Pending
 from hybrid_memory.stores.weaviate.errors import is_tenant_missing, translate
 from hybrid_memory.stores.weaviate.mapping import (
     SEARCH_PROPERTY,
     _Cosine,
+    _properties,
     _record,
     _unit_rows,
     _vector_of,
@@ -62,6 +63,7 @@ from hybrid_memory.stores.weaviate.mapping import (
 from hybrid_memory.stores.weaviate.runtime import _GRPC_CHANNEL_OPTIONS
 from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
 from hybrid_memory.stores.weaviate.tombstones import REPLAY_HORIZON, _Tombstones
+from hybrid_memory.stores.weaviate.writes import _Merge
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
 
@@ -497,19 +499,23 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
     def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
         """Replace stored records' fields, keeping their vectors.
 
-        A read-modify-write: without ``epochs`` the users' current epochs are read first, so an
-        update racing a forget (from any process) never re-inserts a forgotten memory.
+        Each record is merged into its stored object in place (a ``PATCH``), which never
+        re-creates an object: a memory that another process deletes, or whose user it forgets,
+        after this update read it stays deleted, even if this process dies right after.
 
         Args:
             records: The new versions of stored records.
-            epochs: As in :meth:`upsert`.
+            epochs: As in :meth:`upsert`; without them the users' current epochs are read first.
 
         Raises:
             UserForgottenError: a user in ``epochs`` was forgotten since (checked first), or a
                 user was forgotten while the update ran.
             NotFoundError: an id does not exist for its user (nothing is written), or another
                 process deleted it while the update ran (it stays deleted; the other records
-                are updated; see :mod:`~hybrid_memory.stores.weaviate.tombstones`).
+                are updated).
+            StoreUnavailableError: some records could not be written after retries (network);
+                they are in the dead-letter queue.
+            StoreError: some records were rejected by the server; also dead-lettered.
         """
         self._check_open()
         records = _check_records(records)
@@ -528,12 +534,11 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 guard[user_id] = self._read_epoch(user_id)
         recs: list[MemoryRecord] = []
         vecs: list[Vector] = []
-        before: dict[str, dict[str, str]] = {}
-        # Read-modify-write under the write lock: a delete/delete_user of this process cannot
-        # slip in between; other processes are covered by the epochs and the tombstones.
+        # Under the write lock, like every write of this process that touches the dead-letter
+        # queue: a replay here cannot interleave with this update's bookkeeping.
         with self._write_lock:
             for user_id, group in by_user.items():
-                before[user_id] = self._tombstones(user_id, [r.id for r in group])
+                # The vectors only serve a dead letter: a replay writes the whole object again.
                 stored = self._fetch(user_id, [r.id for r in group], vectors=True, epoch=guard[user_id])
                 missing = [r.id for r in group if r.id not in stored]
                 if missing:
@@ -548,26 +553,41 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                     recs.append(r)
                     vecs.append(vec)
             items = self._pending(recs, np.stack(vecs).astype(np.float32))
-            failures = self._write(items, epochs=guard)
-        gone = self._undo_if_forgotten(items, failures, guard)
-        if gone:
-            raise UserForgottenError(gone[0])
-        failed = {f.pending.uuid for f in failures}
-        written = [p for p in items if p.uuid not in failed]
-        buried = [(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)]
-        if buried:
-            user_id, rid = buried[0]
-            raise NotFoundError(f"memory {rid!r} does not exist for user {user_id!r} (deleted meanwhile)")
+            merges = [
+                _Merge(
+                    p.tenant,
+                    p.uuid,
+                    _properties(
+                        p.record, self.analyzer.analyze(p.record.search_text), guard[p.record.user_id], unset=True
+                    ),
+                )
+                for p in items
+            ]
+            vanished, failed = self._merge(merges)
+            done: dict[str, list[str]] = {}
+            for i, p in enumerate(items):
+                if i not in vanished and i not in failed:  # supersedes an older queued version
+                    done.setdefault(p.record.user_id, []).append(p.record.id)
+            for user_id, ids in done.items():
+                self._dlq.remove(user_id, ids)
+            failures = [_Failure(items[i], msg, transient) for i, (msg, transient) in sorted(failed.items())]
+            if failures:
+                self._dlq.add(failures, guard)
+        if vanished:
+            gone = self._forgotten_since(guard)
+            if gone:
+                raise UserForgottenError(gone[0])
+            first = items[min(vanished)].record
+            raise NotFoundError(f"memory {first.id!r} does not exist for user {first.user_id!r} (deleted meanwhile)")
         self._raise_failures(failures, len(items))
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
         """``access_count += 1`` and ``last_accessed_at = when`` (missing ids are skipped).
 
-        The increment is read-modify-write: concurrent touches of one memory may count once. A
+        The increment is read-modify-write: concurrent touches of one memory may count once. Each
+        memory is changed in place (a ``PATCH``, see :meth:`update`): one that another process
+        deletes, or whose user it forgets, while the touch runs stays deleted and is skipped. A
         failed touch raises but is not dead-lettered (it would overwrite a pending newer version).
-        A touch racing a forget (from any process) deletes what it re-wrote and returns; a
-        memory deleted by another process while the touch ran is deleted again (its tombstone
-        changed, :mod:`~hybrid_memory.stores.weaviate.tombstones`) and skipped.
         """
         self._check_open()
         when = ensure_utc(when, name="when")
@@ -575,36 +595,20 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         check_id(user_id)
         if not ids:
             return
-        epoch = self._read_epoch(user_id)
-        with self._write_lock:  # see update(): never re-insert a memory forgotten or deleted meanwhile
-            before = self._tombstones(user_id, ids)
-            written = self._touch(user_id, ids, when, epoch)
-        if written and self._read_epoch(user_id) != epoch:
-            self._undo(written, [user_id])
-        elif written:
-            self._unbury_check(user_id, before, written)
-
-    def _touch(self, user_id: str, ids: list[str], when: datetime, epoch: int) -> list[_Pending]:
-        stored = self._fetch(user_id, ids, vectors=True, epoch=epoch)
-        if not stored:
-            return []
-        recs: list[MemoryRecord] = []
-        vecs: list[Vector] = []
-        for rec, vec in stored.values():
-            if vec is None:
-                continue
-            recs.append(rec.evolve(access_count=rec.access_count + 1, last_accessed_at=when))
-            vecs.append(vec)
-        if not recs:
-            return []
-        items = self._pending(recs, np.stack(vecs).astype(np.float32))
-        failures = self._write(items, dead_letter=False, epochs={user_id: epoch})  # stamped as checked
-        if failures:
-            msg = f"{len(failures)} of {len(items)} access updates failed: {failures[0].message}"
-            if all(f.transient for f in failures):
+        tenant = tenant_name(user_id)
+        merges = [
+            _Merge(tenant, object_uuid(rec.id), {"access_count": rec.access_count + 1, "last_accessed_at": when})
+            for rec, _ in self._fetch(user_id, ids, vectors=False).values()
+        ]
+        if not merges:
+            return
+        _, failed = self._merge(merges)
+        if failed:
+            msg, _ = next(iter(failed.values()))
+            msg = f"{len(failed)} of {len(merges)} access updates failed: {msg}"
+            if all(transient for _, transient in failed.values()):
                 raise StoreUnavailableError(msg)
             raise StoreError(msg)
-        return items
 
     def replay_dead_letters(self, user_id: str | None = None, *, include_stale: bool = False) -> int:
         """Write the dead-lettered records again; return how many succeeded.
@@ -830,9 +834,10 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
     def delete(self, user_id: str, ids: Sequence[str]) -> int:
         """Delete these memories of ``user_id``; return how many existed.
 
-        Deletes the objects, writes their tombstones and deletes them again, so an ``update``
-        or ``touch`` of another process that read them before never brings them back
-        (:mod:`~hybrid_memory.stores.weaviate.tombstones`).
+        Deletes the objects, writes their tombstones and deletes them again, so a dead-letter
+        replay of any process never brings them back
+        (:mod:`~hybrid_memory.stores.weaviate.tombstones`); an ``update`` or ``touch`` that read
+        them before merges in place and finds them gone.
         """
         self._check_open()
         check_id(user_id)

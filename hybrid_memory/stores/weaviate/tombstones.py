@@ -1,35 +1,33 @@
-"""Tombstones of deleted memories: a read-modify-write never re-creates a memory deleted meanwhile.
+"""Tombstones of deleted memories: a dead-letter replay never re-creates a memory deleted meanwhile.
 
-:meth:`WeaviateStore.update` and :meth:`WeaviateStore.touch` read stored objects, then write
-changed copies with a batch insert, and a batch insert creates an object that is missing. A
-``delete`` from another process between the read and the write would bring the memory back.
+A replay writes a queued record again with a batch insert, and a batch insert creates an object
+that is missing. A ``delete`` from any process after the write was first asked for, or while the
+replay runs, must win. (``update`` and ``touch`` change objects in place with merges, which the
+server refuses for a missing object; they need no tombstones, see
+:meth:`~hybrid_memory.stores.weaviate.writes._Writes._merge`.)
 
 ``<collection>Tombstones`` (not multi-tenant, no vectors) holds one object per deleted memory,
 UUID ``uuid5(SHA-256(user id), record id)`` (neither id in clear), properties ``token`` (new
 random text per delete) and ``deleted_at`` (UTC). The protocol:
 
 * ``delete``: delete the objects (D1), write their tombstones (T), delete the objects again (D2);
-* ``update`` / ``touch``: read the tombstones of the ids (S) before reading the objects (R),
-  write (W), read the tombstones again (C); every id whose tombstone appeared or changed
-  between S and C is deleted again and reported missing (``update`` raises
-  :class:`~hybrid_memory.errors.NotFoundError`, ``touch`` skips it).
+* the replay: read the tombstones of the queued ids (S) and drop the letters whose memory was
+  deleted after their write was queued (``deleted_at`` >= ``queued_at``), write the rest (W),
+  read the tombstones again (C); every id whose tombstone appeared or changed between S and C is
+  deleted again (:meth:`_Tombstones._unbury_check`).
 
-Why nothing comes back: a write can re-create only a memory deleted between R and W, so
-S < R < D1 < T. If T is visible at C, the writer sees a new token and deletes what it wrote;
-otherwise T came after C, so D2 (after T) came after W and deleted it. A tombstone that is
-older than S (an id deleted, then legitimately put again) is the same at S and C, so it never
-undoes a write. Every step reads and writes at the store's consistency levels (QUORUM by
-default: read-your-writes across processes).
-
-Not covered: a process killed between W and C leaves a write that re-created a memory deleted
-meanwhile (there is no journal of writes whose check has not run). A dead-letter replay is the
-exception: its letters stay queued until after its checks, so the next replay deletes again what
-the killed one put back (``WeaviateStore.replay_dead_letters``).
+Why nothing comes back: a write can re-create only a memory deleted before W. If that delete's T
+was visible at S, the letter was dropped; if it is visible at C, the token changed and the replay
+deletes what it wrote; otherwise T came after C, so D2 (after T) came after W and deleted it. A
+tombstone older than the letter (an id deleted, then legitimately put again) never drops it. Every
+step reads and writes at the store's consistency levels (QUORUM by default: read-your-writes
+across processes). A replay killed between W and C leaves its letters queued (the queue is
+settled last), so the next replay drops them and deletes again what the killed one put back.
 
 Pruning: a ``delete`` removes tombstones older than :data:`TOMBSTONE_TTL` (seven days), at most
-once per :data:`_PRUNE_INTERVAL` per store object. An ``update`` or ``touch`` whose S-to-C
-window is longer than the TTL is not guarded (the insert timeout bounds a write to 90 s by
-default); a tombstone pruned between S and C counts as unchanged.
+once per :data:`_PRUNE_INTERVAL` per store object. Dead letters queued longer ago than
+:data:`REPLAY_HORIZON` are held back until an explicit ``replay_dead_letters(include_stale=True)``;
+a tombstone pruned between S and C counts as unchanged.
 """
 
 from __future__ import annotations
@@ -64,7 +62,7 @@ def _tombstone_uuid(user_id: str, record_id: str) -> str:
 
 
 class _Tombstones(_Tenancy):
-    """Deletes that leave tombstones, and the check that undoes a write of a memory deleted meanwhile."""
+    """Deletes that leave tombstones, and the check that undoes a replayed write of a memory deleted meanwhile."""
 
     _last_prune: float = float("-inf")
     _tombstones_ready: bool = False
@@ -223,11 +221,14 @@ class _Tombstones(_Tenancy):
         self._call("prune tombstones", run)
 
     def _unbury_check(self, user_id: str, before: dict[str, str], written: Sequence[_Pending]) -> list[str]:
-        """After a write: delete again what it wrote of memories deleted since ``before``; return their ids.
+        """After a replay's write: delete again what it wrote of memories deleted since ``before``; return their ids.
+
+        The dead letters are left alone: the replay settles them afterwards by their stamp, so a
+        newer version queued meanwhile (by another process) stays queued.
 
         Args:
             user_id: Whose memories were written.
-            before: The tombstones of the written ids read before the objects were read.
+            before: The tombstones of the written ids, read before the write.
             written: What the write stored (failed objects excluded).
         """
         mine = [p for p in written if p.record.user_id == user_id]
@@ -236,8 +237,6 @@ class _Tombstones(_Tenancy):
         after = self._tombstones(user_id, [p.record.id for p in mine])
         buried = [p for p in mine if p.record.id in after and after[p.record.id] != before.get(p.record.id)]
         if buried:
-            ids = [p.record.id for p in buried]
-            self._dlq.remove(user_id, ids)
             self._delete_objects(
                 self._tenant(tenant_name(user_id), write=True),
                 [p.uuid for p in buried],

@@ -1,8 +1,10 @@
-"""The write half of :class:`~hybrid_memory.stores.weaviate.WeaviateStore`: batches and forget epochs.
+"""The write half of :class:`~hybrid_memory.stores.weaviate.WeaviateStore`: batches, merges and forget epochs.
 
 :class:`_Writes` sends gRPC batches (``data.insert_many``, ``write_concurrency`` requests in
-flight), retries the objects that failed and dead-letters what still fails; it reads and bumps
-the users' forget epochs and undoes a write that raced a forget (package docstring, *Forget*).
+flight), retries the objects that failed and dead-letters what still fails; it changes stored
+objects in place with merges (REST ``PATCH``, :meth:`_Writes._merge`), which never re-create an
+object deleted meanwhile; it reads and bumps the users' forget epochs and undoes a write that
+raced a forget (package docstring, *Forget*).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from hybrid_memory.errors import InvalidInputError, SchemaError, StoreError, StoreUnavailableError, UserForgottenError
 from hybrid_memory.records import MemoryRecord, check_id
@@ -34,9 +37,103 @@ from hybrid_memory.stores.weaviate.schema import _Schema
 from hybrid_memory.threads import start_daemon
 from hybrid_memory.values import Vector
 
+T = TypeVar("T")
+
+
+def _each(items: Iterable[T], fn: Callable[[T], None], workers: int, name: str) -> None:
+    """``fn(item)`` for every item, on up to ``workers`` daemon threads (in this thread when one is enough)."""
+    todo = list(items)
+    workers = min(workers, len(todo))
+    if workers <= 1:
+        for item in todo:
+            fn(item)
+        return
+    queue = iter(todo)
+    taking = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with taking:
+                nxt = next(queue, _DONE)
+            if nxt is _DONE:
+                return
+            fn(cast("T", nxt))
+
+    for fut in [start_daemon(worker, name=name) for _ in range(workers)]:
+        fut.result()
+
+
+_DONE = object()
+
+
+@dataclass(frozen=True)
+class _Merge:
+    """A change of one stored object in place: ``properties`` replace the stored ones (``None`` removes one)."""
+
+    tenant: str
+    uuid: str
+    properties: dict[str, Any]
+
 
 class _Writes(_Schema):
-    """Batch writes with retries and dead letters; forget epochs."""
+    """Batch writes with retries and dead letters; merges; forget epochs."""
+
+    # -- merges --------------------------------------------------------------------------------
+    def _merge(self, merges: Sequence[_Merge]) -> tuple[set[int], dict[int, tuple[str, bool]]]:
+        """Change stored objects in place; return the indexes of those missing, and the failures.
+
+        Each merge is one REST ``PATCH`` (``data.update``): the server merges the properties into
+        the stored object under its per-object lock and answers 404 when the object does not
+        exist, on every replica. Unlike a batch insert it never re-creates an object, so a
+        read-modify-write that races a ``delete`` or a forget (which removes the tenant) from
+        another process leaves the memory deleted, even if this process dies right after; that
+        needs no check after the write. Vectors are not sent and stay as stored.
+
+        With ``write_all_first`` a merge first asks every replica (``ALL``) once, then, if that
+        failed or found no object, the write level with retries (like :meth:`_write`); only the
+        write level's answer makes an object missing. Up to ``write_concurrency``
+        merges run at once; all of them end within the client's insert timeout.
+
+        Returns:
+            ``(missing, failures)``: the indexes of the merges whose object or tenant did not
+            exist, and ``index -> (message, transient)`` of those that failed.
+        """
+        self._check_open()
+        deadline = time.monotonic() + self._request_timeout("insert")
+        missing: set[int] = set()
+        failures: dict[int, tuple[str, bool]] = {}
+
+        def attempt(m: _Merge, level: str | None) -> Callable[[], bool]:
+            handle = self._tenant(m.tenant, write=True, level=level)
+
+            def run() -> bool:
+                try:
+                    handle.data.update(uuid=m.uuid, properties=m.properties)
+                except Exception as exc:
+                    if getattr(exc, "status_code", None) == 404 or is_tenant_missing(exc):
+                        return False
+                    raise
+                return True
+
+            return run
+
+        def one(i: int) -> None:
+            m = merges[i]
+            if self.write_all_first and self.write_consistency not in (None, "ALL"):
+                try:
+                    if self._watched(attempt(m, "ALL"), deadline):
+                        return
+                    # Not found at ALL: a replica that missed the object may say so; ask the write level.
+                except Exception:  # a replica is down: the write level is enough
+                    logger.debug("merge at ALL failed; retrying at %s", self.write_consistency)
+            try:
+                if not self._call("merge", attempt(m, None), timeout=max(0.0, deadline - time.monotonic())):
+                    missing.add(i)
+            except StoreError as exc:
+                failures[i] = (str(exc), isinstance(exc, StoreUnavailableError))
+
+        _each(range(len(merges)), one, self.write_concurrency, "hybrid-memory-weaviate-merge")
+        return missing, failures
 
     # -- writes --------------------------------------------------------------------------------
     def _send(
@@ -199,24 +296,12 @@ class _Writes(_Schema):
             for p in keep(list(items)) if keep is not None else items:
                 by_tenant.setdefault(p.tenant, []).append(p)
             tenants = list(by_tenant.items())
-            workers = min(self.write_concurrency, len(tenants))
-            if workers <= 1:
-                for tenant, group in tenants:
-                    results[tenant] = one_tenant(tenant, group)
-            else:  # several users: up to write_concurrency tenants at once (replicated writes wait ~0.1 s each)
-                queue = iter(tenants)
-                taking = threading.Lock()
 
-                def worker() -> None:
-                    while True:
-                        with taking:
-                            nxt = next(queue, None)
-                        if nxt is None:
-                            return
-                        results[nxt[0]] = one_tenant(*nxt)
+            def write_tenant(tenant: tuple[str, list[_Pending]]) -> None:
+                results[tenant[0]] = one_tenant(*tenant)
 
-                for fut in [start_daemon(worker, name="hybrid-memory-weaviate-batch") for _ in range(workers)]:
-                    fut.result()
+            # Several users: up to write_concurrency tenants at once (replicated writes wait ~0.1 s each).
+            _each(tenants, write_tenant, self.write_concurrency, "hybrid-memory-weaviate-batch")
             final = [f for tenant, _ in tenants for f in results.get(tenant, [])]
             if dead_letter:
                 for tenant, group in tenants:
