@@ -119,3 +119,44 @@ def test_consistency_settings_are_checked() -> None:
         _Client(object(), read_consistency="MOST")
     with pytest.raises(ConfigurationError):
         _Client(object(), count_timeout=0)
+
+
+def test_touch_and_update_merge_while_a_replica_is_down(cluster: ClusterEndpoint, cluster_store_factory: Any) -> None:
+    """A follower killed moments ago: a merge at ALL waits until the cluster drops it, then fails.
+
+    Once one has failed, the call's other merges go straight to the write level (QUORUM): no
+    merge asks for ALL after the first failure at ALL. Nothing is dead-lettered.
+    """
+    launcher = cluster.owned()
+    store = cluster_store_factory(timeout=QUERY_TIMEOUT)
+    recs, vecs = records("erin", 30, seed=5)
+    store.upsert(recs, vecs)
+    leader = launcher.raft_leader()
+    launcher.kill(next(i for i in (2, 3) if i != leader))
+    asked_all: list[float] = []  # when a merge asked for ALL
+    failed_all: list[float] = []  # when a merge at ALL failed
+    tenant, watched = store._tenant, store._watched
+
+    def recording(name: str, *, write: bool = False, level: str | None = None) -> Any:
+        if level == "ALL":
+            asked_all.append(time.monotonic())
+        return tenant(name, write=write, level=level)
+
+    def timed(fn: Any, deadline: float) -> Any:  # the ALL attempt of a merge runs through _watched directly
+        try:
+            return watched(fn, deadline)
+        except Exception:
+            failed_all.append(time.monotonic())
+            raise
+
+    store._tenant = recording  # type: ignore[method-assign]
+    store._watched = timed  # type: ignore[method-assign]
+    store.update([r.evolve(importance=0.9) for r in recs])
+    if failed_all:  # the usual case: the cluster had not dropped the node yet
+        assert all(t < min(failed_all) for t in asked_all)
+        assert len(asked_all) <= store.write_concurrency
+    store.touch("erin", [r.id for r in recs[:10]], recs[0].created_at)
+    got = {r.id: r for r in store.get("erin", [r.id for r in recs])}
+    assert all(got[r.id].importance == 0.9 for r in recs)
+    assert [got[r.id].access_count for r in recs[:11]] == [1] * 10 + [0]
+    assert store.dead_letter_count() == 0

@@ -91,7 +91,8 @@ class _Writes(_Schema):
 
         With ``write_all_first`` a merge first asks every replica (``ALL``) once, then, if that
         failed or found no object, the write level with retries (like :meth:`_write`); only the
-        write level's answer makes an object missing. Up to ``write_concurrency``
+        write level's answer makes an object missing. After one failure at ``ALL`` the call's
+        remaining merges go straight to the write level. Up to ``write_concurrency``
         merges run at once; all of them end within the client's insert timeout.
 
         Returns:
@@ -117,14 +118,19 @@ class _Writes(_Schema):
 
             return run
 
+        # Once a merge at ALL failed (a replica is down), the others of this call skip ALL: on a
+        # node that just died each attempt could wait until the cluster drops it.
+        all_first = [self.write_all_first and self.write_consistency not in (None, "ALL")]
+
         def one(i: int) -> None:
             m = merges[i]
-            if self.write_all_first and self.write_consistency not in (None, "ALL"):
+            if all_first[0]:
                 try:
                     if self._watched(attempt(m, "ALL"), deadline):
                         return
                     # Not found at ALL: a replica that missed the object may say so; ask the write level.
                 except Exception:  # a replica is down: the write level is enough
+                    all_first[0] = False
                     logger.debug("merge at ALL failed; retrying at %s", self.write_consistency)
             try:
                 if not self._call("merge", attempt(m, None), timeout=max(0.0, deadline - time.monotonic())):
