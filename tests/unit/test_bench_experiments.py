@@ -1,0 +1,44 @@
+"""The answer follow-up variants of ``benchmarks/experiments.py`` and its report writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.experiments import _answer_follow, _is_question, write_markdown
+from benchmarks.harness.datasets import Doc, Group
+
+GROUP = Group(
+    id="g",
+    docs=(
+        Doc("d1", "Caroline: You play any instruments?", session_id="s1"),
+        Doc("d2", "Melanie: Yes, the violin, every evening.", session_id="s1"),
+        Doc("d3", "Melanie: Do you?", session_id="s1"),
+        Doc("d4", "Caroline: 我不会。", session_id="s2"),  # another session: not the reply
+        Doc("d5", "好的，谢谢你。\n你今天吃了什么？", session_id="s3"),  # an exchange, not one utterance
+        Doc("d6", "我吃了面条。", session_id="s3"),
+    ),
+    questions=(),
+)
+
+
+def test_a_question_is_one_utterance_ending_in_a_question_mark() -> None:
+    assert _is_question("Melanie: Do you?  ") and _is_question("你呢？")
+    assert not _is_question("I do.") and not _is_question("好的。\n你呢？")
+
+
+def test_a_question_passes_part_of_its_score_to_the_reply_in_its_session() -> None:
+    scores = {"d1": 1.0, "d3": 0.5, "d5": 0.8, "d6": 0.1}
+    out = _answer_follow(GROUP, scores, 0.3, 0.7)
+    assert out["d1"] == 0.7 and out["d2"] == 0.3  # the reply had no score of its own
+    assert out["d3"] == 0.35 and "d4" not in out  # the next memory is in another session
+    assert out["d5"] == 0.8 and out["d6"] == 0.1  # an exchange passes nothing on
+    assert _answer_follow(GROUP, scores, 0.0, 1.0) == scores
+
+
+def test_the_report_keeps_the_sections_other_studies_wrote(tmp_path: Path) -> None:
+    path = tmp_path / "experiments.md"
+    write_markdown(path, "# first\n")
+    assert path.read_text(encoding="utf-8") == "# first\n"
+    path.write_text("# first\n\n<!-- other: start -->\nkept\n<!-- other: end -->\n", encoding="utf-8")
+    write_markdown(path, "# second\n")
+    assert path.read_text(encoding="utf-8") == "# second\n\n<!-- other: start -->\nkept\n<!-- other: end -->\n"
