@@ -52,6 +52,19 @@ def crash(spec: dict[str, Any]) -> None:
     assert "WRITTEN" in proc.stdout
 
 
+def seeded(server: Any, tmp_path: Path, content: str) -> tuple[Any, MemoryRecord]:
+    """A store on ``server`` (collection ``Rel``) holding one memory of ``alice``, written with her forget epoch."""
+    from hybrid_memory.stores.weaviate import WeaviateStore
+
+    store = WeaviateStore.connect(
+        server.url, grpc_port=server.grpc_port, collection="Rel", dead_letter_path=tmp_path / "dead-letters.sqlite"
+    )
+    store.bind_embedder("test", 4)
+    said = MemoryRecord.create(user_id="alice", content=content, timestamp=T0)
+    store.upsert([said], np.eye(1, 4, dtype=np.float32), epochs={"alice": store.user_epoch("alice")})
+    return store, said
+
+
 def spec_for(server: Any, tmp_path: Path, record_id: str, **fields: str) -> dict[str, Any]:
     """The worker's spec for user ``alice`` on ``server``, collection ``Rel``; ``fields``: action, call, content."""
     return {
@@ -116,16 +129,10 @@ def test_a_replay_killed_after_its_write_leaves_nothing_deleted_behind(
 
 def test_a_write_killed_after_it_raced_a_forget_is_never_read_back(private_weaviate: Any, tmp_path: Path) -> None:
     from hybrid_memory.stores.base import SearchRequest
-    from hybrid_memory.stores.weaviate import WeaviateStore
 
     server = private_weaviate()
-    store = WeaviateStore.connect(
-        server.url, grpc_port=server.grpc_port, collection="Rel", dead_letter_path=tmp_path / "dead-letters.sqlite"
-    )
+    store, said = seeded(server, tmp_path, "alice's old secret")
     try:
-        store.bind_embedder("test", 4)
-        said = MemoryRecord.create(user_id="alice", content="alice's old secret", timestamp=T0)
-        store.upsert([said], np.eye(1, 4, dtype=np.float32), epochs={"alice": store.user_epoch("alice")})
         crash(
             spec_for(
                 server,
@@ -154,16 +161,9 @@ def test_a_touch_or_update_killed_after_it_raced_a_delete_leaves_the_memory_dele
     private_weaviate: Any, tmp_path: Path, call: str, action: str
 ) -> None:
     """Before merges, the batch insert of a touch or update re-created the memory and only a check after it undid that."""
-    from hybrid_memory.stores.weaviate import WeaviateStore
-
     server = private_weaviate()
-    store = WeaviateStore.connect(
-        server.url, grpc_port=server.grpc_port, collection="Rel", dead_letter_path=tmp_path / "dead-letters.sqlite"
-    )
+    store, said = seeded(server, tmp_path, "alice's old address")
     try:
-        store.bind_embedder("test", 4)
-        said = MemoryRecord.create(user_id="alice", content="alice's old address", timestamp=T0)
-        store.upsert([said], np.eye(1, 4, dtype=np.float32), epochs={"alice": store.user_epoch("alice")})
         crash(
             spec_for(
                 server, tmp_path, said.id, action=action, call=call, content="alice's new address, by a dying process"

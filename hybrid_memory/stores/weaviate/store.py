@@ -564,15 +564,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 for p in items
             ]
             vanished, failed = self._merge(merges)
-            done: dict[str, list[str]] = {}
-            for i, p in enumerate(items):
-                if i not in vanished and i not in failed:  # supersedes an older queued version
-                    done.setdefault(p.record.user_id, []).append(p.record.id)
-            for user_id, ids in done.items():
-                self._dlq.remove(user_id, ids)
             failures = [_Failure(items[i], msg, transient) for i, (msg, transient) in sorted(failed.items())]
-            if failures:
-                self._dlq.add(failures, guard)
+            self._settle_queue(items, failures, guard, gone=[items[i].uuid for i in vanished])
         if vanished:
             gone = self._forgotten_since(guard)
             if gone:

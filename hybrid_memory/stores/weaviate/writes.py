@@ -12,11 +12,10 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from hybrid_memory.errors import InvalidInputError, SchemaError, StoreError, StoreUnavailableError, UserForgottenError
 from hybrid_memory.records import MemoryRecord, check_id
@@ -42,28 +41,23 @@ T = TypeVar("T")
 
 def _each(items: Iterable[T], fn: Callable[[T], None], workers: int, name: str) -> None:
     """``fn(item)`` for every item, on up to ``workers`` daemon threads (in this thread when one is enough)."""
-    todo = list(items)
-    workers = min(workers, len(todo))
+    queue = collections.deque(items)  # popleft() is thread-safe
+    workers = min(workers, len(queue))
     if workers <= 1:
-        for item in todo:
+        for item in queue:
             fn(item)
         return
-    queue = iter(todo)
-    taking = threading.Lock()
 
     def worker() -> None:
         while True:
-            with taking:
-                nxt = next(queue, _DONE)
-            if nxt is _DONE:
+            try:
+                item = queue.popleft()
+            except IndexError:
                 return
-            fn(cast("T", nxt))
+            fn(item)
 
     for fut in [start_daemon(worker, name=name) for _ in range(workers)]:
         fut.result()
-
-
-_DONE = object()
 
 
 @dataclass(frozen=True)
@@ -310,14 +304,30 @@ class _Writes(_Schema):
             _each(tenants, write_tenant, self.write_concurrency, "hybrid-memory-weaviate-batch")
             final = [f for tenant, _ in tenants for f in results.get(tenant, [])]
             if dead_letter:
-                for tenant, group in tenants:
-                    failed_ids = {f.pending.uuid for f in results.get(tenant, [])}
-                    ok = [p.record.id for p in group if p.uuid not in failed_ids]
-                    if ok:
-                        self._dlq.remove(group[0].record.user_id, ok)
-        if final and dead_letter:
-            self._dlq.add(final, epochs)
+                self._settle_queue([p for _, group in tenants for p in group], final, epochs)
         return final
+
+    def _settle_queue(
+        self,
+        items: Sequence[_Pending],
+        failures: Sequence[_Failure],
+        epochs: Mapping[str, int] | None,
+        *,
+        gone: Iterable[str] = (),
+    ) -> None:
+        """After a write of the caller's records: what landed clears an older queued version, what failed is queued.
+
+        ``gone``: UUIDs of items that neither landed nor failed (deleted meanwhile).
+        """
+        skip = {f.pending.uuid for f in failures} | set(gone)
+        landed: dict[str, list[str]] = {}
+        for p in items:
+            if p.uuid not in skip:
+                landed.setdefault(p.record.user_id, []).append(p.record.id)
+        for user_id, ids in landed.items():
+            self._dlq.remove(user_id, ids)
+        if failures:
+            self._dlq.add(failures, epochs)
 
     def _raise_failures(self, failures: Sequence[_Failure], total: int) -> None:
         if not failures:
