@@ -392,11 +392,13 @@ CV_STUDIES = {
     "feedback_cv": "dense feedback through the API ([feedback_cv.md](feedback_cv.md))",
     "feedback_cv:bm25": "BM25 k1 / b through the API ([feedback_cv.md](feedback_cv.md))",
     "ensemble": "USE + e5 embedder share ([ensemble.md](ensemble.md))",
+    "query_cv": "statement-form query for the vector leg ([query_cv.md](query_cv.md))",
+    "query_cv:learned": "learned linear re-rank of the top 50 ([query_cv.md](query_cv.md))",
 }
 
 
 #: The result files :func:`cv_section` reads.
-CV_FILES = ("fusion_cv", "rerank_cv", "feedback_cv", "ensemble", "gate")
+CV_FILES = ("fusion_cv", "rerank_cv", "feedback_cv", "ensemble", "query_cv", "gate")
 
 
 def _cv_rows(name: str, res: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]] | None:
@@ -407,6 +409,16 @@ def _cv_rows(name: str, res: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any
         return res.get("api_cv")
     if name == "feedback_cv:bm25":
         return res.get("api_bm25_cv")
+    if name == "query_cv":
+        return res.get("statement_cv")
+    if name == "query_cv:learned":
+        rows = (res.get("learned") or {}).get("score components") or {}
+        base = (res.get("learned") or {}).get("off (default)") or {}
+        return {
+            d: {"chosen": "linear weights", "held_out": r["headline"], "default": base[d]["headline"]}
+            for d, r in rows.items()
+            if d in base
+        }
     if name == "ensemble":
         cv = res.get("cross_validation") or {}
         return {
