@@ -803,7 +803,8 @@ class HybridMemory:
             The stored memory after the edit (``updated_at`` moves to now).
 
         Raises:
-            NotFoundError: no such memory for this user.
+            NotFoundError: no such memory for this user (also when another process deletes it while
+                this runs: an edit never brings a deleted memory back).
             UserForgottenError: the user was forgotten (from any process) while this ran; nothing was written.
             InvalidInputError: bad ids or an invalid field value.
         """

@@ -122,10 +122,18 @@ class MemoryStore(Protocol):
         """
         ...
 
-    def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
-        """Replace stored records' fields, keeping their vectors. Missing ids raise NotFoundError.
+    def update(
+        self,
+        records: Sequence[MemoryRecord],
+        *,
+        epochs: Mapping[str, int] | None = None,
+        vectors: Vector | None = None,
+    ) -> None:
+        """Replace stored records' fields in place, keeping their vectors. Missing ids raise NotFoundError.
 
-        ``epochs`` as in :meth:`upsert` (checked before the missing-id check).
+        ``epochs`` as in :meth:`upsert` (checked before the missing-id check). ``vectors`` (one
+        per record) replace the stored vectors too, for a changed content: unlike :meth:`upsert`,
+        an update never re-creates a memory another process deleted after the caller read it.
         """
         ...
 
@@ -253,10 +261,14 @@ class AsyncFromSyncStore:
         await asyncio.to_thread(lambda: store.upsert(records, vectors, epochs=epochs))
 
     async def aupdate(  # noqa: D102
-        self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None
+        self,
+        records: Sequence[MemoryRecord],
+        *,
+        epochs: Mapping[str, int] | None = None,
+        vectors: Vector | None = None,
     ) -> None:
         store = self._sync
-        await asyncio.to_thread(lambda: store.update(records, epochs=epochs))
+        await asyncio.to_thread(lambda: store.update(records, epochs=epochs, vectors=vectors))
 
     async def asearch(self, request: SearchRequest) -> builtins.list[StoreHit]:  # noqa: D102
         return await asyncio.to_thread(self._sync.search, request)

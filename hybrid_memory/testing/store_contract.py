@@ -550,6 +550,35 @@ class StoreContract:
         assert store.get("alice", [a.id]) == [cleared]
         assert search(store, "alice", "bike", None, 0.0) == []  # the keyword index forgot the old context
 
+    def test_update_with_vectors_replaces_them_in_place_and_never_creates(self, store: MemoryStore) -> None:
+        a = rec("alice", "the blue bicycle is in the garage")
+        b = rec("alice", "lunch at noon")
+        seed(store, [a, b], [vec(1), vec(0, 1)])
+        moved = a.evolve(content="the red bicycle is in the shed")
+        store.update([moved], vectors=mat(vec(0, 0, 3, 4)))
+        assert store.get("alice", [a.id]) == [moved]
+        np.testing.assert_allclose(store.get_vectors("alice", [a.id])[a.id], vec(0, 0, 0.6, 0.8), atol=1e-6)
+        assert ids(search(store, "alice", "unrelated words", vec(0, 0, 0.6, 0.8), 1.0))[0] == a.id
+        assert ids(search(store, "alice", "shed", None, 0.0)) == [a.id]
+
+        ghost = rec("alice", "never stored")
+        with pytest.raises(NotFoundError):  # an update never creates, vectors or not
+            store.update([b.evolve(content="dinner"), ghost], vectors=mat(vec(1), vec(1)))
+        assert store.get("alice", [ghost.id]) == [] and store.get("alice", [b.id]) == [b]
+        np.testing.assert_allclose(store.get_vectors("alice", [b.id])[b.id], vec(0, 1), atol=1e-6)
+        store.delete("alice", [b.id])
+        with pytest.raises(NotFoundError):
+            store.update([b.evolve(content="dinner")], vectors=mat(vec(1)))
+        assert store.get("alice", [b.id]) == []
+
+        with pytest.raises(InvalidInputError):  # one vector per record
+            store.update([moved], vectors=mat(vec(1), vec(0, 1)))
+        with pytest.raises(InvalidInputError):
+            store.update([moved], vectors=np.zeros((1, DIM), dtype=np.float32))
+        with pytest.raises(EmbeddingDimensionError):
+            store.update([moved], vectors=np.ones((1, DIM + 1), dtype=np.float32))
+        assert store.get("alice", [a.id]) == [moved]
+
     def test_vectors_are_stored_unit_normalised(self, store: MemoryStore) -> None:
         a = rec("alice", "three four five")
         seed(store, [a], [vec(3, 4)])

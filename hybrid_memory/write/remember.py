@@ -195,7 +195,8 @@ class DirectWrites:
         blanked in the user's trace steps.
 
         Raises:
-            NotFoundError: no such memory for this user (deleted, or its user forgotten, before the read).
+            NotFoundError: no such memory for this user (deleted, or its user forgotten, before the
+                read), or another process deleted it after the read (it stays deleted).
             UserForgottenError: the user was forgotten (from any process) after the read; nothing was written.
             InvalidInputError: a change is invalid.
         """
@@ -210,10 +211,12 @@ class DirectWrites:
             if content is not None and content != old.content:  # what is stored already passed the door
                 fields["content"] = self._redact(content)
             new = old.evolve(**fields, updated_at=max(now, old.updated_at))
+            # In place (an update, never an upsert): a memory another process deletes after the
+            # read above stays deleted (NotFoundError), the new content with it.
             if new.content != old.content:
                 self._bind()
                 vectors = self.embedder.embed_documents([new.content])
-                self.store.upsert([new], vectors, epochs={user_id: epoch})
+                self.store.update([new], epochs={user_id: epoch}, vectors=vectors)
                 self.observer.forget_memory(user_id, memory_id, [old.content])
             else:
                 self.store.update([new], epochs={user_id: epoch})

@@ -91,3 +91,19 @@ def test_inspector_edit_without_a_race_saves_and_redirects(stores: tuple[MemoryS
     seen = other_store.get("u", [mid])  # the other process sees the edit
     assert [(r.content, r.importance) for r in seen] == [("I love hiking in the Dolomites", 0.5)]
     assert mem.recall("Dolomites", user_id="u", k=1)[0].id == mid
+
+
+@pytest.mark.parametrize("change", ["content", "fields only"])
+def test_edit_racing_a_delete_of_another_process_raises_not_found_and_leaves_it_deleted(
+    stores: tuple[MemoryStore, MemoryStore], change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_store, other_store = stores
+    mem, mid = _app(app_store)
+    _after(app_store, "get", lambda: other_store.delete("u", [mid]), monkeypatch)
+    with pytest.raises(NotFoundError):
+        if change == "content":
+            mem.edit(mid, user_id="u", content="I love hiking in the Dolomites")
+        else:
+            mem.edit(mid, user_id="u", importance=0.1)
+    assert app_store.get("u", [mid]) == [] and other_store.get("u", [mid]) == []
+    assert [r.content for r in other_store.list("u", filter=_EVERY)] == ["My favourite colour is green"]

@@ -388,12 +388,16 @@ class _Partition:
             self._counts = counts
         return self._counts
 
-    def update(self, rec: _FilterFields, tokens: Sequence[str] | None) -> None:
-        """Change the filter fields (and the tokens when the content changed) of one memory."""
+    def update(
+        self, rec: _FilterFields, tokens: Sequence[str] | None, vector: npt.NDArray[np.float32] | None = None
+    ) -> None:
+        """Change the filter fields (the tokens when the content changed, the vector if given) of one memory."""
         self._changed()
         row = self.row_of.get(rec.id)
         if row is None:
             return
+        if vector is not None:
+            self.matrix[row] = vector
         if tokens is not None:
             self._unindex_terms(row)
             self._index_terms(row, tokens)

@@ -334,23 +334,35 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
                     part.put(_FilterFields.of(r), analyzed[i].split(), unit[i])
             self._resized(parts)
 
-    def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
-        """Replace the stored fields of existing records, keeping their vectors.
+    def update(
+        self,
+        records: Sequence[MemoryRecord],
+        *,
+        epochs: Mapping[str, int] | None = None,
+        vectors: Vector | None = None,
+    ) -> None:
+        """Replace the stored fields of existing records (and their vectors, if given) in place.
 
         Args:
             records: The new versions of stored records.
             epochs: As in :meth:`upsert`.
+            vectors: One new vector per record (a changed content); ``None`` keeps the stored ones.
+                Unlike :meth:`upsert`, a memory deleted since the caller read it is not re-created.
 
         Raises:
             UserForgottenError: a user in ``epochs`` was forgotten since (checked first).
             NotFoundError: an id does not exist for its user (nothing is written then).
-            InvalidInputError: bad records.
+            InvalidInputError: bad records, or vectors of the wrong shape, zero or non-finite.
+            EmbeddingDimensionError: vectors of another dimension than the store's.
         """
         recs = self._check_records(records)
         if not recs:
             return
+        unit = None if vectors is None else _unit_rows(as_matrix(vectors, len(recs), None))
         analyzed = [self.analyzer.analyze(r.search_text) for r in recs]
         with self._guard():
+            if unit is not None and self._dim is not None and unit.shape[1] != self._dim:
+                raise EmbeddingDimensionError(self._dim, int(unit.shape[1]), hint=_REEMBED_HINT)
             old_content: dict[tuple[str, str], str] = {}
             with self._tx() as c:
                 self._check_epochs(epochs)
@@ -369,13 +381,18 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
                     "superseded_by = ?, provenance = ?, context = ? WHERE user_id = ? AND id = ?",
                     [(*_row(r, a)[2:], r.user_id, r.id) for r, a in zip(recs, analyzed, strict=True)],
                 )
+                if unit is not None:
+                    c.executemany(
+                        "UPDATE memories SET vector = ? WHERE user_id = ? AND id = ?",
+                        [(unit[i].astype("<f4").tobytes(), r.user_id, r.id) for i, r in enumerate(recs)],
+                    )
             parts = self._current(versions)
-            for r, a in zip(recs, analyzed, strict=True):
+            for i, (r, a) in enumerate(zip(recs, analyzed, strict=True)):
                 part = parts.get(r.user_id)
                 if part is not None:
                     changed = old_content[(r.user_id, r.id)] != r.search_text
                     old_content[(r.user_id, r.id)] = r.search_text
-                    part.update(_FilterFields.of(r), a.split() if changed else None)
+                    part.update(_FilterFields.of(r), a.split() if changed else None, None if unit is None else unit[i])
             self._resized(parts)
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:

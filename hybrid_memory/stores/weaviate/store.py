@@ -483,11 +483,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         guard = _check_epoch_map(epochs)
         if not records:
             return
-        m = as_matrix(vectors, len(records), None)
-        if not np.all(np.any(m != 0, axis=1)):
-            raise InvalidInputError("a zero vector has no direction; cosine similarity is undefined")
-        self._ensure_dimension(int(m.shape[1]))
-        items = self._pending(records, _unit_rows(m))
+        items = self._pending(records, self._check_vectors(vectors, len(records)))
         if guard:
             self._check_epochs(guard, outage_ok=True)
         failures = self._write(items, epochs=guard or None)
@@ -496,8 +492,22 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             raise UserForgottenError(gone[0])
         self._raise_failures(failures, len(items))
 
-    def update(self, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None) -> None:
-        """Replace stored records' fields, keeping their vectors.
+    def _check_vectors(self, vectors: Vector | Sequence[Sequence[float]], n: int) -> Vector:
+        """``n`` vectors of the store's dimension, unit-normalised (zero vectors are refused)."""
+        m = as_matrix(vectors, n, None)
+        if not np.all(np.any(m != 0, axis=1)):
+            raise InvalidInputError("a zero vector has no direction; cosine similarity is undefined")
+        self._ensure_dimension(int(m.shape[1]))
+        return _unit_rows(m)
+
+    def update(
+        self,
+        records: Sequence[MemoryRecord],
+        *,
+        epochs: Mapping[str, int] | None = None,
+        vectors: Vector | None = None,
+    ) -> None:
+        """Replace stored records' fields (and their vectors, if given) in place.
 
         Each record is merged into its stored object in place (a ``PATCH``), which never
         re-creates an object: a memory that another process deletes, or whose user it forgets,
@@ -506,6 +516,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         Args:
             records: The new versions of stored records.
             epochs: As in :meth:`upsert`; without them the users' current epochs are read first.
+            vectors: One new vector per record (a changed content); ``None`` keeps the stored ones.
 
         Raises:
             UserForgottenError: a user in ``epochs`` was forgotten since (checked first), or a
@@ -513,6 +524,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             NotFoundError: an id does not exist for its user (nothing is written), or another
                 process deleted it while the update ran (it stays deleted; the other records
                 are updated).
+            InvalidInputError: bad records, or vectors of the wrong shape or zero.
+            EmbeddingDimensionError: vectors of another dimension than the store's.
             StoreUnavailableError: some records could not be written after retries (network);
                 they are in the dead-letter queue.
             StoreError: some records were rejected by the server; also dead-lettered.
@@ -522,6 +535,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         guard = _check_epoch_map(epochs)
         if not records:
             return
+        given = None if vectors is None else self._check_vectors(vectors, len(records))
+        new_vector = {} if given is None else {(r.user_id, r.id): given[i] for i, r in enumerate(records)}
         by_user: dict[str, list[MemoryRecord]] = {}
         for r in records:
             if not isinstance(r, MemoryRecord):
@@ -538,8 +553,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         # queue: a replay here cannot interleave with this update's bookkeeping.
         with self._write_lock:
             for user_id, group in by_user.items():
-                # The vectors only serve a dead letter: a replay writes the whole object again.
-                stored = self._fetch(user_id, [r.id for r in group], vectors=True, epoch=guard[user_id])
+                # The stored vectors only serve a dead letter: a replay writes the whole object again.
+                stored = self._fetch(user_id, [r.id for r in group], vectors=given is None, epoch=guard[user_id])
                 missing = [r.id for r in group if r.id not in stored]
                 if missing:
                     gone = self._forgotten_since(guard)
@@ -547,7 +562,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                         raise UserForgottenError(gone[0])
                     raise NotFoundError(f"memory {missing[0]!r} does not exist for user {user_id!r}")
                 for r in group:
-                    vec = stored[r.id][1]
+                    vec = new_vector[(user_id, r.id)] if given is not None else stored[r.id][1]
                     if vec is None:
                         raise SchemaError(f"memory {r.id!r} has no stored vector")
                     recs.append(r)
@@ -560,6 +575,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                     _properties(
                         p.record, self.analyzer.analyze(p.record.search_text), guard[p.record.user_id], unset=True
                     ),
+                    None if given is None else p.vector.tolist(),
                 )
                 for p in items
             ]

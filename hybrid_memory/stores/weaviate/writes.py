@@ -62,11 +62,15 @@ def _each(items: Iterable[T], fn: Callable[[T], None], workers: int, name: str) 
 
 @dataclass(frozen=True)
 class _Merge:
-    """A change of one stored object in place: ``properties`` replace the stored ones (``None`` removes one)."""
+    """A change of one stored object in place: ``properties`` replace the stored ones (``None`` removes one).
+
+    ``vector``: a new vector for the object (``None`` keeps the stored one).
+    """
 
     tenant: str
     uuid: str
     properties: dict[str, Any]
+    vector: list[float] | None = None
 
 
 class _Writes(_Schema):
@@ -81,7 +85,7 @@ class _Writes(_Schema):
         exist, on every replica. Unlike a batch insert it never re-creates an object, so a
         read-modify-write that races a ``delete`` or a forget (which removes the tenant) from
         another process leaves the memory deleted, even if this process dies right after; that
-        needs no check after the write. Vectors are not sent and stay as stored.
+        needs no check after the write. A merge without a vector keeps the stored one.
 
         With ``write_all_first`` a merge first asks every replica (``ALL``) once, then, if that
         failed or found no object, the write level with retries (like :meth:`_write`); only the
@@ -103,7 +107,8 @@ class _Writes(_Schema):
 
             def run() -> bool:
                 try:
-                    handle.data.update(uuid=m.uuid, properties=m.properties)
+                    vector = None if m.vector is None else {VECTOR_NAME: m.vector}
+                    handle.data.update(uuid=m.uuid, properties=m.properties, vector=vector)
                 except Exception as exc:
                     if getattr(exc, "status_code", None) == 404 or is_tenant_missing(exc):
                         return False
