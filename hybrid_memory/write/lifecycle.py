@@ -22,7 +22,10 @@ memories are, every update carries it (the store refuses it once a ``forget_user
 process bumped the epoch), and the epoch is checked again at the end, so a run racing a forget
 raises :class:`~hybrid_memory.errors.UserForgottenError` instead of writing a forgotten memory
 back, reporting work the forget undid, or failing with a ``NotFoundError`` about an id the
-caller never passed.
+caller never passed. A ``delete`` of some memories by another process wins too: their archive is
+dropped, and a merge whose kept memory is gone is not made, so its other members stay (merged
+away, their text would be gone with it); a memory merged away that another process deleted
+meanwhile still lends its tags and provenance to the kept one (the merge read it first).
 
 Example:
     >>> from datetime import datetime, timedelta, timezone
@@ -51,7 +54,7 @@ from datetime import datetime
 import numpy as np
 
 from hybrid_memory.config import LifecycleConfig
-from hybrid_memory.errors import InvalidInputError, UserForgottenError
+from hybrid_memory.errors import InvalidInputError, NotFoundError, UserForgottenError
 from hybrid_memory.read.rerank import freshness
 from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
@@ -60,6 +63,8 @@ from hybrid_memory.write.conflict import HeuristicConflictJudge
 __all__ = ["ConsolidationReport", "consolidate"]
 
 _BLOCK = 1024
+#: Tries of the final update when other processes keep deleting what it changes.
+_UPDATE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -208,8 +213,29 @@ def consolidate(
                 for r in others:
                     deleted.append(r.id)
                     reasons[r.id] = f"merged into {keep.id}"
-    if updates:
-        store.update(updates, epochs={user_id: epoch})
+    for attempt in range(_UPDATE_ATTEMPTS):
+        if not updates:
+            break
+        try:
+            store.update(updates, epochs={user_id: epoch})
+            break
+        except NotFoundError:
+            if attempt == _UPDATE_ATTEMPTS - 1:
+                raise
+            # Another process deleted some of these memories after the read: the delete wins.
+            # Their archive is dropped, and a merge whose kept memory is gone is not made (its
+            # other members stay as they are: merged away, their text would be lost with it).
+            present = {r.id for r in store.get(user_id, [u.id for u in updates])}
+            for u in updates:
+                if u.id in present:
+                    continue
+                reasons.pop(u.id, None)
+                if u.id in archived:
+                    archived.remove(u.id)
+                for other in merged.pop(u.id, []):
+                    deleted.remove(other)
+                    reasons.pop(other, None)
+            updates = [u for u in updates if u.id in present]
     if deleted:
         store.delete(user_id, deleted)
     if store.user_epoch(user_id) != epoch:  # what this read or reports was deleted by the forget

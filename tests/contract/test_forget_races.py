@@ -174,3 +174,25 @@ def test_consolidate_holds_the_users_write_lock_while_it_reads_and_writes(monkey
 
 def _same_stripe(a: str, b: str) -> bool:
     return zlib.crc32(a.encode("utf-8")) % LOCK_STRIPES == zlib.crc32(b.encode("utf-8")) % LOCK_STRIPES
+
+
+@pytest.mark.parametrize("gone", ["the one kept", "the one merged away"])
+def test_consolidate_racing_a_delete_of_another_process_merges_nothing_into_a_deleted_memory(
+    stores: tuple[MemoryStore, MemoryStore], gone: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_store, other_store = stores
+    app = _app_with_a_duplicate(app_store)
+    first = next(r for r in app_store.list("u") if r.id != "dup-1")
+    app_store.update([first.evolve(tags=("outdoors",))])
+    deleted = "dup-1" if gone == "the one kept" else first.id  # the longer text is the one kept
+    _after(app_store, "get_vectors", lambda: other_store.delete("u", [deleted]), monkeypatch)
+    report = app.consolidate("u")  # no NotFoundError about a memory the caller never named
+    if gone == "the one kept":  # no merge into it: the other one stays, as it was
+        assert report.merged == {} and report.deleted == []
+        expected = [(first.id, ("outdoors",))]
+    else:  # the merge read it first, so it counts as made before the delete
+        assert report.merged == {"dup-1": [first.id]}
+        expected = [("dup-1", ("outdoors",))]
+    for store in (app_store, other_store):
+        assert [(r.id, r.tags) for r in store.list("u", filter=_EVERY)] == expected
+    assert [r.content for r in other_store.list("v", filter=_EVERY)] == ["My sister lives in Lisbon"]

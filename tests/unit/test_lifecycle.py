@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +123,24 @@ async def test_aconsolidate() -> None:
     rep = await mem.aconsolidate("u", now=DAY0 + timedelta(days=35))
     assert len(rep.deleted) == 1 and mem.store.count("u") == 0
     mem.close()
+
+
+def test_a_memory_deleted_by_another_process_while_consolidating_is_not_archived_and_the_rest_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, other, emb = LocalStore(tmp_path / "m.db"), LocalStore(tmp_path / "m.db"), HashingEmbedder()
+    keep = mk("I am allergic to peanuts", 1.0)
+    fades = [mk("watched a funny cat video", 0.1), mk("ate a sandwich for lunch", 0.1)]
+    put(store, emb, keep, *fades)
+    real = store.list
+
+    def list_then_delete(*args: Any, **kwargs: Any) -> list[MemoryRecord]:
+        out = real(*args, **kwargs)
+        monkeypatch.setattr(store, "list", real)
+        other.delete("u", [fades[0].id])  # another process, between the read and the update
+        return out
+
+    monkeypatch.setattr(store, "list", list_then_delete)
+    rep = consolidate(store, "u", now=DAY0 + timedelta(days=45), dedup_threshold=emb.dedup_threshold)
+    assert rep.archived == [fades[1].id] and fades[0].id not in rep.reasons  # the rest is still archived
+    assert (status(store, fades[0]), status(store, fades[1]), status(store, keep)) == (None, "archived", "active")
