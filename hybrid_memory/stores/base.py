@@ -49,6 +49,7 @@ __all__ = [
     "StoreHit",
     "Vector",
     "as_matrix",
+    "update_present",
 ]
 
 
@@ -332,3 +333,59 @@ class AsyncFromSyncStore:
         return await asyncio.to_thread(
             lambda: store.mark_summarized(user_id, session_id, seq, expected=expected, epoch=epoch)
         )
+
+
+#: Tries of :func:`update_present` when other processes keep deleting what it updates.
+UPDATE_ATTEMPTS = 5
+
+
+def update_present(
+    store: MemoryStore, records: Sequence[MemoryRecord], *, epochs: Mapping[str, int] | None = None
+) -> set[tuple[str, str]]:
+    """Update ``records`` in ``store``, leaving out those another process deleted; return their ``(user, id)``.
+
+    A caller that read memories and now writes changed versions back (a dedup bump, an archive, a
+    refined importance) can find some deleted in between. ``update`` refuses the call then
+    (``NotFoundError``; a store may have written the others already), so the ids still there are
+    read again and updated without the vanished ones: a deleted memory never comes back and the
+    caller never sees an error about an id it did not pass. A forget of the whole user still
+    raises :class:`~hybrid_memory.errors.UserForgottenError` (``epochs`` are checked first).
+
+    Raises:
+        NotFoundError: the store said an id is missing that a read still finds, or deletes kept
+            racing it for :data:`UPDATE_ATTEMPTS` tries.
+
+    Example:
+        >>> from hybrid_memory.stores.local import LocalStore
+        >>> from hybrid_memory.testing import HashingEmbedder
+        >>> store, emb = LocalStore(":memory:"), HashingEmbedder(dim=32)
+        >>> kept = MemoryRecord.create(user_id="u", content="I like tea")
+        >>> gone = MemoryRecord.create(user_id="u", content="I like jazz")
+        >>> store.upsert([kept, gone], emb.embed_documents([kept.content, gone.content]))
+        >>> store.delete("u", [gone.id])  # another process, after the caller read both
+        1
+        >>> update_present(store, [kept.evolve(importance=0.9), gone.evolve(importance=0.9)]) == {("u", gone.id)}
+        True
+        >>> store.get("u", [kept.id])[0].importance, store.get("u", [gone.id])
+        (0.9, [])
+    """
+    from hybrid_memory.errors import NotFoundError
+
+    rest, gone = builtins.list(records), set[tuple[str, str]]()
+    for attempt in range(UPDATE_ATTEMPTS):
+        if not rest:
+            break
+        try:
+            store.update(rest, epochs=epochs)
+            break
+        except NotFoundError:
+            wanted: dict[str, builtins.list[str]] = {}
+            for r in rest:
+                wanted.setdefault(r.user_id, []).append(r.id)
+            present = {(u, r.id) for u, ids in wanted.items() for r in store.get(u, ids)}
+            vanished = {(r.user_id, r.id) for r in rest} - present
+            if not vanished or attempt == UPDATE_ATTEMPTS - 1:
+                raise
+            gone |= vanished
+            rest = [r for r in rest if (r.user_id, r.id) not in vanished]
+    return gone

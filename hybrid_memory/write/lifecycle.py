@@ -54,17 +54,15 @@ from datetime import datetime
 import numpy as np
 
 from hybrid_memory.config import LifecycleConfig
-from hybrid_memory.errors import InvalidInputError, NotFoundError, UserForgottenError
+from hybrid_memory.errors import InvalidInputError, UserForgottenError
 from hybrid_memory.read.rerank import freshness
 from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
-from hybrid_memory.stores.base import MemoryFilter, MemoryStore
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore, update_present
 from hybrid_memory.write.conflict import HeuristicConflictJudge
 
 __all__ = ["ConsolidationReport", "consolidate"]
 
 _BLOCK = 1024
-#: Tries of the final update when other processes keep deleting what it changes.
-_UPDATE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -213,29 +211,16 @@ def consolidate(
                 for r in others:
                     deleted.append(r.id)
                     reasons[r.id] = f"merged into {keep.id}"
-    for attempt in range(_UPDATE_ATTEMPTS):
-        if not updates:
-            break
-        try:
-            store.update(updates, epochs={user_id: epoch})
-            break
-        except NotFoundError:
-            if attempt == _UPDATE_ATTEMPTS - 1:
-                raise
-            # Another process deleted some of these memories after the read: the delete wins.
-            # Their archive is dropped, and a merge whose kept memory is gone is not made (its
-            # other members stay as they are: merged away, their text would be lost with it).
-            present = {r.id for r in store.get(user_id, [u.id for u in updates])}
-            for u in updates:
-                if u.id in present:
-                    continue
-                reasons.pop(u.id, None)
-                if u.id in archived:
-                    archived.remove(u.id)
-                for other in merged.pop(u.id, []):
-                    deleted.remove(other)
-                    reasons.pop(other, None)
-            updates = [u for u in updates if u.id in present]
+    # Another process may delete some of these memories after the read: the delete wins. Their
+    # archive is dropped, and a merge whose kept memory is gone is not made (its other members
+    # stay as they are: merged away, their text would be lost with it).
+    for _, gone in sorted(update_present(store, updates, epochs={user_id: epoch})):
+        reasons.pop(gone, None)
+        if gone in archived:
+            archived.remove(gone)
+        for other in merged.pop(gone, []):
+            deleted.remove(other)
+            reasons.pop(other, None)
     if deleted:
         store.delete(user_id, deleted)
     if store.user_epoch(user_id) != epoch:  # what this read or reports was deleted by the forget

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from hybrid_memory.errors import UserForgottenError
 from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
-from hybrid_memory.stores.base import MemoryStore
+from hybrid_memory.stores.base import MemoryStore, update_present
 from hybrid_memory.write.importance import ImportanceScorer, ScoreBatch, ScoredText
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -247,9 +247,9 @@ class ImportanceRefiner:
                         reason=f"importance refined {old:.2f} → {new:.2f} ({note['by']}): {note['why']}",
                     )
                 )
-            if changed:
-                self.store.update(changed, epochs={user: epoch})
-        return out
+            # A memory another process deleted since the read stays deleted, and is not reported.
+            gone = update_present(self.store, changed, epochs={user: epoch})
+        return [o for o in out if o.record is None or (user, o.record.id) not in gone]
 
     def _promote_turns(
         self, epoch: int, group: list[tuple[PendingTurn, ScoredText]], scorer: str

@@ -58,7 +58,7 @@ from hybrid_memory.config import WriterConfig
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, NotFoundError, ScoringError
 from hybrid_memory.records import MemoryRecord, WriteOutcome, memory_id, utcnow
-from hybrid_memory.stores.base import MemoryStore, Vector
+from hybrid_memory.stores.base import MemoryStore, Vector, update_present
 from hybrid_memory.text.privacy import PiiRedactor
 from hybrid_memory.values import MemoryFilter
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview, HeuristicConflictJudge
@@ -343,9 +343,8 @@ class MemoryWriter:
         with self.locked([user_id]):
             epoch = self.store.user_epoch(user_id)  # before the read: a forget from here on refuses the update
             marked = self._reviewed(user_id)
-            if marked:
-                self.store.update([_without_reviews(r) for r in marked], epochs={user_id: epoch})
-            return sum(len(r.metadata[REVIEW_KEY]) for r in marked)
+            gone = update_present(self.store, [_without_reviews(r) for r in marked], epochs={user_id: epoch})
+            return sum(len(r.metadata[REVIEW_KEY]) for r in marked if (user_id, r.id) not in gone)
 
     def _reviewed(self, user_id: str) -> list[MemoryRecord]:
         """Every stored memory of ``user_id`` carrying review entries (a scan: an operator's call)."""
@@ -613,30 +612,13 @@ class MemoryWriter:
         return out
 
     def _update_present(self, records: list[MemoryRecord], epochs: Mapping[str, int] | None) -> set[tuple[str, str]]:
-        """Update ``records``, leaving out those deleted meanwhile; return their ``(user, id)``.
+        """Update ``records``, leaving out those another process deleted meanwhile; return their ``(user, id)``.
 
         A memory this write read and then updates (a dedup bump, a superseded predecessor) may be
-        deleted by another process in between (``forget(memory_id)``); the store refuses the
-        whole update then (``NotFoundError``, nothing written). The update is repeated once
-        without the vanished ids, so a deleted memory never comes back and the caller never sees
-        an error about an id it did not pass. A forget of the whole user still raises
-        :class:`~hybrid_memory.errors.UserForgottenError` (the epochs are checked first).
+        deleted by another process in between (``forget(memory_id)``): it stays deleted
+        (:func:`~hybrid_memory.stores.base.update_present`).
         """
-        try:
-            self.store.update(records, epochs=epochs)
-            return set()
-        except NotFoundError:
-            wanted: dict[str, list[str]] = {}
-            for r in records:
-                wanted.setdefault(r.user_id, []).append(r.id)
-            present = {(u, r.id) for u, ids in wanted.items() for r in self.store.get(u, ids)}
-            gone = {(r.user_id, r.id) for r in records} - present
-            if not gone:
-                raise
-        rest = [r for r in records if (r.user_id, r.id) not in gone]
-        if rest:
-            self.store.update(rest, epochs=epochs)
-        return gone
+        return update_present(self.store, records, epochs=epochs)
 
     def _replan_vanished(
         self,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing import HashingEmbedder
-from hybrid_memory.write.writer import LOCK_STRIPES, MemoryWriter
+from hybrid_memory.write.writer import LOCK_STRIPES, REVIEW_KEY, MemoryWriter
 
 _EVERY = MemoryFilter(statuses=("active", "superseded", "archived"))
 _HIKE = "I love hiking in the Alps every summer with my dog"
@@ -123,26 +123,46 @@ def test_consolidate_without_a_race_still_merges(stores: tuple[MemoryStore, Memo
     assert report.merged and [r.content for r in app_store.list("u", filter=_EVERY)] == [_HIKE + "!"]
 
 
-def test_clear_review_racing_a_forget_of_another_process_raises_user_forgotten(
-    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    app_store, other_store = stores
+def _writer_with_reviews(store: MemoryStore, users: Sequence[str], pairs: int) -> MemoryWriter:
+    """A writer over ``store`` whose ``users`` each superseded ``pairs`` memories (one review each)."""
 
     def day(d: int) -> datetime:
         return datetime(2024, 1, d, tzinfo=timezone.utc)
 
-    writer = MemoryWriter(app_store, HashingEmbedder(), clock=lambda: day(10))
-    drafts = [
-        MemoryRecord.create(user_id="u", content=text, importance=0.8, timestamp=day(d))
-        for text, d in (("I eat meat", 1), ("I no longer eat meat", 2))
-    ]
-    writer.write(drafts[:1])
-    writer.write(drafts[1:])
+    writer = MemoryWriter(store, HashingEmbedder(), clock=lambda: day(10))
+    changes = [("I eat meat", "I no longer eat meat"), ("I live in Paris", "I no longer live in Paris")]
+    for user in users:
+        for pair in changes[:pairs]:
+            for d, text in enumerate(pair, start=1):
+                writer.write([MemoryRecord.create(user_id=user, content=text, importance=0.8, timestamp=day(d))])
+    return writer
+
+
+def test_clear_review_racing_a_forget_of_another_process_raises_user_forgotten(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_store, other_store = stores
+    writer = _writer_with_reviews(app_store, ["u"], 1)
     assert [r.action for r in writer.review_queue("u")] == ["superseded"]
     _after(app_store, "list", lambda: other_store.delete_user("u"), monkeypatch)
     with pytest.raises(UserForgottenError):
         writer.clear_review("u")
     assert app_store.list("u", filter=_EVERY) == [] and other_store.list("u", filter=_EVERY) == []
+
+
+def test_clear_review_racing_a_delete_of_another_process_clears_the_rest_and_leaves_it_deleted(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_store, other_store = stores
+    writer = _writer_with_reviews(app_store, ["u", "w"], 2)  # w is untouched
+    reviewed = sorted(r.id for r in app_store.list("u", filter=_EVERY) if r.metadata.get(REVIEW_KEY))
+    assert len(reviewed) == 2
+    _after(app_store, "list", lambda: other_store.delete("u", reviewed[:1]), monkeypatch)
+    assert writer.clear_review("u") == 1  # no NotFoundError; only what it cleared is counted
+    left = other_store.list("u", filter=_EVERY)
+    assert reviewed[0] not in {r.id for r in left}  # stays deleted
+    assert [r.metadata.get(REVIEW_KEY) for r in left if r.id == reviewed[1]] == [None]
+    assert sum(1 for r in other_store.list("w", filter=_EVERY) if r.metadata.get(REVIEW_KEY)) == 2
 
 
 def test_consolidate_holds_the_users_write_lock_while_it_reads_and_writes(monkeypatch: pytest.MonkeyPatch) -> None:

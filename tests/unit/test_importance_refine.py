@@ -263,3 +263,46 @@ def test_one_model_call_never_mixes_users(tmp_path: Path) -> None:
         assert "Ignore" in bob and "Rex" in bob and "cello" not in bob
     finally:
         mem.close()
+
+
+def test_a_refinement_racing_a_delete_of_another_process_refines_the_rest_and_leaves_it_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    llm = Gated(responses=[scores(9, 2)], gate=gate)
+    scorer = LLMImportanceScorer(
+        llm, method="json_mode", batch_size=2, policy=LLMCallPolicy(max_retries=0), min_rank_agreement=None
+    )
+    path = tmp_path / "m.db"
+    mem = HybridMemory(
+        store=LocalStore(path),
+        embedder=HashingEmbedder(),
+        scorer=scorer,
+        config=HybridMemoryConfig(buffer={"summary_every": 0}),
+        clock=lambda: T0,
+    )
+    other = LocalStore(path)  # another process on the same file
+    try:
+        a = mem.add_turn("u", "s", "user", "I started learning the cello last month", timestamp=T0)
+        b = mem.add_turn("u", "s", "user", "The cafe was loud today", timestamp=T0)
+        (ra,) = [r for r in other.list("u") if r.metadata.get("turn_id") == a.id]
+        store, real = mem.store, mem.store.get
+
+        def get_then_delete(user_id: str, ids: Any) -> Any:
+            out = real(user_id, ids)
+            if ra.id in ids and not deleted:  # the refinement read it: delete it before its update
+                deleted.append(other.delete("u", [ra.id]))
+            return out
+
+        deleted: list[int] = []
+        monkeypatch.setattr(store, "get", get_then_delete)
+        gate.set()
+        assert mem.flush(timeout=30)
+        assert deleted == [1] and mem.background_errors == []
+        stored = by_turn(mem, "u")
+        assert a.id not in stored  # stays deleted
+        assert stored[b.id].importance == pytest.approx(1 / 9, abs=1e-4)  # the rest is refined
+    finally:
+        gate.set()
+        mem.close()
+        other.close()
