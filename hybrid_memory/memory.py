@@ -883,15 +883,25 @@ class HybridMemory:
 
     @counted("forget")
     def forget(self, memory_id: str, *, user_id: str) -> bool:
-        """Delete one memory of ``user_id``; return whether it existed."""
+        """Delete one memory of ``user_id``; return whether it existed.
+
+        A memory written from conversation turns (``add_turn``: its ``metadata["turn_id"]``) also
+        takes those turns (its ``provenance``) out of their sessions' logs, first: no process's
+        short-term window, fact extraction or summary sees them again, so what was forgotten
+        does not come back as a new memory. Memories already derived from them (extracted facts,
+        summaries: their ``provenance`` names the turns) are separate memories and stay.
+        """
         self._ensure_open()
         check_id(user_id)
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidInputError("memory_id must be a non-empty str")
-        found = self.store.get(user_id, [memory_id]) if self._obs.tracer is not None else []
+        found = self.store.get(user_id, [memory_id])
+        turns = [t for r in found if isinstance(r.metadata.get("turn_id"), str) for t in r.provenance]
         # Under the user's write lock: a concurrent remember reads a related memory, then updates it
         # (dedup bump, supersede); a delete in between made that update raise NotFoundError.
         with self.writer.locked([user_id]):
+            if turns:  # the log first: a process killed in between leaves a memory a retry deletes
+                self.store.delete_turns(user_id, turns)
             deleted = self.store.delete(user_id, [memory_id]) > 0
         self._touches.discard(user_id, [memory_id])
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])

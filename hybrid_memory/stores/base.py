@@ -158,6 +158,16 @@ class MemoryStore(Protocol):
         """Delete the session's turn log (long-term memories stay); return how many turns it held."""
         ...
 
+    def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
+        """Delete these turns of ``user_id`` from their sessions' logs; return how many were there.
+
+        What :meth:`HybridMemory.forget <hybrid_memory.memory.HybridMemory.forget>` of a memory
+        written from turns calls, so the short-term window, fact extraction and summaries of
+        any process no longer see them. The rest of each log, its watermarks and the long-term
+        memories stay; missing ids are fine.
+        """
+        ...
+
     def extracted_upto(self, user_id: str, session_id: str) -> int:
         """The session's extraction watermark: ``seq`` of its last extracted turn (0: none yet).
 
@@ -315,6 +325,9 @@ class AsyncFromSyncStore:
 
     async def adelete_session(self, user_id: str, session_id: str) -> int:  # noqa: D102
         return await asyncio.to_thread(self._sync.delete_session, user_id, session_id)
+
+    async def adelete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:  # noqa: D102
+        return await asyncio.to_thread(self._sync.delete_turns, user_id, turn_ids)
 
     async def aextracted_upto(self, user_id: str, session_id: str) -> int:  # noqa: D102
         return await asyncio.to_thread(self._sync.extracted_upto, user_id, session_id)

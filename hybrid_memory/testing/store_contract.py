@@ -848,6 +848,32 @@ class StoreContract:
         append(store, turn("alice", "s1", "a fresh start"))
         assert contents(store.load_session("alice", "s1")) == ["a fresh start"]
 
+    def test_delete_turns_takes_turns_out_of_their_logs_and_nothing_else(self, store: MemoryStore) -> None:
+        store.bind_embedder("contract-test", DIM)
+        store.upsert([rec("alice", "a memory of s1", session_id="s1")], mat(vec(1)))
+        s1 = append(store, *(turn("alice", "s1", f"s1 turn {i}") for i in range(4)))
+        [s2] = append(store, turn("alice", "s2", "s2 turn"))
+        [bobs] = append(store, turn("bob", "s1", "bob's s1"))
+        assert store.mark_extracted("alice", "s1", s1[3].seq, epoch=0) is True
+        assert store.mark_summarized("alice", "s1", s1[2].seq, expected=0, epoch=0) is True
+        # Turns of two sessions at once; a missing id and another user's turn id are not deleted.
+        assert store.delete_turns("alice", [s1[1].id, s2.id, "no-such-turn", bobs.id]) == 2
+        log = store.load_session("alice", "s1")
+        assert contents(log) == ["s1 turn 0", "s1 turn 2", "s1 turn 3"] and log.count == 3
+        assert contents(store.load_session("alice", "s1", after_seq=s1[0].seq)) == ["s1 turn 2", "s1 turn 3"]
+        assert store.load_session("alice", "s2") == SessionLog(turns=(), count=0, epoch=0)
+        assert contents(store.load_session("bob", "s1")) == ["bob's s1"]
+        assert (store.extracted_upto("alice", "s1"), store.summarized_upto("alice", "s1")) == (s1[3].seq, s1[2].seq)
+        assert store.count("alice") == 1  # long-term memories stay
+        assert store.delete_turns("alice", [s1[1].id]) == 0  # deleted already
+        assert (store.delete_turns("alice", []), store.delete_turns("nobody", ["x"])) == (0, 0)
+        [later] = append(store, turn("alice", "s1", "the session goes on"))
+        assert later.seq > s1[3].seq and store.load_session("alice", "s1").count == 4
+        with pytest.raises(InvalidInputError):
+            store.delete_turns("alice", s1[0].id)  # a single str, not a list of ids
+        with pytest.raises(InvalidInputError):
+            store.delete_turns("", [s1[0].id])
+
     def test_the_extraction_watermark_only_moves_forward_per_session(self, store: MemoryStore) -> None:
         stored = append(store, *(turn("alice", "s1", f"turn {i}") for i in range(4)))
         append(store, turn("alice", "s2", "other session"))
@@ -952,6 +978,8 @@ class StoreContract:
             assert await twins.aextracted_upto("alice", "s1") == stored[0].seq
             assert await twins.amark_summarized("alice", "s1", stored[0].seq, expected=0, epoch=0) is True
             assert await twins.asummarized_upto("alice", "s1") == stored[0].seq
+            [gone] = await twins.aappend_turns([turn("alice", "s1", "async turn, forgotten")], epoch=0)
+            assert await twins.adelete_turns("alice", [gone.id]) == 1
             assert await twins.adelete_session("alice", "s1") == 1
             assert await twins.adelete_user("alice") == 1
             with pytest.raises(UserForgottenError):

@@ -33,6 +33,13 @@ then summarises them in the background: a process killed before that job ran los
 summary (the turns themselves are long-term memories already). The idle-session flush
 (``buffer.idle_flush_minutes``) still looks at this process's own sessions only.
 
+Forgetting a turn memory (``HybridMemory.forget``) takes its turn out of the log
+(:meth:`~hybrid_memory.stores.base.MemoryStore.delete_turns`), so every process's window,
+extraction and summaries lose it; an extraction or a log-driven summary whose model call ran
+while a turn of its batch was forgotten re-reads the log before writing and drops the facts that
+turn grounds (the summary is not written, and made again without it). A log deleted as a whole
+(an ended session) is not read as a forget of its turns.
+
 Locking: one lock per session window orders this process's writers of that session (other
 processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
 is never held across a store, embedder or LLM call.
@@ -531,12 +538,25 @@ class Sessions:
                 return
             if mark and drafts and self.store.extracted_upto(*key) >= last:
                 return  # another process extracted these turns meanwhile
+            if mark and drafts:  # a turn forgotten while the model ran grounds nothing
+                gone = self._forgotten(key, turns)
+                drafts = [d for d in drafts if gone.isdisjoint(d.provenance)]
             if drafts:
                 self._record(self.write(drafts, epochs={user: epoch}))
             if mark:
                 self.store.mark_extracted(*key, last, epoch=epoch)
 
         self.worker.submit(self._guarded("extraction", key, epoch, job))
+
+    def _forgotten(self, key: _Key, turns: Sequence[Turn]) -> set[str]:
+        """Ids of ``turns`` taken out of the session's log since they were read (``forget``).
+
+        Empty when none of them is left: the log was deleted (the session ended), which is not
+        a forget of what they said.
+        """
+        log = self.store.load_session(*key, after_seq=turns[0].seq - 1)
+        read, present = {t.id for t in turns}, {t.id for t in log.turns}
+        return read - present if read & present else set()
 
     def _claim_summary(self, key: _Key) -> tuple[list[Turn], int] | None:
         """Claim the session's turns above the summary watermark for its last summary (``end``).
@@ -621,6 +641,8 @@ class Sessions:
             self.report_error("summary", *key, epoch, result.fallback_reason)
         if self.closed:
             return False
+        if expected is not None and self._forgotten(key, turns):
+            return False  # a turn was forgotten while the model ran: summarised again without it
         written: MemoryRecord | None = None
         if result.text.strip():
             covered = tuple(dict.fromkeys((*(prev.provenance if prev else ()), *(t.id for t in turns))))

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,21 +30,6 @@ from hybrid_memory.write.writer import LOCK_STRIPES, REVIEW_KEY, MemoryWriter
 
 _EVERY = MemoryFilter(statuses=("active", "superseded", "archived"))
 _HIKE = "I love hiking in the Alps every summer with my dog"
-
-
-@pytest.fixture(params=["local", pytest.param("weaviate", marks=pytest.mark.weaviate)])
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[MemoryStore, MemoryStore]]:
-    """Two store objects on the same data: the app's and the one of the process that forgets."""
-    if request.param == "local":
-        a, b = LocalStore(tmp_path / "m.db"), LocalStore(tmp_path / "m.db")
-    else:
-        a = request.getfixturevalue("weaviate_contract_store")
-        b = request.getfixturevalue("weaviate_contract_twin")(a)
-    try:
-        yield a, b
-    finally:
-        b.close()
-        a.close()
 
 
 def _after(store: MemoryStore, name: str, hook: Callable[[], object], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,8 @@ Every scenario runs real OS processes (``tests/reliability/proc_worker.py``) ove
   next process that continues the session (the pending batch is the log above the store's
   extraction watermark);
 * a session continued across processes keeps one window (turn 1 in process A, turn 2 in B);
+* a turn memory the CLI forgot (its turn's extraction batch still pending) comes back in no window
+  and no extracted fact of the next process;
 * the CLI's ``forget --user`` while three processes keep talking for that user, which then end
   their sessions: nothing any of them said before the forget is left (memories, turns, vectors,
   trace steps);
@@ -38,6 +40,7 @@ import pytest
 
 from hybrid_memory import HybridMemory, LocalStore
 from hybrid_memory.observe.trace import default_trace_path
+from hybrid_memory.stores.base import MemoryFilter
 from hybrid_memory.testing import HashingEmbedder
 from tests.reliability.conftest import child_env, load_seconds, report
 
@@ -231,6 +234,56 @@ def test_kill_9_before_the_extraction_batch_ran_loses_no_fact_and_extracts_once(
     )
     assert sorted(extracted) == sorted(facts)
     assert watermark == second["turns"][0]["seq"]
+
+
+def test_a_turn_memory_the_cli_forgot_comes_back_in_no_window_or_fact_of_the_next_process(backend: Backend) -> None:
+    store = backend.spec
+    secret = "I keep bees on the roof at 12 Elm Street."
+    first = [["s1", "user", secret], ["s1", "assistant", "How lovely!"]]
+    never = {"responses": [_facts(("The user keeps bees on the roof.", 0))], "batch_turns": 3}
+    proc = spawn({"mode": "add", "store": store, "user": "ann", "turns": first, "hang": True, "extract": never})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("ADDED "), proc.stderr.read() if proc.stderr else line
+    os.kill(proc.pid, signal.SIGKILL)  # 2 of 3 turns: the batch is pending in the log
+    proc.communicate(timeout=30)
+    s = backend.store()
+    try:
+        [memory_id] = [r.id for r in s.list("ann") if r.content == secret]
+    finally:
+        s.close()
+    done = subprocess.run(  # the operator, in another process
+        [sys.executable, "-m", "hybrid_memory.cli", "forget", *backend.where, "--user", "ann", "--id", memory_id],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    # The next process continues the session, which fills the pending batch. Its model still names
+    # the bees (at [0]): grounded in no user turn of what the log holds now, that fact is dropped.
+    reply = _facts(("The user keeps bees on the roof.", 0), ("The user plays the oboe.", 1))
+    later = run(
+        {
+            "mode": "add",
+            "store": store,
+            "user": "ann",
+            "turns": [["s1", "user", "I play the oboe."], ["s1", "user", "Every evening."]],
+            "extract": {"responses": [reply], "batch_turns": 3},
+        }
+    )
+    s = backend.store()
+    try:
+        texts = [r.content for r in s.list("ann", filter=MemoryFilter(statuses=("active", "superseded", "archived")))]
+        log = [t.content for t in s.load_session("ann", "s1").turns]
+    finally:
+        s.close()
+    said = [x for x in [*texts, *log, *later["window"]["s1"]] if "bees" in x]
+    report(f"processes: CLI forget of a pending turn, {backend.label}", forgotten_text_back=len(said))
+    assert said == []
+    assert later["window"]["s1"] == log == ["How lovely!", "I play the oboe.", "Every evening."]
+    assert [t for t in texts if t.startswith("The user")] == ["The user plays the oboe."]
 
 
 def test_a_session_continued_across_processes_keeps_one_window(backend: Backend) -> None:

@@ -17,9 +17,9 @@ from datetime import datetime
 
 from hybrid_memory.errors import InvalidInputError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import check_watermark_move, user_hash
+from hybrid_memory.stores.base import check_ids, check_watermark_move, user_hash
 from hybrid_memory.stores.local.cache import _PartitionCache
-from hybrid_memory.stores.local.rows import _iso
+from hybrid_memory.stores.local.rows import _chunks, _iso, _marks
 from hybrid_memory.values import SessionLog
 
 
@@ -142,6 +142,30 @@ class _TurnLog(_PartitionCache):
                     c.execute("DELETE FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)).rowcount
                 )
                 c.execute("DELETE FROM extracted WHERE user_id = ? AND session_id = ?", (user_id, session_id))
+            if n:
+                self._forget_traces()
+            return n
+
+    def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
+        """Delete these turns of ``user_id`` from their sessions' logs; return how many were there.
+
+        The deleted cells are overwritten and the WAL truncated, as for :meth:`delete`. The rest
+        of each log, its watermarks and the long-term memories stay; missing ids are fine.
+        """
+        check_id(user_id)
+        ids = check_ids(turn_ids)
+        if not ids:
+            return 0
+        with self._guard():
+            with self._tx() as c:
+                n = sum(
+                    int(
+                        c.execute(
+                            f"DELETE FROM turns WHERE user_id = ? AND id IN ({_marks(chunk)})", (user_id, *chunk)
+                        ).rowcount
+                    )
+                    for chunk in _chunks(ids)
+                )
             if n:
                 self._forget_traces()
             return n

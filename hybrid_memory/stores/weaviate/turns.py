@@ -2,9 +2,10 @@
 
 :class:`_TurnLog` appends turns to ``<collection>Turns`` (one tenant per user, one object per
 turn, ordered by ``seq``), reads a session back by keyset pagination and deletes a session's
-log (package docstring, *Conversation state without transactions*). A session's extraction
-watermark is one more object of the user's tenant, at a UUID derived from the session, whose
-``epoch`` property is negative (:func:`_mark_epoch`), so it is never read or counted as a turn.
+log or some turns (package docstring, *Conversation state without transactions*). A session's
+extraction watermark is one more object of the user's tenant, at a UUID derived from the
+session, whose ``epoch`` property is negative (:func:`_mark_epoch`), so it is never read or
+counted as a turn.
 
 The summary watermark is a chain of such objects, one per move: the move from watermark ``w``
 lives at a UUID derived from the session and ``w`` (:func:`_summary_uuid`), is created with a
@@ -29,7 +30,7 @@ from typing import Any
 
 from hybrid_memory.errors import InvalidInputError, StoreError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import check_watermark_move, user_hash
+from hybrid_memory.stores.base import check_ids, check_watermark_move, user_hash
 from hybrid_memory.stores.weaviate.client import _chunks
 from hybrid_memory.stores.weaviate.errors import is_tenant_missing, object_error
 from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, _turn, _turn_properties, _turn_uuid, tenant_name
@@ -206,6 +207,21 @@ class _TurnLog(_Writes):
             deleted += matches
             if matches < QUERY_MAXIMUM_RESULTS:  # one call deletes at most that many
                 return deleted
+
+    def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
+        """Delete these turns of ``user_id`` from their sessions' logs; return how many were there.
+
+        Each turn lives at a UUID derived from the user and its id, so this is one delete by
+        UUID in the user's tenant. The rest of each log, its watermarks and the long-term
+        memories stay; missing ids (and a user without a tenant) are fine.
+        """
+        self._check_open()
+        check_id(user_id)
+        ids = check_ids(turn_ids)
+        if not ids:
+            return 0
+        h = self._turns(tenant_name(user_id), write=True)
+        return self._delete_objects(h, [_turn_uuid(user_id, t) for t in ids], "delete turns")
 
     def _read_mark(self, h: Any, user_id: str, session_id: str, epoch: int) -> int:
         """The watermark stored under ``epoch`` (0: none, or one of a forgotten epoch)."""

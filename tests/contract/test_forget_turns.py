@@ -1,0 +1,174 @@
+"""Forgetting a turn memory takes its turn out of the session's log, in every process.
+
+A turn ``add_turn`` stored is in two places: a long-term memory and the session's log in the
+store, which drives the short-term window, fact extraction and summaries of every process. An
+operator who forgets the memory (another process: a second store object on the same data, its
+own connection or Weaviate client) must not see what was said come back: not in the window, not
+in a prompt to the extraction model or in a summary, not as a new memory. The model calls are
+real code paths (a fake chat model answers the extractor; the summarizer is the extractive one);
+a hook in the model fixes the one interleaving a test could otherwise not cause on purpose: the
+forget while the model runs. LocalStore on a file and a real Weaviate server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from langchain_core.language_models import FakeListChatModel
+from pydantic import Field
+
+from hybrid_memory import HybridMemory
+from hybrid_memory.config import HybridMemoryConfig
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore
+from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.write.extraction import FactExtractor
+from hybrid_memory.write.summary import SessionSummarizer, SummaryResult
+
+T0 = datetime(2025, 6, 2, 9, tzinfo=timezone.utc)
+WAIT = 30.0
+SECRET = "Remember: I keep bees on my roof at 12 Elm Street"
+_EVERY = MemoryFilter(statuses=("active", "superseded", "archived"))
+
+
+class Model(FakeListChatModel):
+    """A fake chat model that records every prompt and can run a hook while it answers."""
+
+    prompts: list[str] = Field(default_factory=list)
+    during: Any = None
+
+    def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
+        self.prompts.append(str(messages))
+        if self.during is not None:
+            hook, self.during = self.during, None
+            hook()
+        return super()._call(messages, stop, run_manager, **kwargs)
+
+
+class HookedSummarizer(SessionSummarizer):
+    """The extractive summarizer (no model), running ``during`` once before it summarises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during: Callable[[], object] | None = None
+        self.seen: list[list[str]] = []
+
+    def summarize(self, previous: str | None, turns: Any, *, roles: Any = None) -> SummaryResult:
+        if self.during is not None:
+            hook, self.during = self.during, None
+            hook()
+        self.seen.append(list(turns))
+        return super().summarize(previous, turns, roles=roles)
+
+
+def facts(*items: tuple[str, list[int]]) -> str:
+    return json.dumps(
+        {"memories": [{"content": c, "category": "fact", "importance": 7, "source_turns": s} for c, s in items]}
+    )
+
+
+def app(store: MemoryStore, llm: Model, summarizer: SessionSummarizer | None = None) -> HybridMemory:
+    return HybridMemory(
+        store,
+        embedder=HashingEmbedder(),
+        config=HybridMemoryConfig(buffer={"summary_every": 3}),  # type: ignore[arg-type]
+        extractor=FactExtractor(llm, method="json_mode", batch_turns=3),
+        summarizer=summarizer if summarizer is not None else SessionSummarizer(),
+    )
+
+
+def say(mem: HybridMemory, *texts: str, role: str = "user") -> None:
+    for text in texts:
+        mem.add_turn("u", "s", role, text, timestamp=T0 + timedelta(minutes=len(mem.short_term("u", "s"))))
+
+
+def forget_the_secret(operator: HybridMemory) -> None:
+    """What an operator does: find the turn memory that holds the secret and forget it."""
+    [secret] = [r for r in operator.list_memories("u") if "bees" in r.content]
+    assert secret.metadata.get("turn_id") and secret.category != "summary"
+    assert operator.forget(secret.id, user_id="u") is True
+
+
+def nothing_holds_the_secret(*mems: HybridMemory) -> None:
+    for mem in mems:
+        assert [r.content for r in mem.store.list("u", filter=_EVERY) if "bees" in r.content] == []
+        assert [t.content for t in mem.short_term("u", "s") if "bees" in t.content] == []
+
+
+def test_a_forgotten_turn_memory_leaves_no_window_prompt_fact_or_summary_behind(
+    stores: tuple[MemoryStore, MemoryStore],
+) -> None:
+    app_store, operator_store = stores
+    llm = Model(responses=[facts(("The user plays the oboe.", [0]))])
+    mem, operator = app(app_store, llm), HybridMemory(operator_store, embedder=HashingEmbedder())
+    try:
+        say(mem, SECRET, "I play the oboe")  # two of three: no extraction or summary is due yet
+        assert any("bees" in t.content for t in mem.short_term("u", "s"))
+        forget_the_secret(operator)
+        nothing_holds_the_secret(operator, mem)  # the app's window, cached before, follows the log
+        say(mem, "Nice!", role="assistant")
+        say(mem, "I practise every evening")  # the third pending turn: extraction and summary are due
+        assert mem.flush(timeout=WAIT)
+        assert len(llm.prompts) == 1 and "oboe" in llm.prompts[0] and "bees" not in llm.prompts[0]
+        assert [r.content for r in mem.list_memories("u") if r.metadata.get("extracted")] == [
+            "The user plays the oboe."
+        ]
+        [summary] = [r for r in mem.list_memories("u") if r.category == "summary"]
+        assert "oboe" in summary.content
+        nothing_holds_the_secret(operator, mem)
+        assert list(mem._sessions.worker.errors) == []
+    finally:
+        mem.close()
+        operator.close()
+
+
+def test_a_turn_forgotten_while_the_extraction_model_runs_grounds_no_fact(
+    stores: tuple[MemoryStore, MemoryStore],
+) -> None:
+    app_store, operator_store = stores
+    reply = facts(("The user keeps bees on the roof at 12 Elm Street.", [0]), ("The user plays the oboe.", [1]))
+    llm = Model(responses=[reply])
+    mem, operator = app(app_store, llm), HybridMemory(operator_store, embedder=HashingEmbedder())
+    llm.during = lambda: forget_the_secret(operator)
+    try:
+        say(mem, SECRET, "I play the oboe", "I practise every evening")
+        assert mem.flush(timeout=WAIT)
+        assert len(llm.prompts) == 1 and "bees" in llm.prompts[0]  # read before the forget
+        assert llm.during is None  # the forget ran while the model answered
+        # The fact grounded in the forgotten turn is not written; the other one is.
+        assert [r.content for r in mem.list_memories("u") if r.metadata.get("extracted")] == [
+            "The user plays the oboe."
+        ]
+        assert mem.store.extracted_upto("u", "s") == mem.short_term("u", "s")[-1].seq
+        nothing_holds_the_secret(operator, mem)
+        assert list(mem._sessions.worker.errors) == []
+    finally:
+        mem.close()
+        operator.close()
+
+
+def test_a_turn_forgotten_while_a_summary_is_made_is_summarised_again_without_it(
+    stores: tuple[MemoryStore, MemoryStore],
+) -> None:
+    app_store, operator_store = stores
+    summarizer = HookedSummarizer()
+    llm = Model(responses=[facts(), facts()])
+    mem, operator = app(app_store, llm, summarizer), HybridMemory(operator_store, embedder=HashingEmbedder())
+    summarizer.during = lambda: forget_the_secret(operator)
+    try:
+        say(mem, SECRET, "I play the oboe", "I practise every evening")  # a summary of these three is due
+        assert mem.flush(timeout=WAIT)
+        assert summarizer.during is None and any("bees" in t for t in summarizer.seen[0])
+        # That summary was not written (nor its turns marked): two turns wait for the next one.
+        assert [r for r in mem.list_memories("u") if r.category == "summary"] == []
+        assert mem.store.summarized_upto("u", "s") == 0
+        say(mem, "My teacher is Ana")
+        assert mem.flush(timeout=WAIT)
+        [summary] = [r.content for r in mem.list_memories("u") if r.category == "summary"]
+        assert summary.splitlines() == ["I play the oboe", "I practise every evening", "My teacher is Ana"]
+        nothing_holds_the_secret(operator, mem)
+    finally:
+        mem.close()
+        operator.close()
