@@ -798,6 +798,9 @@ class HybridMemory:
         forget epoch read before it, so a ``forget_user`` of any process between the read and
         the write wins: the edit raises instead of bringing the memory back. A changed content
         is redacted (when enabled) and re-embedded, and the old text is blanked in the traces.
+        A memory written from turns (``add_turn``) takes them out of their sessions' logs when its
+        text changes, as :meth:`forget` does: the edited memory stays in long-term memory, and no
+        process's window, extracted fact or summary brings back the text as it was.
 
         Returns:
             The stored memory after the edit (``updated_at`` moves to now).

@@ -192,7 +192,9 @@ class DirectWrites:
         write), the user's forget epoch is read before the memory is and carried by the write, so
         a ``forget_user`` of any process in between refuses it instead of bringing the memory
         back. A changed content is redacted (when enabled) and re-embedded, and the old text is
-        blanked in the user's trace steps.
+        blanked in the user's trace steps. The turns a memory was written from (``add_turn``)
+        leave their sessions' logs when its text changes, as for a forget: no window, extracted
+        fact or summary of any process brings back the text as it was before the edit.
 
         Raises:
             NotFoundError: no such memory for this user (deleted, or its user forgotten, before the
@@ -216,6 +218,8 @@ class DirectWrites:
             if new.content != old.content:
                 self._bind()
                 vectors = self.embedder.embed_documents([new.content])
+                if isinstance(old.metadata.get("turn_id"), str):  # first: a retry finds the memory unedited
+                    self.store.delete_turns(user_id, list(old.provenance))  # the unedited text leaves the log
                 self.store.update([new], epochs={user_id: epoch}, vectors=vectors)
                 self.observer.forget_memory(user_id, memory_id, [old.content])
             else:

@@ -19,9 +19,7 @@ from hybrid_memory.errors import NotFoundError, UserForgottenError
 from hybrid_memory.inspector.app import InspectorApp, _PageError, _RedirectError
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.testing import HashingEmbedder
-from tests.contract.test_forget_races import _EVERY, _after, _before, _nothing_of_u_left, stores
-
-__all__ = ["stores"]  # the two-store fixture (LocalStore file, real Weaviate), shared with test_forget_races
+from tests.contract.test_forget_races import _EVERY, _after, _before, _nothing_of_u_left
 
 _FACT = "I love hiking in the Alps every summer with my dog"
 

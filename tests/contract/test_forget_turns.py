@@ -1,13 +1,14 @@
-"""Forgetting a turn memory takes its turn out of the session's log, in every process.
+"""Forgetting or editing a turn memory takes its turn out of the session's log, in every process.
 
 A turn ``add_turn`` stored is in two places: a long-term memory and the session's log in the
 store, which drives the short-term window, fact extraction and summaries of every process. An
-operator who forgets the memory (another process: a second store object on the same data, its
-own connection or Weaviate client) must not see what was said come back: not in the window, not
-in a prompt to the extraction model or in a summary, not as a new memory. The model calls are
-real code paths (a fake chat model answers the extractor; the summarizer is the extractive one);
-a hook in the model fixes the one interleaving a test could otherwise not cause on purpose: the
-forget while the model runs. LocalStore on a file and a real Weaviate server.
+operator who forgets the memory or edits a detail out of it (from another process: a second
+store object on the same data, its own connection or Weaviate client) must not see the old text
+come back: not in the window, not in a prompt to the extraction model or in a summary, not as a
+new memory. The model calls are real code paths (a fake chat model answers the extractor; the
+summarizer is the extractive one); a hook in the model fixes the one interleaving a test could
+otherwise not cause on purpose: the forget or edit while the model runs. LocalStore on a file
+and a real Weaviate server.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from langchain_core.language_models import FakeListChatModel
 from pydantic import Field
 
@@ -29,7 +31,9 @@ from hybrid_memory.write.summary import SessionSummarizer, SummaryResult
 
 T0 = datetime(2025, 6, 2, 9, tzinfo=timezone.utc)
 WAIT = 30.0
-SECRET = "Remember: I keep bees on my roof at 12 Elm Street"
+ADDRESS = "12 Elm Street"
+SECRET = f"Remember: I keep bees on my roof at {ADDRESS}"
+EDITED = "Remember: I keep bees on my roof"
 _EVERY = MemoryFilter(statuses=("active", "superseded", "archived"))
 
 
@@ -84,83 +88,94 @@ def say(mem: HybridMemory, *texts: str, role: str = "user") -> None:
         mem.add_turn("u", "s", role, text, timestamp=T0 + timedelta(minutes=len(mem.short_term("u", "s"))))
 
 
-def forget_the_secret(operator: HybridMemory) -> None:
-    """What an operator does: find the turn memory that holds the secret and forget it."""
-    [secret] = [r for r in operator.list_memories("u") if "bees" in r.content]
+def remove_the_secret(operator: HybridMemory, how: str) -> None:
+    """What an operator does: find the turn memory that holds the address; forget it, or edit it out."""
+    [secret] = [r for r in operator.list_memories("u") if ADDRESS in r.content]
     assert secret.metadata.get("turn_id") and secret.category != "summary"
-    assert operator.forget(secret.id, user_id="u") is True
+    if how == "forget":
+        assert operator.forget(secret.id, user_id="u") is True
+    else:
+        assert operator.edit(secret.id, user_id="u", content=EDITED).content == EDITED
 
 
-def nothing_holds_the_secret(*mems: HybridMemory) -> None:
+def nothing_holds_the_secret(how: str, *mems: HybridMemory) -> None:
     for mem in mems:
-        assert [r.content for r in mem.store.list("u", filter=_EVERY) if "bees" in r.content] == []
-        assert [t.content for t in mem.short_term("u", "s") if "bees" in t.content] == []
+        texts = [r.content for r in mem.store.list("u", filter=_EVERY)]
+        assert [t for t in texts if ADDRESS in t] == []
+        assert [t.content for t in mem.short_term("u", "s") if ADDRESS in t.content] == []
+        assert (EDITED in texts) is (how == "edit")  # the edited memory stays in long-term memory
 
 
-def test_a_forgotten_turn_memory_leaves_no_window_prompt_fact_or_summary_behind(
-    stores: tuple[MemoryStore, MemoryStore],
+HOW = pytest.mark.parametrize("how", ["forget", "edit"])
+
+
+@HOW
+def test_a_forgotten_or_edited_turn_memory_leaves_no_window_prompt_fact_or_summary_behind(
+    stores: tuple[MemoryStore, MemoryStore], how: str
 ) -> None:
     app_store, operator_store = stores
     llm = Model(responses=[facts(("The user plays the oboe.", [0]))])
     mem, operator = app(app_store, llm), HybridMemory(operator_store, embedder=HashingEmbedder())
     try:
         say(mem, SECRET, "I play the oboe")  # two of three: no extraction or summary is due yet
-        assert any("bees" in t.content for t in mem.short_term("u", "s"))
-        forget_the_secret(operator)
-        nothing_holds_the_secret(operator, mem)  # the app's window, cached before, follows the log
+        assert any(ADDRESS in t.content for t in mem.short_term("u", "s"))
+        remove_the_secret(operator, how)
+        nothing_holds_the_secret(how, operator, mem)  # the app's window, cached before, follows the log
         say(mem, "Nice!", role="assistant")
         say(mem, "I practise every evening")  # the third pending turn: extraction and summary are due
         assert mem.flush(timeout=WAIT)
-        assert len(llm.prompts) == 1 and "oboe" in llm.prompts[0] and "bees" not in llm.prompts[0]
+        assert len(llm.prompts) == 1 and "oboe" in llm.prompts[0] and ADDRESS not in llm.prompts[0]
         assert [r.content for r in mem.list_memories("u") if r.metadata.get("extracted")] == [
             "The user plays the oboe."
         ]
         [summary] = [r for r in mem.list_memories("u") if r.category == "summary"]
         assert "oboe" in summary.content
-        nothing_holds_the_secret(operator, mem)
+        nothing_holds_the_secret(how, operator, mem)
         assert list(mem._sessions.worker.errors) == []
     finally:
         mem.close()
         operator.close()
 
 
-def test_a_turn_forgotten_while_the_extraction_model_runs_grounds_no_fact(
-    stores: tuple[MemoryStore, MemoryStore],
+@HOW
+def test_a_turn_forgotten_or_edited_while_the_extraction_model_runs_grounds_no_fact(
+    stores: tuple[MemoryStore, MemoryStore], how: str
 ) -> None:
     app_store, operator_store = stores
-    reply = facts(("The user keeps bees on the roof at 12 Elm Street.", [0]), ("The user plays the oboe.", [1]))
+    reply = facts((f"The user keeps bees on the roof at {ADDRESS}.", [0]), ("The user plays the oboe.", [1]))
     llm = Model(responses=[reply])
     mem, operator = app(app_store, llm), HybridMemory(operator_store, embedder=HashingEmbedder())
-    llm.during = lambda: forget_the_secret(operator)
+    llm.during = lambda: remove_the_secret(operator, how)
     try:
         say(mem, SECRET, "I play the oboe", "I practise every evening")
         assert mem.flush(timeout=WAIT)
-        assert len(llm.prompts) == 1 and "bees" in llm.prompts[0]  # read before the forget
+        assert len(llm.prompts) == 1 and ADDRESS in llm.prompts[0]  # read before the forget
         assert llm.during is None  # the forget ran while the model answered
         # The fact grounded in the forgotten turn is not written; the other one is.
         assert [r.content for r in mem.list_memories("u") if r.metadata.get("extracted")] == [
             "The user plays the oboe."
         ]
         assert mem.store.extracted_upto("u", "s") == mem.short_term("u", "s")[-1].seq
-        nothing_holds_the_secret(operator, mem)
+        nothing_holds_the_secret(how, operator, mem)
         assert list(mem._sessions.worker.errors) == []
     finally:
         mem.close()
         operator.close()
 
 
-def test_a_turn_forgotten_while_a_summary_is_made_is_summarised_again_without_it(
-    stores: tuple[MemoryStore, MemoryStore],
+@HOW
+def test_a_turn_forgotten_or_edited_while_a_summary_is_made_is_summarised_again_without_it(
+    stores: tuple[MemoryStore, MemoryStore], how: str
 ) -> None:
     app_store, operator_store = stores
     summarizer = HookedSummarizer()
     llm = Model(responses=[facts(), facts()])
     mem, operator = app(app_store, llm, summarizer), HybridMemory(operator_store, embedder=HashingEmbedder())
-    summarizer.during = lambda: forget_the_secret(operator)
+    summarizer.during = lambda: remove_the_secret(operator, how)
     try:
         say(mem, SECRET, "I play the oboe", "I practise every evening")  # a summary of these three is due
         assert mem.flush(timeout=WAIT)
-        assert summarizer.during is None and any("bees" in t for t in summarizer.seen[0])
+        assert summarizer.during is None and any(ADDRESS in t for t in summarizer.seen[0])
         # That summary was not written (nor its turns marked): two turns wait for the next one.
         assert [r for r in mem.list_memories("u") if r.category == "summary"] == []
         assert mem.store.summarized_upto("u", "s") == 0
@@ -168,7 +183,7 @@ def test_a_turn_forgotten_while_a_summary_is_made_is_summarised_again_without_it
         assert mem.flush(timeout=WAIT)
         [summary] = [r.content for r in mem.list_memories("u") if r.category == "summary"]
         assert summary.splitlines() == ["I play the oboe", "I practise every evening", "My teacher is Ana"]
-        nothing_holds_the_secret(operator, mem)
+        nothing_holds_the_secret(how, operator, mem)
     finally:
         mem.close()
         operator.close()

@@ -18,9 +18,7 @@ from hybrid_memory import HybridMemory
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.write.writer import BULK_MIN_ITEMS
-from tests.contract.test_forget_races import _EVERY, _HIKE, _before, stores
-
-__all__ = ["stores"]  # the two-store fixture (LocalStore file, real Weaviate), shared with test_forget_races
+from tests.contract.test_forget_races import _EVERY, _HIKE, _before
 
 
 @pytest.mark.parametrize("again", ["a near-duplicate", "the same text"])

@@ -20,9 +20,7 @@ from hybrid_memory import HybridMemory
 from hybrid_memory.errors import NotFoundError
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.testing import HashingEmbedder
-from tests.contract.test_forget_races import _before, stores
-
-__all__ = ["stores"]  # the two-store fixture (LocalStore file, real Weaviate), shared with test_forget_races
+from tests.contract.test_forget_races import _before
 
 
 @pytest.mark.parametrize("op", ["update", "touch"])
