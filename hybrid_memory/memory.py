@@ -892,7 +892,9 @@ class HybridMemory:
         takes those turns (its ``provenance``) out of their sessions' logs, first: no process's
         short-term window, fact extraction or summary sees them again, so what was forgotten
         does not come back as a new memory. Memories already derived from them (extracted facts,
-        summaries: their ``provenance`` names the turns) are separate memories and stay.
+        summaries: their ``provenance`` names the turns) are separate memories and stay. An
+        extracted fact moves its session's extraction watermark past its source turns, so a
+        batch a killed process wrote but never marked is not extracted again with it.
         """
         self._ensure_open()
         check_id(user_id)
@@ -903,8 +905,12 @@ class HybridMemory:
         # Under the user's write lock: a concurrent remember reads a related memory, then updates it
         # (dedup bump, supersede); a delete in between made that update raise NotFoundError.
         with self.writer.locked([user_id]):
-            if turns:  # the log first: a process killed in between leaves a memory a retry deletes
+            # The log first: a process killed in between leaves a memory that a retry deletes.
+            if turns:
                 self.store.delete_turns(user_id, turns)
+            for r in found:
+                if r.metadata.get("extracted") is True and r.session_id:
+                    self._sessions.mark_source_extracted(user_id, r.session_id, r.provenance)
             deleted = self.store.delete(user_id, [memory_id]) > 0
         self._touches.discard(user_id, [memory_id])
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])

@@ -38,7 +38,10 @@ out of the log (:meth:`~hybrid_memory.stores.base.MemoryStore.delete_turns`), so
 window, extraction and summaries lose it; an extraction or a log-driven summary whose model call
 ran while a turn of its batch left the log re-reads the log before writing and drops the facts
 that turn grounds (the summary is not written, and made again without it). A log deleted as a
-whole (an ended session) is not read as a forget of its turns.
+whole (an ended session) is not read as a forget of its turns. Forgetting an extracted fact moves
+the extraction watermark past its source turns (:meth:`Sessions.mark_source_extracted`): a batch
+whose facts were written by a process killed before its mark is then not extracted again with
+the forgotten fact in it, and a batch in flight drops the facts of turns the watermark passed.
 
 Locking: one lock per session window orders this process's writers of that session (other
 processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
@@ -536,17 +539,40 @@ class Sessions:
             drafts = [m.to_record() for m in result.memories]
             if self.closed:
                 return
-            if mark and drafts and self.store.extracted_upto(*key) >= last:
-                return  # another process extracted these turns meanwhile
-            if mark and drafts:  # a turn forgotten while the model ran grounds nothing
-                gone = self._forgotten(key, turns)
-                drafts = [d for d in drafts if gone.isdisjoint(d.provenance)]
+            if mark and drafts:
+                upto = self.store.extracted_upto(*key)
+                if upto >= last:
+                    return  # another process extracted these turns meanwhile
+                # A turn that left the log while the model ran grounds nothing, nor does one the
+                # watermark passed meanwhile (its facts were written, some perhaps forgotten since).
+                gone, seq_of = self._forgotten(key, turns), {t.id: t.seq for t in turns}
+                drafts = [
+                    d
+                    for d in drafts
+                    if gone.isdisjoint(d.provenance) and any(seq_of.get(p, last) > upto for p in d.provenance)
+                ]
             if drafts:
                 self._record(self.write(drafts, epochs={user: epoch}))
             if mark:
                 self.store.mark_extracted(*key, last, epoch=epoch)
 
         self.worker.submit(self._guarded("extraction", key, epoch, job))
+
+    def mark_source_extracted(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> None:
+        """Move the session's extraction watermark past these turns (the source of a forgotten fact).
+
+        Their facts were written (the fact being forgotten is one), so they are extracted: a
+        process killed between writing their batch's facts and its mark leaves them pending,
+        and without this the next process would extract the forgotten fact again.
+        """
+        ids = set(turn_ids)
+        try:
+            log = self.store.load_session(user_id, session_id)
+            seqs = [t.seq for t in log.turns if t.id in ids]
+            if seqs:
+                self.store.mark_extracted(user_id, session_id, max(seqs), epoch=log.epoch)
+        except UserForgottenError:
+            return  # the whole user is gone: nothing is extracted again
 
     def _forgotten(self, key: _Key, turns: Sequence[Turn]) -> set[str]:
         """Ids of ``turns`` taken out of the session's log since they were read (``forget``).

@@ -7,8 +7,10 @@ store object on the same data, its own connection or Weaviate client) must not s
 come back: not in the window, not in a prompt to the extraction model or in a summary, not as a
 new memory. The model calls are real code paths (a fake chat model answers the extractor; the
 summarizer is the extractive one); a hook in the model fixes the one interleaving a test could
-otherwise not cause on purpose: the forget or edit while the model runs. LocalStore on a file
-and a real Weaviate server.
+otherwise not cause on purpose: the forget or edit while the model runs. An extracted fact
+forgotten after a process died between writing its batch's facts and marking the batch (the store's
+``mark_extracted`` raising stands for the death) is not extracted again by the next process.
+LocalStore on a file and a real Weaviate server.
 """
 
 from __future__ import annotations
@@ -187,3 +189,60 @@ def test_a_turn_forgotten_or_edited_while_a_summary_is_made_is_summarised_again_
     finally:
         mem.close()
         operator.close()
+
+
+@pytest.mark.parametrize("when", ["before the next extraction", "while the next extraction's model runs"])
+def test_a_fact_forgotten_after_a_process_died_before_marking_its_batch_is_not_extracted_again(
+    stores: tuple[MemoryStore, MemoryStore], when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_store, operator_store = stores
+    first_llm = Model(responses=[facts(("The user keeps bees on the roof.", [0]))])
+    first = HybridMemory(
+        app_store, embedder=HashingEmbedder(), extractor=FactExtractor(first_llm, method="json_mode", batch_turns=3)
+    )
+
+    def killed(*args: Any, **kwargs: Any) -> bool:  # the process dies between the write and the mark
+        raise RuntimeError("killed before the mark")
+
+    monkeypatch.setattr(app_store, "mark_extracted", killed)
+    try:
+        say(first, "I keep bees on the roof", "How lovely!", "I love honey")
+        assert first.flush(timeout=WAIT)
+        assert [r.content for r in first.list_memories("u") if r.metadata.get("extracted")] == [
+            "The user keeps bees on the roof."
+        ]
+        assert operator_store.extracted_upto("u", "s") == 0  # the batch is still pending in the log
+    finally:
+        first.close()
+    # Another process forgets the fact (the turn memory it came from stays) and continues the
+    # session. Before: the batch is the three turns after the bees. While the model runs: the
+    # batch read before the forget, whose model names the bees again, then the oboe alone.
+    if when == "before the next extraction":
+        replies = [facts(("The user keeps bees on the roof.", [0]), ("The user plays the oboe.", [2]))]
+    else:
+        replies = [facts(("The user keeps bees on the roof.", [0])), facts(("The user plays the oboe.", [0]))]
+    llm = Model(responses=replies)
+    second = HybridMemory(
+        operator_store, embedder=HashingEmbedder(), extractor=FactExtractor(llm, method="json_mode", batch_turns=3)
+    )
+
+    def forget_the_fact() -> None:
+        [fact] = [r for r in second.list_memories("u") if r.metadata.get("extracted")]
+        assert second.forget(fact.id, user_id="u") is True
+
+    if when == "before the next extraction":
+        forget_the_fact()
+    else:
+        llm.during = forget_the_fact
+    try:
+        say(second, "I play the oboe")
+        assert second.flush(timeout=WAIT)
+        extracted = [r.content for r in second.list_memories("u") if r.metadata.get("extracted")]
+        assert "The user plays the oboe." in extracted
+        assert [t for t in extracted if "bees" in t] == []
+        # Before: the forget moved the watermark past the bees, which no prompt shows again. While the
+        # model ran: the batch was read before it; the write drops what the watermark passed.
+        assert any("bees" in p for p in llm.prompts) is (when != "before the next extraction")
+        assert llm.during is None and list(second._sessions.worker.errors) == []
+    finally:
+        second.close()
