@@ -894,7 +894,8 @@ class HybridMemory:
         does not come back as a new memory. Memories already derived from them (extracted facts,
         summaries: their ``provenance`` names the turns) are separate memories and stay. An
         extracted fact moves its session's extraction watermark past its source turns, so a
-        batch a killed process wrote but never marked is not extracted again with it.
+        batch a killed process wrote but never marked is not extracted again with it; a session
+        summary moves the summary watermark past the turns it covers the same way.
         """
         self._ensure_open()
         check_id(user_id)
@@ -911,6 +912,8 @@ class HybridMemory:
             for r in found:
                 if r.metadata.get("extracted") is True and r.session_id:
                     self._sessions.mark_source_extracted(user_id, r.session_id, r.provenance)
+                elif r.category == "summary" and isinstance(r.metadata.get("summary_of"), str):
+                    self._sessions.mark_source_summarized(user_id, r.metadata["summary_of"], r.provenance)
             deleted = self.store.delete(user_id, [memory_id]) > 0
         self._touches.discard(user_id, [memory_id])
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])

@@ -42,6 +42,8 @@ whole (an ended session) is not read as a forget of its turns. Forgetting an ext
 the extraction watermark past its source turns (:meth:`Sessions.mark_source_extracted`): a batch
 whose facts were written by a process killed before its mark is then not extracted again with
 the forgotten fact in it, and a batch in flight drops the facts of turns the watermark passed.
+Forgetting a summary moves the summary watermark past the turns it covers the same way
+(:meth:`Sessions.mark_source_summarized`).
 
 Locking: one lock per session window orders this process's writers of that session (other
 processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
@@ -573,6 +575,27 @@ class Sessions:
                 self.store.mark_extracted(user_id, session_id, max(seqs), epoch=log.epoch)
         except UserForgottenError:
             return  # the whole user is gone: nothing is extracted again
+
+    def mark_source_summarized(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> None:
+        """Move the session's summary watermark past these turns (the ones a forgotten summary covers).
+
+        As :meth:`mark_source_extracted` for summaries: a process killed between writing a
+        summary and moving the watermark leaves its turns due, and the next process would
+        summarise them again, bringing the forgotten summary back. A compare-and-set from the
+        watermark read (a few tries when another process moves it meanwhile).
+        """
+        ids = set(turn_ids)
+        try:
+            for _ in range(3):
+                upto = self.store.summarized_upto(user_id, session_id)
+                log = self.store.load_session(user_id, session_id, after_seq=upto)
+                seqs = [t.seq for t in log.turns if t.id in ids]
+                if not seqs or self.store.mark_summarized(
+                    user_id, session_id, max(seqs), expected=upto, epoch=log.epoch
+                ):
+                    return
+        except UserForgottenError:
+            return  # the whole user is gone: nothing is summarised again
 
     def _forgotten(self, key: _Key, turns: Sequence[Turn]) -> set[str]:
         """Ids of ``turns`` taken out of the session's log since they were read (``forget``).

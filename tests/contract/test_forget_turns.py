@@ -9,7 +9,8 @@ new memory. The model calls are real code paths (a fake chat model answers the e
 summarizer is the extractive one); a hook in the model fixes the one interleaving a test could
 otherwise not cause on purpose: the forget or edit while the model runs. An extracted fact
 forgotten after a process died between writing its batch's facts and marking the batch (the store's
-``mark_extracted`` raising stands for the death) is not extracted again by the next process.
+``mark_extracted`` raising stands for the death) is not extracted again by the next process, nor
+is a session summary forgotten after its process died before moving the summary watermark.
 LocalStore on a file and a real Weaviate server.
 """
 
@@ -67,6 +68,11 @@ class HookedSummarizer(SessionSummarizer):
             hook()
         self.seen.append(list(turns))
         return super().summarize(previous, turns, roles=roles)
+
+
+def killed(*args: Any, **kwargs: Any) -> bool:
+    """A watermark move that never happens: the process died between a write and its mark."""
+    raise RuntimeError("killed before the mark")
 
 
 def facts(*items: tuple[str, list[int]]) -> str:
@@ -201,10 +207,7 @@ def test_a_fact_forgotten_after_a_process_died_before_marking_its_batch_is_not_e
         app_store, embedder=HashingEmbedder(), extractor=FactExtractor(first_llm, method="json_mode", batch_turns=3)
     )
 
-    def killed(*args: Any, **kwargs: Any) -> bool:  # the process dies between the write and the mark
-        raise RuntimeError("killed before the mark")
-
-    monkeypatch.setattr(app_store, "mark_extracted", killed)
+    monkeypatch.setattr(app_store, "mark_extracted", killed)  # dies between the write and the mark
     try:
         say(first, "I keep bees on the roof", "How lovely!", "I love honey")
         assert first.flush(timeout=WAIT)
@@ -244,5 +247,36 @@ def test_a_fact_forgotten_after_a_process_died_before_marking_its_batch_is_not_e
         # model ran: the batch was read before it; the write drops what the watermark passed.
         assert any("bees" in p for p in llm.prompts) is (when != "before the next extraction")
         assert llm.during is None and list(second._sessions.worker.errors) == []
+    finally:
+        second.close()
+
+
+def test_a_summary_forgotten_after_a_process_died_before_marking_it_is_not_made_again(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_store, operator_store = stores
+    config = HybridMemoryConfig(buffer={"summary_every": 3})  # type: ignore[arg-type]
+    first = HybridMemory(app_store, embedder=HashingEmbedder(), config=config, summarizer=SessionSummarizer())
+
+    monkeypatch.setattr(app_store, "mark_summarized", killed)  # dies between the write and the mark
+    try:
+        say(first, "I keep bees on the roof", "I love honey", "I sell it at the market")
+        assert first.flush(timeout=WAIT)
+        assert [r.content for r in first.list_memories("u") if r.category == "summary"] == [
+            "I keep bees on the roof\nI love honey\nI sell it at the market"
+        ]
+        assert operator_store.summarized_upto("u", "s") == 0  # its turns are still due
+    finally:
+        first.close()
+    # Another process forgets the summary and continues the session: three more turns make the next one.
+    second = HybridMemory(operator_store, embedder=HashingEmbedder(), config=config, summarizer=SessionSummarizer())
+    try:
+        [summary] = [r for r in second.list_memories("u") if r.category == "summary"]
+        assert second.forget(summary.id, user_id="u") is True
+        say(second, "I play the oboe", "I practise every evening", "My teacher is Ana")
+        assert second.flush(timeout=WAIT)
+        made = [r.content for r in second.store.list("u", filter=_EVERY) if r.category == "summary"]
+        assert made == ["I play the oboe\nI practise every evening\nMy teacher is Ana"]
+        assert list(second._sessions.worker.errors) == []
     finally:
         second.close()
