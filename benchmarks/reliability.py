@@ -150,6 +150,14 @@ SCENARIOS: list[tuple[str, str, str, str]] = [
         "tests/reliability/test_processes.py::test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it",
     ),
     (
+        "processes: CLI forget of a pending turn",
+        "a turn memory forgotten with `hybrid-memory forget --id` after its process was SIGKILLed with the turn's "
+        "extraction batch pending; the next process continues the session",
+        "the forgotten text in no memory, log turn, window or extracted fact (the log drives all of them)",
+        "tests/reliability/test_processes.py::"
+        "test_a_turn_memory_the_cli_forgot_comes_back_in_no_window_or_fact_of_the_next_process",
+    ),
+    (
         "processes: 4 processes of mixed traffic",
         "4 OS processes of add_turn / remember / recall / end_session / forget for several users",
         "nothing acknowledged lost, nothing duplicated, nothing of one user in another's results",
@@ -221,12 +229,15 @@ scenarios from the next full run on.
 | CLI `forget` while 3 processes talk: turns acknowledged before / after the forget | 35 / 34 | 22 / 13 |
 | ... text said before the forget still present (memories, turns, files, trace steps) | 0 | 0 |
 | ... bystander leaks | 0 | 0 |
+| CLI `forget --id` of a turn memory whose extraction batch was pending (its process killed): the text back in a memory, log turn, window or fact (measured 2026-12-03) | 0 (3 before the fix) | 0 (3 before the fix) |
 | 4 processes x 60 s of mixed traffic: writes acknowledged / reads / sessions ended | 1,536 / 661 / 136 | 739 / 313 / 61 |
 | ... lost / duplicated / cross-user leaks | 0 / 0 / 0 | 0 / 0 / 0 |
 
 Reproduce: `HYBRID_MEMORY_RELIABILITY_SECONDS=60 python -m pytest tests/reliability/test_processes.py` (20 s of
 mixed traffic by default). Races of `consolidate`, `clear_review`, the inspector's edits, `remember` and
-Weaviate's `touch`/`update` with another process's forget are pinned deterministically in `tests/contract/`.
+Weaviate's `touch`/`update` with another process's forget are pinned deterministically in `tests/contract/`,
+and so are a forget or edit of a turn memory while an extraction or summary model runs, and a forgotten fact or
+summary whose process died before its watermark moved (`tests/contract/test_forget_turns.py`).
 """
 
 FINDINGS = """## Bugs the tests found
@@ -275,6 +286,15 @@ memories, touches, background extraction, summaries, refinements, traces, `conso
 process's `forget_user` is written back and a caller's write fails with `UserForgottenError`, never
 `NotFoundError` (`tests/reliability/test_processes.py`, `tests/contract/test_forget_races.py`,
 `tests/contract/test_edit_forget_race.py`).
+
+Fixed since (2026-12-03): `forget(memory_id)` of a memory `add_turn` wrote left the turn in the
+session's log in the store, so every process's short-term window kept showing it and the session's
+next fact extraction and summary wrote it back as new memories (an `edit` of its text likewise kept
+the old text in the log). Forget and a text edit now take the turn out of the log
+(`MemoryStore.delete_turns`); an extraction or summary whose model ran meanwhile re-reads the log
+before writing; a forgotten extracted fact or summary moves its session's watermark past its turns,
+so a process that died between writing them and moving the watermark does not leave them to be made
+again (`tests/contract/test_forget_turns.py`, `tests/reliability/test_processes.py`).
 """
 
 
