@@ -757,7 +757,9 @@ class HybridMemory:
 
         This is the keyed write of key-value style stores (LangGraph's ``BaseStore.put``): PII is
         still redacted (when enabled), but the importance gate, deduplication and conflict rules
-        of :meth:`remember` do not apply, so what the caller put is what a ``get`` returns.
+        of :meth:`remember` do not apply, so what the caller put is what a ``get`` returns. A new
+        text for a memory written from turns takes them out of their sessions' logs, as
+        :meth:`edit` does.
 
         Args:
             record: The memory to store.

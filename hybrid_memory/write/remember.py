@@ -180,8 +180,12 @@ class DirectWrites:
             record = record.evolve(importance=self.score([record.content]).items[0].importance)
         self._bind()
         epoch = self.store.user_epoch(record.user_id)
-        existed = bool(self.store.get(record.user_id, [record.id]))
+        found = self.store.get(record.user_id, [record.id])
+        for old in found:  # a changed turn memory: its old text leaves the log, as for an edit
+            if old.content != record.content and isinstance(old.metadata.get("turn_id"), str):
+                self.store.delete_turns(record.user_id, list(old.provenance))
         self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
+        existed = bool(found)
         self.writer.invalidate(record.user_id)
         return self._record([WriteOutcome(action="updated" if existed else "added", record=record)])[0]
 

@@ -33,9 +33,9 @@ then summarises them in the background: a process killed before that job ran los
 summary (the turns themselves are long-term memories already). The idle-session flush
 (``buffer.idle_flush_minutes``) still looks at this process's own sessions only.
 
-Forgetting a turn memory (``HybridMemory.forget``), or an ``edit`` of its text, takes its turn
-out of the log (:meth:`~hybrid_memory.stores.base.MemoryStore.delete_turns`), so every process's
-window, extraction and summaries lose it; an extraction or a log-driven summary whose model call
+Forgetting a turn memory (``HybridMemory.forget``), or a new text for it (``edit``, ``put``),
+takes its turns out of the log (:meth:`~hybrid_memory.stores.base.MemoryStore.delete_turns`), so
+every process's window, extraction and summaries lose them; an extraction or a log-driven summary whose model call
 ran while a turn of its batch left the log re-reads the log before writing and drops the facts
 that turn grounds (the summary is not written, and made again without it). A log deleted as a
 whole (an ended session) is not read as a forget of its turns. Forgetting an extracted fact moves

@@ -2,18 +2,18 @@
 
 A turn ``add_turn`` stored is in two places: a long-term memory and the session's log in the
 store, which drives the short-term window, fact extraction and summaries of every process. An
-operator who forgets the memory or edits a detail out of it (from another process: a second
-store object on the same data, its own connection or Weaviate client) must not see the old text
-come back: not in the window, not in a prompt to the extraction model or in a summary, not as a
-new memory. The model calls are real code paths (a fake chat model answers the extractor; the
-summarizer is the extractive one); a hook in the model fixes the one interleaving a test could
-otherwise not cause on purpose: the forget or edit while the model runs. An extracted fact
-forgotten after a process died between writing its batch's facts and marking the batch (the store's
-``mark_extracted`` raising stands for the death) is not extracted again by the next process, nor
-is a session summary forgotten after its process died before moving the summary watermark.
-LocalStore on a file and a real Weaviate server.
+operator who forgets the memory or edits a detail out of it (``edit``, or ``put`` of a new
+version), from another process (a second store object on the same data, its own connection or
+Weaviate client), must not see the old text come back: not in the window, not in a prompt to
+the extraction model or in a summary, not as a new memory. The model calls are real code paths
+(a fake chat model answers the extractor; the summarizer is the extractive one); a hook in the
+model fixes the one interleaving a test could otherwise not cause on purpose: the forget or edit
+while the model runs. An extracted fact forgotten after a process died between writing its
+batch's facts and marking the batch (the store's ``mark_extracted`` raising stands for the
+death) is not extracted again by the next process, nor is a session summary forgotten after its
+process died before moving the summary watermark. LocalStore on a file and a real Weaviate
+server.
 """
-
 from __future__ import annotations
 
 import json
@@ -102,8 +102,10 @@ def remove_the_secret(operator: HybridMemory, how: str) -> None:
     assert secret.metadata.get("turn_id") and secret.category != "summary"
     if how == "forget":
         assert operator.forget(secret.id, user_id="u") is True
-    else:
+    elif how == "edit":
         assert operator.edit(secret.id, user_id="u", content=EDITED).content == EDITED
+    else:  # the keyed replace of the LangGraph store
+        assert operator.put(secret.evolve(content=EDITED)).action == "updated"
 
 
 def nothing_holds_the_secret(how: str, *mems: HybridMemory) -> None:
@@ -111,10 +113,10 @@ def nothing_holds_the_secret(how: str, *mems: HybridMemory) -> None:
         texts = [r.content for r in mem.store.list("u", filter=_EVERY)]
         assert [t for t in texts if ADDRESS in t] == []
         assert [t.content for t in mem.short_term("u", "s") if ADDRESS in t.content] == []
-        assert (EDITED in texts) is (how == "edit")  # the edited memory stays in long-term memory
+        assert (EDITED in texts) is (how != "forget")  # an edited memory stays in long-term memory
 
 
-HOW = pytest.mark.parametrize("how", ["forget", "edit"])
+HOW = pytest.mark.parametrize("how", ["forget", "edit", "put"])
 
 
 @HOW
