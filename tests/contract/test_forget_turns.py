@@ -14,6 +14,7 @@ death) is not extracted again by the next process, nor is a session summary forg
 process died before moving the summary watermark. LocalStore on a file and a real Weaviate
 server.
 """
+
 from __future__ import annotations
 
 import json
