@@ -34,16 +34,19 @@ summary (the turns themselves are long-term memories already). The idle-session 
 (``buffer.idle_flush_minutes``) still looks at this process's own sessions only.
 
 Forgetting a turn memory (``HybridMemory.forget``), or a new text for it (``edit``, ``put``),
-takes its turns out of the log (:meth:`~hybrid_memory.stores.base.MemoryStore.delete_turns`), so
-every process's window, extraction and summaries lose them; an extraction or a log-driven summary whose model call
-ran while a turn of its batch left the log re-reads the log before writing and drops the facts
-that turn grounds (the summary is not written, and made again without it). A log deleted as a
-whole (an ended session) is not read as a forget of its turns. Forgetting an extracted fact moves
-the extraction watermark past its source turns (:meth:`Sessions.mark_source_extracted`): a batch
-whose facts were written by a process killed before its mark is then not extracted again with
-the forgotten fact in it, and a batch in flight drops the facts of turns the watermark passed.
-Forgetting a summary moves the summary watermark past the turns it covers the same way
-(:meth:`Sessions.mark_source_summarized`).
+takes its turns out of the log (:meth:`~hybrid_memory.stores.base.MemoryStore.delete_turns`)
+before it changes the memory, so every process's window, extraction and summaries lose them. An
+extraction or a log-driven summary whose model call ran while a turn of its batch left the log
+re-reads the log before writing and drops the facts that turn grounds (the summary is not
+written, and made again without it); it reads the log once more after writing and deletes what
+it just added from a turn that left meanwhile, so what lands after a forget began never stays
+(a fact whose turn is still in the log then was written before the forget: a derived memory,
+listed with its provenance). A log deleted as a whole (an ended session) is not read as a forget
+of its turns. Forgetting an extracted fact moves the extraction watermark past its source turns
+(:meth:`Sessions.mark_source_extracted`): a batch whose facts were written by a process killed
+before its mark is then not extracted again with the forgotten fact in it, and a batch in flight
+drops the facts of turns the watermark passed. Forgetting a summary moves the summary watermark
+past the turns it covers the same way (:meth:`Sessions.mark_source_summarized`).
 
 Locking: one lock per session window orders this process's writers of that session (other
 processes are ordered by the log); the :class:`Sessions` lock guards the in-process maps only and
@@ -554,7 +557,10 @@ class Sessions:
                     if gone.isdisjoint(d.provenance) and any(seq_of.get(p, last) > upto for p in d.provenance)
                 ]
             if drafts:
-                self._record(self.write(drafts, epochs={user: epoch}))
+                written = self.write(drafts, epochs={user: epoch})
+                if mark:  # a turn forgotten between the check above and the write: its facts go again
+                    written = self._drop_forgotten(key, turns, written)
+                self._record(written)
             if mark:
                 self.store.mark_extracted(*key, last, epoch=epoch)
 
@@ -596,6 +602,25 @@ class Sessions:
                     return
         except UserForgottenError:
             return  # the whole user is gone: nothing is summarised again
+
+    def _drop_forgotten(self, key: _Key, turns: Sequence[Turn], written: list[WriteOutcome]) -> list[WriteOutcome]:
+        """Delete the facts just ``written`` (added) that a turn forgotten meanwhile grounds; return the rest.
+
+        ``forget`` takes the turn out of the log before it deletes the memory, so a fact whose
+        turn is still in the log after the write was written before the forget began: it is a
+        memory derived before the forget, listed with its provenance.
+        """
+        gone = self._forgotten(key, turns)
+        stale = [
+            o.record.id
+            for o in written
+            if o.action == "added" and o.record is not None and not gone.isdisjoint(o.record.provenance)
+        ]
+        if not stale:
+            return written
+        with self.writer.locked([key[0]]):
+            self.store.delete(key[0], stale)
+        return [o for o in written if o.record is None or o.record.id not in stale]
 
     def _forgotten(self, key: _Key, turns: Sequence[Turn]) -> set[str]:
         """Ids of ``turns`` taken out of the session's log since they were read (``forget``).
@@ -712,7 +737,13 @@ class Sessions:
                 supersedes=prev.id if prev else None,
                 version=prev.version + 1 if prev else 1,
             )
-            out = self._record(self.write([draft], epochs={user: epoch}))[0]
+            out = self.write([draft], epochs={user: epoch})[0]
+            if expected is not None and self._forgotten(key, turns):  # forgotten during the write
+                if out.action == "added" and out.record is not None:
+                    with self.writer.locked([user]):
+                        self.store.delete(user, [out.record.id])
+                return False
+            self._record([out])
             if out.action == "added" and out.record is not None:
                 written = out.record
         if expected is not None and not self.store.mark_summarized(*key, turns[-1].seq, expected=expected, epoch=epoch):

@@ -32,6 +32,7 @@ from hybrid_memory.stores.base import MemoryFilter, MemoryStore
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.write.extraction import FactExtractor
 from hybrid_memory.write.summary import SessionSummarizer, SummaryResult
+from tests.contract.test_forget_races import _before
 
 T0 = datetime(2025, 6, 2, 9, tzinfo=timezone.utc)
 WAIT = 30.0
@@ -148,15 +149,29 @@ def test_a_forgotten_or_edited_turn_memory_leaves_no_window_prompt_fact_or_summa
         operator.close()
 
 
+def removal(
+    when: str, app_store: MemoryStore, remove: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> Callable[[], None]:
+    """What runs while the model answers: the removal itself, or a hook that runs it right before
+    the job's write reaches the store (after the job checked the log)."""
+    if when == "while the model runs":
+        return remove
+    return lambda: _before(app_store, "upsert", remove, monkeypatch)
+
+
+WHEN = pytest.mark.parametrize("when", ["while the model runs", "between the job's check and its write"])
+
+
 @HOW
+@WHEN
 def test_a_turn_forgotten_or_edited_while_the_extraction_model_runs_grounds_no_fact(
-    stores: tuple[MemoryStore, MemoryStore], how: str
+    stores: tuple[MemoryStore, MemoryStore], how: str, when: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app_store, operator_store = stores
     reply = facts((f"The user keeps bees on the roof at {ADDRESS}.", [0]), ("The user plays the oboe.", [1]))
     llm = Model(responses=[reply])
     mem, operator = app(app_store, llm), HybridMemory(operator_store, embedder=HashingEmbedder())
-    llm.during = lambda: remove_the_secret(operator, how)
+    llm.during = removal(when, app_store, lambda: remove_the_secret(operator, how), monkeypatch)
     try:
         say(mem, SECRET, "I play the oboe", "I practise every evening")
         assert mem.flush(timeout=WAIT)
@@ -175,14 +190,15 @@ def test_a_turn_forgotten_or_edited_while_the_extraction_model_runs_grounds_no_f
 
 
 @HOW
+@WHEN
 def test_a_turn_forgotten_or_edited_while_a_summary_is_made_is_summarised_again_without_it(
-    stores: tuple[MemoryStore, MemoryStore], how: str
+    stores: tuple[MemoryStore, MemoryStore], how: str, when: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app_store, operator_store = stores
     summarizer = HookedSummarizer()
     llm = Model(responses=[facts(), facts()])
     mem, operator = app(app_store, llm, summarizer), HybridMemory(operator_store, embedder=HashingEmbedder())
-    summarizer.during = lambda: remove_the_secret(operator, how)
+    summarizer.during = removal(when, app_store, lambda: remove_the_secret(operator, how), monkeypatch)
     try:
         say(mem, SECRET, "I play the oboe", "I practise every evening")  # a summary of these three is due
         assert mem.flush(timeout=WAIT)
