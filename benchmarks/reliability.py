@@ -290,9 +290,9 @@ process's `forget_user` is written back and a caller's write fails with `UserFor
 Fixed since (2026-12-03): `forget(memory_id)` of a memory `add_turn` wrote left the turn in the
 session's log in the store, so every process's short-term window kept showing it and the session's
 next fact extraction and summary wrote it back as new memories (an `edit` of its text likewise kept
-the old text in the log). Forget and a text edit now take the turn out of the log
+the old text in the log). Forget and a new text (`edit`, `put`) now take the turn out of the log
 (`MemoryStore.delete_turns`); an extraction or summary whose model ran meanwhile re-reads the log
-before writing; a forgotten extracted fact or summary moves its session's watermark past its turns,
+before and after writing; a forgotten extracted fact or summary moves its session's watermark past its turns,
 so a process that died between writing them and moving the watermark does not leave them to be made
 again (`tests/contract/test_forget_turns.py`, `tests/reliability/test_processes.py`).
 """
