@@ -904,14 +904,11 @@ class HybridMemory:
         if not isinstance(memory_id, str) or not memory_id:
             raise InvalidInputError("memory_id must be a non-empty str")
         found = self.store.get(user_id, [memory_id])
-        turns = [t for r in found if isinstance(r.metadata.get("turn_id"), str) for t in r.provenance]
         # Under the user's write lock: a concurrent remember reads a related memory, then updates it
         # (dedup bump, supersede); a delete in between made that update raise NotFoundError.
         with self.writer.locked([user_id]):
-            # The log first: a process killed in between leaves a memory that a retry deletes.
-            if turns:
-                self.store.delete_turns(user_id, turns)
-            for r in found:
+            for r in found:  # the log first: a process killed in between leaves a memory a retry deletes
+                self._sessions.detach(r)
                 if r.metadata.get("extracted") is True and r.session_id:
                     self._sessions.mark_source_extracted(user_id, r.session_id, r.provenance)
                 elif r.category == "summary" and isinstance(r.metadata.get("summary_of"), str):

@@ -182,8 +182,8 @@ class DirectWrites:
         epoch = self.store.user_epoch(record.user_id)
         found = self.store.get(record.user_id, [record.id])
         for old in found:  # a changed turn memory: its old text leaves the log, as for an edit
-            if old.content != record.content and isinstance(old.metadata.get("turn_id"), str):
-                self.store.delete_turns(record.user_id, list(old.provenance))
+            if old.content != record.content:
+                self.sessions.detach(old)
         self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
         existed = bool(found)
         self.writer.invalidate(record.user_id)
@@ -222,8 +222,7 @@ class DirectWrites:
             if new.content != old.content:
                 self._bind()
                 vectors = self.embedder.embed_documents([new.content])
-                if isinstance(old.metadata.get("turn_id"), str):  # first: a retry finds the memory unedited
-                    self.store.delete_turns(user_id, list(old.provenance))  # the unedited text leaves the log
+                self.sessions.detach(old)  # first: the unedited text leaves the log; a retry finds it unedited
                 self.store.update([new], epochs={user_id: epoch}, vectors=vectors)
                 self.observer.forget_memory(user_id, memory_id, [old.content])
             else:

@@ -566,6 +566,16 @@ class Sessions:
 
         self.worker.submit(self._guarded("extraction", key, epoch, job))
 
+    def detach(self, record: MemoryRecord) -> None:
+        """Take the turns a memory was written from out of their sessions' logs (forget, a new text).
+
+        Only a turn memory (``add_turn``: its ``metadata["turn_id"]``) has them: its own turn and
+        those merged into it (its ``provenance``). Called before the memory changes, so a process
+        killed in between leaves a memory a retry finds as it was.
+        """
+        if isinstance(record.metadata.get("turn_id"), str) and record.provenance:
+            self.store.delete_turns(record.user_id, list(record.provenance))
+
     def mark_source_extracted(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> None:
         """Move the session's extraction watermark past these turns (the source of a forgotten fact).
 
