@@ -862,8 +862,9 @@ def _cmd_dead_letters(args: argparse.Namespace) -> int:
         print("write them again with --replay (what fails again stays queued)")
     elif rows:
         print(
-            "still queued: they failed again, or were queued more than six days ago (a delete since may be "
-            "forgotten; check them, then --replay --include-stale)"
+            "still queued: they failed again, were queued more than six days ago (a delete since may be "
+            "forgotten), or their memory was deleted on another machine minutes before (its clock may be "
+            "behind); check them, then --replay --include-stale"
         )
     return 0
 
@@ -1355,7 +1356,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--include-stale",
         action="store_true",
-        help="with --replay: also those queued more than six days ago (deletes that old are no longer known)",
+        help="with --replay: also those queued more than six days ago (deletes that old are no longer known) "
+        "and those whose memory another machine deleted within five minutes before (its clock may be behind)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_dead_letters)

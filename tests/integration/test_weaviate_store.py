@@ -41,6 +41,7 @@ from hybrid_memory.stores.weaviate import (
 )
 from hybrid_memory.stores.weaviate import schema as weaviate_schema
 from hybrid_memory.stores.weaviate import store as weaviate_store_module
+from hybrid_memory.stores.weaviate import tombstones as tombstones_module
 from hybrid_memory.stores.weaviate.mapping import _turn_properties
 from hybrid_memory.text.analyzer import Analyzer
 from tests.weaviate_fixtures import WeaviateEndpoint, unavailable
@@ -727,6 +728,70 @@ def test_a_dead_letter_of_a_memory_deleted_since_is_dropped_by_the_replay(
     assert store.count("alice") == 1
 
 
+def test_a_dead_letter_of_a_memory_deleted_since_by_a_machine_whose_clock_is_behind_is_held_back(
+    queueing: WeaviateStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The delete comes after the write was queued, but another machine's clock, 90 s behind, dates it before.
+
+    Comparing the two times would let the replay re-create the deleted memory. The tombstone names
+    another clock and is dated within ``CLOCK_SKEW`` before the queue time, so the letter is held
+    back, queued and logged, until an explicit ``include_stale=True``.
+    """
+    store = queueing
+    doomed = rec("alice", "alice's old address")
+    store.upsert([doomed], vecs(1))
+    _queue_while_down(store, [doomed.model_copy(update={"content": "alice's new address"})], seed=1)
+
+    class Behind(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime.now(tz) - timedelta(seconds=90)
+
+    with monkeypatch.context() as other_machine:
+        other_machine.setattr(tombstones_module, "datetime", Behind)
+        other_machine.setattr(tombstones_module, "_clock_id", lambda: "another-host")
+        other = _other_process(store, tmp_path)
+        try:
+            assert other.delete("alice", [doomed.id]) == 1
+        finally:
+            other.close()
+    [(token, deleted_at)] = store._tombstone_rows("alice", [doomed.id]).values()
+    [letter] = store._dlq.pending("alice")
+    assert deleted_at is not None and deleted_at < letter.queued_at  # what the old comparison read as "before"
+    assert not tombstones_module._same_clock(token)
+    assert not tombstones_module._same_clock("0123456789abcdef")  # a token of an older version: an unknown clock
+
+    with caplog.at_level("WARNING", logger="hybrid_memory"):
+        assert store.replay_dead_letters() == 0
+    assert "deleted less than" in caplog.text and "include_stale=True" in caplog.text
+    assert store.get("alice", [doomed.id]) == []
+    assert [r.content for r, _, _ in store.dead_letters()] == ["alice's new address"]
+    # The operator decides: an explicit replay writes it (nothing was lost meanwhile).
+    assert store.replay_dead_letters(include_stale=True) == 1
+    assert [r.content for r in store.get("alice", [doomed.id])] == ["alice's new address"]
+
+
+def test_a_dead_letter_of_a_memory_deleted_just_before_on_this_machine_is_written(
+    queueing: WeaviateStore, tmp_path: Path
+) -> None:
+    """A memory deleted, then written again (the write queued): the same clock dated both, so the replay writes it."""
+    store = queueing
+    first = rec("alice", "alice's address is 1 Old Road")
+    store.upsert([first], vecs(1))
+    other = _other_process(store, tmp_path)  # its own dead-letter file, this machine's clock
+    try:
+        assert other.delete("alice", [first.id]) == 1
+    finally:
+        other.close()
+    again = first.model_copy(update={"content": "alice's address is 2 New Street"})
+    _queue_while_down(store, [again], seed=1)
+    [(token, _)] = store._tombstone_rows("alice", [first.id]).values()
+    assert tombstones_module._same_clock(token)
+    assert store.replay_dead_letters() == 1
+    assert store.dead_letter_count() == 0
+    assert store.get("alice", [first.id]) == [again]
+
+
 def test_a_replay_that_fails_again_still_drops_a_memory_deleted_while_it_ran(
     queueing: WeaviateStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -742,7 +807,7 @@ def test_a_replay_that_fails_again_still_drops_a_memory_deleted_while_it_ran(
     _queue_while_down(store, [doomed.model_copy(update={"content": "alice's new address"})], seed=1)
     read_tombstones = store._deleted_after
 
-    def delete_then_fail(user: str, asked: dict[str, datetime]) -> tuple[list[str], dict[str, str]]:
+    def delete_then_fail(user: str, asked: dict[str, datetime]) -> tuple[list[str], list[str], dict[str, str]]:
         out = read_tombstones(user, asked)  # nothing deleted yet
         other = _other_process(store, tmp_path)
         try:
@@ -811,7 +876,7 @@ def test_a_replay_does_not_overwrite_a_newer_version_written_while_it_ran(
     newer = first.model_copy(update={"content": "alice's address is 2 New Street"})
     read_tombstones = store._deleted_after
 
-    def then_write_newer(user: str, asked: dict[str, datetime]) -> tuple[list[str], dict[str, str]]:
+    def then_write_newer(user: str, asked: dict[str, datetime]) -> tuple[list[str], list[str], dict[str, str]]:
         out = read_tombstones(user, asked)
         store.upsert([newer], vecs(1, seed=1))  # succeeds, and clears the dead letter of the older version
         return out

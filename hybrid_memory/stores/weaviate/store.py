@@ -62,7 +62,7 @@ from hybrid_memory.stores.weaviate.mapping import (
 )
 from hybrid_memory.stores.weaviate.runtime import _GRPC_CHANNEL_OPTIONS
 from hybrid_memory.stores.weaviate.server import WeaviateServer, _free_ports, find_weaviate_binary
-from hybrid_memory.stores.weaviate.tombstones import REPLAY_HORIZON, _Tombstones
+from hybrid_memory.stores.weaviate.tombstones import CLOCK_SKEW, REPLAY_HORIZON, _Tombstones
 from hybrid_memory.stores.weaviate.writes import _Merge
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import QUERY_MAXIMUM_RESULTS, MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
@@ -637,13 +637,16 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         (seven days), so a record queued longer ago than :data:`REPLAY_HORIZON` (a day less) is
         *stale*: a delete since may no longer be known. Stale records stay queued and are logged,
         not written, unless ``include_stale`` (after checking, with :meth:`dead_letters`, that they
-        should come back). The queue is settled last: a replay killed between its write and its
+        should come back). So is a record whose memory was deleted less than :data:`CLOCK_SKEW`
+        before its write was queued: the two times come from two processes' clocks, so the delete
+        may have come after the write. The queue is settled last: a replay killed between its write and its
         checks leaves its records queued, and the next one drops them and deletes again what the
         killed one put back of a deleted memory or a forgotten user.
 
         Args:
             user_id: Replay only this user's records (default: everyone's).
-            include_stale: Also write records queued before :data:`REPLAY_HORIZON`.
+            include_stale: Also write records queued before :data:`REPLAY_HORIZON`, and those
+                whose memory was deleted within :data:`CLOCK_SKEW` before they were queued.
         """
         self._check_open()
         letters = self._dlq.pending(user_id)
@@ -674,9 +677,14 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             self._drop_letters(user, dropped_letters, "of a user forgotten since they were queued")
         # Memories deleted (by any process) after their write was asked for stay deleted.
         before: dict[str, dict[str, str]] = {}
+        held = 0
         for user in dict.fromkeys(x.record.user_id for x in live):
             asked = {x.record.id: x.queued_at for x in live if x.record.user_id == user}
-            deleted, before[user] = self._deleted_after(user, asked)
+            deleted, doubt, before[user] = self._deleted_after(user, asked)
+            if doubt and not include_stale:
+                held += len(doubt)
+                wait = set(doubt)
+                live = [x for x in live if x.record.user_id != user or x.record.id not in wait]
             if deleted:
                 dropped = set(deleted)
                 self._drop_letters(
@@ -685,6 +693,14 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                     "of memories deleted since they were queued",
                 )
                 live = [x for x in live if x.record.user_id != user or x.record.id not in dropped]
+        if held:
+            logger.warning(
+                "keeping %d dead letters queued: their memory was deleted less than %s before the write was "
+                "queued, by the clocks of two processes, so the delete may have come after it; check them "
+                "with dead_letters() and call replay_dead_letters(include_stale=True)",
+                held,
+                CLOCK_SKEW,
+            )
         if not live:
             return 0
         guard = {u: e for u, e in current.items() if any(x.record.user_id == u for x in live)}

@@ -7,22 +7,32 @@ server refuses for a missing object; they need no tombstones, see
 :meth:`~hybrid_memory.stores.weaviate.writes._Writes._merge`.)
 
 ``<collection>Tombstones`` (not multi-tenant, no vectors) holds one object per deleted memory,
-UUID ``uuid5(SHA-256(user id), record id)`` (neither id in clear), properties ``token`` (new
-random text per delete) and ``deleted_at`` (UTC). The protocol:
+UUID ``uuid5(SHA-256(user id), record id)`` (neither id in clear), properties ``token`` (a clock
+id and new random text per delete) and ``deleted_at`` (UTC). The protocol:
 
 * ``delete``: delete the objects (D1), write their tombstones (T), delete the objects again (D2);
 * the replay: read the tombstones of the queued ids (S) and drop the letters whose memory was
-  deleted after their write was queued (``deleted_at`` >= ``queued_at``), write the rest (W),
-  read the tombstones again (C); every id whose tombstone appeared or changed between S and C is
-  deleted again (:meth:`_Tombstones._unbury_check`).
+  deleted after their write was queued (``deleted_at`` >= ``queued_at``), hold back those in doubt
+  (below), write the rest (W), read the tombstones again (C); every id whose tombstone appeared or
+  changed between S and C is deleted again (:meth:`_Tombstones._unbury_check`).
+
+The two times come from two clocks: the queueing process's, and the deleting one's, perhaps on
+another machine. A delete made after the write was queued, but dated before it by a clock that is
+behind, would let the replay re-create a deleted memory; treating every recent tombstone as later
+would instead drop a legitimate write of an id deleted a moment before. So a tombstone's token
+starts with an id of the clock that dated it (the kernel's boot id, hashed: every process and
+container of one machine shares it). One from this machine's clock (the dead-letter file is local)
+is compared exactly; one from another clock dated less than :data:`CLOCK_SKEW` before the queue
+time is *in doubt*: its letter stays queued and logged, like a stale one, until
+``replay_dead_letters(include_stale=True)``. Clocks further apart than that are not covered.
 
 Why nothing comes back: a write can re-create only a memory deleted before W. If that delete's T
-was visible at S, the letter was dropped; if it is visible at C, the token changed and the replay
-deletes what it wrote; otherwise T came after C, so D2 (after T) came after W and deleted it. A
-tombstone older than the letter (an id deleted, then legitimately put again) never drops it. Every
-step reads and writes at the store's consistency levels (QUORUM by default: read-your-writes
-across processes). A replay killed between W and C leaves its letters queued (the queue is
-settled last), so the next replay drops them and deletes again what the killed one put back.
+was visible at S, the letter was dropped or held; if it is visible at C, the token changed and the
+replay deletes what it wrote; otherwise T came after C, so D2 (after T) came after W and deleted
+it. A tombstone older than the letter (an id deleted, then legitimately put again) never drops it.
+Every step reads and writes at the store's consistency levels (QUORUM by default: read-your-writes
+across processes). A replay killed between W and C leaves its letters queued (the queue is settled
+last), so the next replay drops them and deletes again what the killed one put back.
 
 Pruning: a ``delete`` removes tombstones older than :data:`TOMBSTONE_TTL` (seven days), at most
 once per :data:`_PRUNE_INTERVAL` per store object. Dead letters queued longer ago than
@@ -32,11 +42,15 @@ a tombstone pruned between S and C counts as unchanged.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import secrets
+import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from hybrid_memory.errors import StoreError
@@ -52,8 +66,35 @@ TOMBSTONE_TTL = timedelta(days=7)
 #: Dead letters queued longer ago than this are not replayed by default: a delete of their memory
 #: since may have been pruned (the day of slack covers the prune interval and clock skew).
 REPLAY_HORIZON = TOMBSTONE_TTL - timedelta(days=1)
+#: How far apart the clocks of two machines sharing a server may be. A tombstone dated less than
+#: this before a dead letter's queue time may stand for a delete made *after* the write was queued,
+#: on a machine whose clock is behind: the replay holds such a letter back instead of guessing.
+CLOCK_SKEW = timedelta(minutes=5)
 #: Seconds between two prunes of old tombstones by one store object.
 _PRUNE_INTERVAL = 600.0
+
+
+@functools.lru_cache(maxsize=1)
+def _clock_id() -> str:
+    """Short id of the wall clock this process reads: the kernel's, so shared by its processes and containers.
+
+    Linux's boot id (new at each boot, the same in every container on the kernel); elsewhere the
+    host name. Hashed: the shared store never holds either in clear.
+    """
+    try:
+        source = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        source = ""
+    source = source or f"host:{socket.gethostname()}"
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+def _same_clock(token: str) -> bool:
+    """Whether a tombstone's token was written by a process reading this process's clock.
+
+    Tokens are ``<clock id>.<random>``; those of older versions (no clock id) are from an unknown clock.
+    """
+    return token.partition(".")[0] == _clock_id()
 
 
 def _tombstone_uuid(user_id: str, record_id: str) -> str:
@@ -168,18 +209,27 @@ class _Tombstones(_Tenancy):
                 )
         return out
 
-    def _deleted_after(self, user_id: str, queued: Mapping[str, datetime]) -> tuple[list[str], dict[str, str]]:
-        """Of ``queued`` (record id -> when its write was queued), the ids deleted since, and every tombstone's token.
+    def _deleted_after(
+        self, user_id: str, queued: Mapping[str, datetime]
+    ) -> tuple[list[str], list[str], dict[str, str]]:
+        """Of ``queued`` (record id -> when its write was queued): the ids deleted since, the ids in doubt, and every tombstone's token.
 
         A dead-lettered write of a memory that was deleted after the write was queued must not
         bring it back on replay; the tokens are the "before" of the replay's :meth:`_unbury_check`,
-        for a delete that lands while the replay writes. A tombstone older than
-        :data:`TOMBSTONE_TTL` may be pruned already, so the replay holds back dead letters older
-        than :data:`REPLAY_HORIZON`.
+        for a delete that lands while the replay writes. An id whose tombstone is dated less than
+        :data:`CLOCK_SKEW` before the queue time, by another machine's clock (its token names the
+        clock, :func:`_same_clock`), is in doubt: which came first depends on two clocks. A tombstone older than :data:`TOMBSTONE_TTL` may be pruned already, so the replay
+        holds back dead letters older than :data:`REPLAY_HORIZON`.
         """
         rows = self._tombstone_rows(user_id, list(queued))
-        gone = [i for i, (_, when) in rows.items() if when is not None and when >= queued[i]]
-        return gone, {i: token for i, (token, _) in rows.items()}
+        dated = {i: (token, when) for i, (token, when) in rows.items() if when is not None}
+        gone = [i for i, (_, when) in dated.items() if when >= queued[i]]
+        doubt = [
+            i
+            for i, (token, when) in dated.items()
+            if queued[i] - CLOCK_SKEW <= when < queued[i] and not _same_clock(token)
+        ]
+        return gone, doubt, {i: token for i, (token, _) in rows.items()}
 
     def _bury(self, user_id: str, ids: Sequence[str]) -> None:
         """Write a new tombstone (a fresh token) for each of these memories; prune old ones now and then."""
@@ -190,7 +240,7 @@ class _Tombstones(_Tenancy):
             self._tombstones_ready = True
         coll = self._coll(self.tombstones_collection, write=True)
         now = datetime.now(timezone.utc)
-        token = secrets.token_hex(8)
+        token = f"{_clock_id()}.{secrets.token_hex(8)}"
         for chunk in _chunks(list(dict.fromkeys(ids)), self.batch_size):
             objs = [
                 DataObject(properties={"token": token, "deleted_at": now}, uuid=_tombstone_uuid(user_id, i))
