@@ -271,9 +271,6 @@ Not fixed (reported):
   store calls are redacted. Metadata and tags are stored as given (never redacted).
 * Writes to a Weaviate that just died wait ~15 s (client-internal retry), to a hung one
   `insert_timeout`, before being dead-lettered (writes are deliberately not abandoned mid-flight).
-* A record dead-lettered by one process's `WeaviateStore` before another process deleted it can
-  be replayed by `replay_dead_letters` afterwards (`delete()` clears only its own process's
-  dead-letter file).
 
 Fixed across processes since (2026-12-02): a `remember` in another process that bumps or supersedes
 a memory deleted at that moment re-plans the write without it instead of raising `NotFoundError`
@@ -295,6 +292,15 @@ the old text in the log). Forget and a new text (`edit`, `put`) now take the tur
 before and after writing; a forgotten extracted fact or summary moves its session's watermark past its turns,
 so a process that died between writing them and moving the watermark does not leave them to be made
 again (`tests/contract/test_forget_turns.py`, `tests/reliability/test_processes.py`).
+
+A record dead-lettered by one process's `WeaviateStore` before another process deleted it is not
+replayed: the replay compares the delete's tombstone with the letter's queue time. Found by review
+since (2026-12-03): those two times come from two machines' clocks, so a delete made after the
+write was queued, on a machine whose clock is behind, looked older and the replay re-created the
+deleted memory. Tombstones now name the clock that dated them (the kernel's boot id, hashed): one
+from this machine compares exactly, one from another machine dated less than five minutes before
+the queue time holds the letter back, logged, until `replay_dead_letters(include_stale=True)`
+(`tests/integration/test_weaviate_store.py`, a delete dated 90 s behind).
 """
 
 
