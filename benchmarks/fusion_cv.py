@@ -14,6 +14,10 @@ windows. Per question both legs are computed once and fused by each variant:
   score multiplied by ``min(1, coverage / t)``, coverage = the share of the query's terms in that
   memory's own text (a keyword match only through the search context or on one common character
   counts less); a re-scoring of the store's legs, not a store change.
+* ``dbsf_<a>``: distribution-based score fusion (each leg's scores mapped from mean - 3 sd .. mean
+  + 3 sd of its candidates to 0..1, so a flat leg adds little) at weight ``a`` for the vector leg;
+* ``zscore_<a>``: each leg's z-scores over its top 50, a memory missing from a leg at that leg's
+  lowest; weight ``a`` for the vector leg. Both need the two legs apart (two store queries).
 
 Each dataset is scored by its headline metric (LoCoMo turn Recall@10, LongMemEval session
 recall_all@5, MemoryBank-CN Recall@5). Cross-validation: the variant with the best mean on two
@@ -58,6 +62,7 @@ def variants() -> list[str]:
             for hi in (0.5, 0.6, 0.75):
                 out.append(f"adaptive_{t:g}_{lo:g}_{hi:g}")
     out += [f"kwscaled_{t:g}" for t in (0.2, 0.34, 0.5, 0.67, 1.0)]
+    out += [f"{kind}_{a:g}" for kind in ("dbsf", "zscore") for a in (0.3, 0.4, 0.5, 0.6)]
     return out
 
 
@@ -89,6 +94,45 @@ def kw_scaled(
     return sorted(fused, key=lambda i: (-fused[i], i))[:limit]
 
 
+def _three_sigma(values: dict[str, float]) -> dict[str, float]:
+    """Scores mapped from ``mean - 3 sd .. mean + 3 sd`` to ``0..1`` (distribution-based score fusion)."""
+    if not values:
+        return {}
+    arr = np.fromiter(values.values(), dtype=float)
+    mu, sd = float(arr.mean()), float(arr.std())
+    if sd == 0:
+        return dict.fromkeys(values, 0.5)
+    return {k: (v - mu + 3 * sd) / (6 * sd) for k, v in values.items()}
+
+
+def _zscores(values: dict[str, float], top: int = 50) -> dict[str, float]:
+    """Z-scores against the ``top`` best scores of the leg."""
+    if not values:
+        return {}
+    arr = np.array(sorted(values.values(), reverse=True)[:top])
+    mu, sd = float(arr.mean()), float(arr.std())
+    return {k: ((v - mu) / sd if sd > 0 else 0.0) for k, v in values.items()}
+
+
+def distribution_fused(vec_leg: Sequence[Any] | None, kw_leg: Sequence[Any], *, name: str, limit: int) -> list[str]:
+    """``dbsf_<a>`` / ``zscore_<a>``: each leg normalised by its own score distribution, then weighted."""
+    kind, a = name.split("_")[0], float(name.split("_")[1])
+    depth = max(100, limit)
+    raw_v = {c.id: 1.0 - c.distance for c in (vec_leg or [])[:depth]}
+    raw_k = {c.id: c.score for c in kw_leg[:depth]}
+    fused: dict[str, float] = {}
+    if kind == "dbsf":  # a memory missing from a leg gets nothing from it
+        for weight, leg in ((a, _three_sigma(raw_v)), (1 - a, _three_sigma(raw_k))):
+            for i, v in leg.items():
+                fused[i] = fused.get(i, 0.0) + weight * v
+    else:  # a memory missing from a leg counts at that leg's lowest
+        zv, zk = _zscores(raw_v), _zscores(raw_k)
+        floor_v, floor_k = min(zv.values(), default=0.0), min(zk.values(), default=0.0)
+        for i in set(zv) | set(zk):
+            fused[i] = a * zv.get(i, floor_v) + (1 - a) * zk.get(i, floor_k)
+    return sorted(fused, key=lambda i: (-fused[i], i))[:limit]
+
+
 def alpha_for(name: str, coverage: float) -> tuple[float, str]:
     """The alpha and fusion a variant uses for a query whose best keyword hit covers ``coverage``."""
     if name == "ranked":
@@ -110,6 +154,8 @@ def _order(
     if name.startswith("kwscaled_"):
         cov = {c.id: term_overlap(an, query, text_of[c.id]) for c in kw_leg[: max(100, limit)]}
         return kw_scaled(vec_leg, kw_leg, cov, alpha=0.4, t=float(name.split("_")[1]), limit=limit)
+    if name.startswith(("dbsf_", "zscore_")):
+        return distribution_fused(vec_leg, kw_leg, name=name, limit=limit)
     alpha, fusion = alpha_for(name, _coverage(an, query, kw_leg, text_of))
     return PureIndex.fuse(legs, alpha=alpha, limit=limit, fusion=fusion)
 
@@ -203,7 +249,10 @@ def markdown(res: dict[str, Any]) -> str:
         "Store level (Weaviate-exact maths, keyword leg with the previous turn as context, no re-rank, no time "
         "windows), default embedder; headline metric per dataset: LoCoMo turn Recall@10, LongMemEval session "
         "recall_all@5, MemoryBank-CN Recall@5. `adaptive_t_lo_hi`: alpha `lo` when the best keyword hit's own text "
-        "holds at least a share `t` of the query's terms, else `hi` (1.0 = pure vector, 0.0 = pure BM25).",
+        "holds at least a share `t` of the query's terms, else `hi` (1.0 = pure vector, 0.0 = pure BM25). "
+        "`kwscaled_t`: keyword scores scaled by the memory's own share of the query's terms. `dbsf_a` "
+        "(distribution-based, mean ± 3 sd) and `zscore_a`: each leg normalised by its own score distribution, "
+        "weight `a` on the vector leg. Only the 12 best means are listed; every variant is in `fusion_cv.json`.",
         "",
         "| variant | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | mean | probe R@1 | probe R@5 |",
         "|---|---|---|---|---|---|---|",
