@@ -89,7 +89,7 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.observe.metrics import MemoryMetrics
 from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, Turn, WriteOutcome, check_id, utcnow
-from hybrid_memory.stores.local.connection import DEFAULT_WIPE_TIMEOUT, WalWiper, wipe_seconds
+from hybrid_memory.stores.local.connection import DEFAULT_WIPE_TIMEOUT, WalWiper, connect_owned, wipe_seconds
 from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS
 from hybrid_memory.text.privacy import PiiRedactor
 
@@ -292,7 +292,7 @@ class TraceStore:
             if not self._memory:
                 Path(raw).expanduser().parent.mkdir(parents=True, exist_ok=True)
                 self.path = str(Path(raw).expanduser())
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._conn = connect_owned(self.path, self)
             self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             if not self._memory:

@@ -27,8 +27,9 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 
 from hybrid_memory.errors import InvalidInputError, StoreError, StoreUnavailableError
@@ -261,6 +262,34 @@ def finish_wal_wipe(
         conn.execute(f"DELETE FROM {_table(table)} WHERE key = ? AND value = ?", (_WIPE_KEY, marker))
         checkpoint_wal(conn, 0.0, busy_timeout_ms=busy_timeout_ms)  # the delete left one frame in the WAL
     return wipe_marker(conn, table) is None
+
+
+def _close_quietly(conn: sqlite3.Connection) -> None:
+    with suppress(sqlite3.Error):
+        conn.close()
+
+
+def connect_owned(target: str, owner: object) -> sqlite3.Connection:
+    """Open ``target`` (autocommit, usable from any thread); the connection closes when ``owner`` is collected.
+
+    The owner's ``close()`` stays the way to close it (it finishes wipes first; closing twice is
+    harmless). A store or queue dropped without ``close()`` still releases its file handle, and
+    Python 3.13+ has no unclosed connection to warn about. Not at interpreter exit: a daemon
+    thread may still be using the connection then.
+
+    Example:
+        >>> class Owner: ...
+        >>> owner = Owner()
+        >>> conn = connect_owned(":memory:", owner)
+        >>> del owner
+        >>> conn.execute("SELECT 1")
+        Traceback (most recent call last):
+        ...
+        sqlite3.ProgrammingError: Cannot operate on a closed database.
+    """
+    conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
+    weakref.finalize(owner, _close_quietly, conn).atexit = False
+    return conn
 
 
 class WalWiper:

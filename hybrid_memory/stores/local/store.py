@@ -32,7 +32,7 @@ from hybrid_memory.records import MemoryRecord, check_id, check_text, ensure_utc
 from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, user_hash
 from hybrid_memory.stores.budget import CacheBudget, cache_budget
 from hybrid_memory.stores.local.cache import _drop_partition
-from hybrid_memory.stores.local.connection import _WIPE_KEY, DEFAULT_WIPE_TIMEOUT, wipe_seconds
+from hybrid_memory.stores.local.connection import _WIPE_KEY, DEFAULT_WIPE_TIMEOUT, connect_owned, wipe_seconds
 from hybrid_memory.stores.local.partition import _NO_SCORES, _FilterFields, _similarities, _unit_rows, _unit_vector
 from hybrid_memory.stores.local.rows import _RECORD_COLUMNS, _chunks, _iso, _marks, _record, _row, _where
 from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS, _create_or_migrate
@@ -125,7 +125,7 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
             if not self._memory:
                 Path(raw).expanduser().parent.mkdir(parents=True, exist_ok=True)
                 self._path = str(Path(raw).expanduser())
-            self._conn = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
+            self._conn = connect_owned(self._path, self)
         except (OSError, sqlite3.Error) as exc:
             raise StoreUnavailableError(f"cannot open the memory store at {raw!r}: {exc}") from exc
         try:

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from hybrid_memory.records import MemoryRecord
-from hybrid_memory.stores.local.connection import WalWiper
+from hybrid_memory.stores.local.connection import WalWiper, connect_owned
 from hybrid_memory.values import Vector
 
 
@@ -111,7 +111,17 @@ class _DeadLetterQueue:
                 return None
             self.path.parent.mkdir(parents=True, exist_ok=True)
             target = str(self.path)
-        conn = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
+        conn = connect_owned(target, self)
+        try:
+            self._set_up(conn, memory=target == ":memory:")
+        except BaseException:
+            self._wiper = None
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _set_up(self, conn: sqlite3.Connection, *, memory: bool) -> None:
         conn.execute("PRAGMA secure_delete=ON")  # deleted memories are overwritten, not left in free pages
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
@@ -127,10 +137,8 @@ class _DeadLetterQueue:
             if column.split()[0] not in columns:
                 conn.execute(f"ALTER TABLE dead_letters ADD COLUMN {column}")
         conn.execute("CREATE TABLE IF NOT EXISTS dead_letter_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._wiper = WalWiper(conn, table="dead_letter_meta", memory=target == ":memory:")
+        self._wiper = WalWiper(conn, table="dead_letter_meta", memory=memory)
         self._wiper.opened()  # a forget left text behind a reader: finish it if the reader has left
-        self._conn = conn
-        return conn
 
     def add(self, items: Sequence[_Failure], epochs: Mapping[str, int] | None = None) -> None:
         """Queue the failed writes of a caller (a newer version replaces a queued one, with a new stamp)."""
