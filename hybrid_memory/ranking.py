@@ -614,7 +614,8 @@ def _fuse(
             continue
         if kind == "relative":
             weight = np.float32(weights[i])
-            hi, lo = values.max(), values.min()
+            hi, lo = np.max(values), np.min(values)
+            contrib: npt.NDArray[np.float32]
             if hi == lo:
                 contrib = np.full(values.size, weight, dtype=np.float32)
             else:
@@ -859,9 +860,9 @@ def hybrid_fuse_legs(
     weights: list[float] = []
     sets: list[tuple[Sequence[str], npt.NDArray[np.float32]]] = []
     vec_ids: Sequence[str] = []
-    dist = np.zeros(0, dtype=np.float32)
+    dist: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
     kw_ids: Sequence[str] = []
-    kw_scores = np.zeros(0, dtype=np.float32)
+    kw_scores: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
     if w_vec is not None:
         if vector_ids is None or vector_distances is None:
             raise InvalidInputError("a query vector is required when alpha > 0")

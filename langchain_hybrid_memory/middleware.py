@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, get_args
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -40,7 +40,7 @@ class HybridMemoryState(AgentState[Any]):
     memory_context: NotRequired[Annotated[dict[str, Any] | None, OmitFromInput]]
 
 
-def _last_human(messages: list[BaseMessage]) -> tuple[int, HumanMessage] | None:
+def _last_human(messages: Sequence[BaseMessage]) -> tuple[int, HumanMessage] | None:
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if isinstance(m, HumanMessage) and message_text(m).strip():

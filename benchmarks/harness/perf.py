@@ -322,8 +322,8 @@ def _stats(samples: Sequence[float]) -> dict[str, float]:
         "p50_ms": float(np.percentile(arr, 50)),
         "p95_ms": float(np.percentile(arr, 95)),
         "p99_ms": float(np.percentile(arr, 99)),
-        "min_ms": float(arr.min()),
-        "max_ms": float(arr.max()),
+        "min_ms": float(np.min(arr)),
+        "max_ms": float(np.max(arr)),
     }
 
 

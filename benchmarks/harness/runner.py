@@ -274,7 +274,7 @@ def _stats(values: Sequence[float]) -> dict[str, Any]:
         "median": round(float(np.median(arr)), 1),
         "mean": round(float(arr.mean()), 1),
         "p95": round(float(np.percentile(arr, 95)), 1),
-        "max": round(float(arr.max()), 1),
+        "max": round(float(np.max(arr)), 1),
     }
 
 

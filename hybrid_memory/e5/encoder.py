@@ -198,7 +198,7 @@ class E5Encoder:
         b, length, hidden = x.shape
         # additive mask over keys: 0 for real tokens, -inf-like for padding
         mask = np.where(valid, np.float32(0.0), np.float32(-1e30))[:, None, None, :]
-        h = x.reshape(b * length, hidden)
+        h: npt.NDArray[np.float32] = x.reshape(b * length, hidden)
         for layer in self._w.layers:
             h = self._layer(h, layer, b, length, mask)
         return h.reshape(b, length, hidden)

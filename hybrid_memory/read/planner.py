@@ -261,7 +261,7 @@ class RecallPlanner:
         norm = float(np.linalg.norm(moved))
         if not np.isfinite(norm) or norm == 0.0:
             return None
-        out: Vector = moved / np.float32(norm)
+        out: Vector = (moved / np.float32(norm)).astype(np.float32, copy=False)
         return out
 
     def search(

@@ -57,6 +57,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from hybrid_memory.errors import (
     EmbeddingDimensionError,
@@ -109,12 +110,12 @@ def ids(hits: list[StoreHit]) -> list[str]:
 
 
 def search(
-    store: MemoryStore, user: str, query: str | None, v: np.ndarray | None, alpha: float, **kw: object
+    store: MemoryStore, user: str, query: str | None, v: npt.NDArray[np.float32] | None, alpha: float, **kw: object
 ) -> list[StoreHit]:
     return store.search(SearchRequest(user_id=user, query=query, vector=v, alpha=alpha, **kw))  # type: ignore[arg-type]
 
 
-def seed(store: MemoryStore, records: list[MemoryRecord], vectors: list[np.ndarray]) -> None:
+def seed(store: MemoryStore, records: list[MemoryRecord], vectors: list[npt.NDArray[np.float32]]) -> None:
     store.bind_embedder("contract-test", DIM)
     store.upsert(records, mat(*vectors))
 

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from hybrid_memory.config import LifecycleConfig
 from hybrid_memory.errors import InvalidInputError, UserForgottenError
@@ -93,7 +94,9 @@ def _completeness(r: MemoryRecord) -> tuple[int, float, datetime, str]:
     return (len(" ".join(r.content.split())), r.importance, r.updated_at, r.id)
 
 
-def _merge_groups(records: Sequence[MemoryRecord], vectors: np.ndarray, threshold: float) -> list[list[int]]:
+def _merge_groups(
+    records: Sequence[MemoryRecord], vectors: npt.NDArray[np.float32], threshold: float
+) -> list[list[int]]:
     """Groups (union-find) of records whose vectors are near-duplicates without a hard conflict."""
     n = len(records)
     parent = list(range(n))

@@ -98,7 +98,7 @@ def test_kill9_of_a_writing_process_loses_no_acknowledged_write(tmp_path: Path, 
         child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
 
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         integrity = conn.execute("PRAGMA integrity_check").fetchall()
         assert integrity == [("ok",)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -130,5 +130,5 @@ def test_kill9_of_a_writing_process_loses_no_acknowledged_write(tmp_path: Path, 
         assert mem.forget(out.record.id if out.record else "", user_id="user-1")
     finally:
         store.close()
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -409,7 +410,7 @@ def test_cli_forget_while_three_processes_talk_leaves_nothing_said_before_it(bac
         trace_file = Path(default_trace_path(mem.store))
     blob = ""
     if backend.kind == "local":  # nothing of what was said before: not in any table of the file
-        with sqlite3.connect(backend.db) as con:
+        with closing(sqlite3.connect(backend.db)) as con:
             blob = "\n".join(str(r) for r in con.execute("SELECT content, context FROM memories"))
             blob += "\n".join(str(r) for r in con.execute("SELECT content FROM turns"))
     # Every process of the test writes its trace where XDG_STATE_HOME (set by the fixture) or the

@@ -107,12 +107,15 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def run(*args: str) -> None:
         subprocess.run([openssl, *args], cwd=d, check=True, capture_output=True)
 
+    # The extensions a CA needs under Python 3.13's default VERIFY_X509_STRICT.
     run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-        "-subj", "/CN=hybrid-memory reliability test CA")  # fmt: skip
+        "-subj", "/CN=hybrid-memory reliability test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-addext", "subjectKeyIdentifier=hash")  # fmt: skip
     run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
     (d / "ext.cnf").write_text(
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
         "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
     )
     run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
         "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip

@@ -70,7 +70,7 @@ def _code_lut(names: Sequence[str] | None, codes: Mapping[str, int]) -> npt.NDAr
 def _unit_vector(v: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """``_unit_rows(v[None, :])[0]`` for one vector, without the 2-D detour (same float32 result)."""
     with np.errstate(over="ignore", under="ignore"):  # an overflowing norm is rejected just below
-        norm = np.sqrt(np.add.reduce(v * v))
+        norm = np.sqrt(np.sum(v * v))  # np.add.reduce: the same float32 sum
     if not (norm > 0 and np.isfinite(norm)):
         raise InvalidInputError("vectors must have a non-zero, finite norm (cosine distance needs a direction)")
     out: npt.NDArray[np.float32] = v / norm
