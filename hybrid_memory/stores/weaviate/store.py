@@ -637,10 +637,10 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         (seven days), so a record queued longer ago than :data:`REPLAY_HORIZON` (a day less) is
         *stale*: a delete since may no longer be known. Stale records stay queued and are logged,
         not written, unless ``include_stale`` (after checking, with :meth:`dead_letters`, that they
-        should come back). So is a record whose memory was deleted less than :data:`CLOCK_SKEW`
-        before its write was queued: the two times come from two processes' clocks, so the delete
-        may have come after the write. The queue is settled last: a replay killed between its write and its
-        checks leaves its records queued, and the next one drops them and deletes again what the
+        should come back). So is a record whose memory another machine deleted less than
+        :data:`CLOCK_SKEW` before its write was queued: the two times come from two clocks, so the
+        delete may have come after the write. The queue is settled last: a replay killed between
+        its write and its checks leaves its records queued, and the next one drops them and deletes again what the
         killed one put back of a deleted memory or a forgotten user.
 
         Args:
@@ -681,10 +681,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         for user in dict.fromkeys(x.record.user_id for x in live):
             asked = {x.record.id: x.queued_at for x in live if x.record.user_id == user}
             deleted, doubt, before[user] = self._deleted_after(user, asked)
-            if doubt and not include_stale:
-                held += len(doubt)
-                wait = set(doubt)
-                live = [x for x in live if x.record.user_id != user or x.record.id not in wait]
+            leave = set() if include_stale else set(doubt)  # held back, still queued
+            held += len(leave)
             if deleted:
                 dropped = set(deleted)
                 self._drop_letters(
@@ -692,7 +690,9 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                     [x for x in live if x.record.user_id == user and x.record.id in dropped],
                     "of memories deleted since they were queued",
                 )
-                live = [x for x in live if x.record.user_id != user or x.record.id not in dropped]
+                leave |= dropped
+            if leave:
+                live = [x for x in live if x.record.user_id != user or x.record.id not in leave]
         if held:
             logger.warning(
                 "keeping %d dead letters queued: their memory was deleted less than %s before the write was "

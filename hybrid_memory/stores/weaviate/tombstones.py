@@ -218,17 +218,20 @@ class _Tombstones(_Tenancy):
         bring it back on replay; the tokens are the "before" of the replay's :meth:`_unbury_check`,
         for a delete that lands while the replay writes. An id whose tombstone is dated less than
         :data:`CLOCK_SKEW` before the queue time, by another machine's clock (its token names the
-        clock, :func:`_same_clock`), is in doubt: which came first depends on two clocks. A tombstone older than :data:`TOMBSTONE_TTL` may be pruned already, so the replay
-        holds back dead letters older than :data:`REPLAY_HORIZON`.
+        clock, :func:`_same_clock`), is in doubt: which came first depends on two clocks. A
+        tombstone older than :data:`TOMBSTONE_TTL` may be pruned already, so the replay holds back
+        dead letters older than :data:`REPLAY_HORIZON`.
         """
         rows = self._tombstone_rows(user_id, list(queued))
-        dated = {i: (token, when) for i, (token, when) in rows.items() if when is not None}
-        gone = [i for i, (_, when) in dated.items() if when >= queued[i]]
-        doubt = [
-            i
-            for i, (token, when) in dated.items()
-            if queued[i] - CLOCK_SKEW <= when < queued[i] and not _same_clock(token)
-        ]
+        gone: list[str] = []
+        doubt: list[str] = []
+        for i, (token, when) in rows.items():
+            if when is None:
+                continue
+            if when >= queued[i]:
+                gone.append(i)
+            elif when >= queued[i] - CLOCK_SKEW and not _same_clock(token):
+                doubt.append(i)
         return gone, doubt, {i: token for i, (token, _) in rows.items()}
 
     def _bury(self, user_id: str, ids: Sequence[str]) -> None:
