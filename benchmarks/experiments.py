@@ -21,6 +21,9 @@ isolate the retrieval idea; the winners are then measured again through ``Hybrid
   break, last character ``?``/``？``) passes ``beta`` times its score to the next memory of its
   session (the reply, where the information is).
 * ``qdemote_f``: such a question memory's own score times ``f``.
+* ``ctx_next_bm25`` / ``ctx_around_bm25``: look-ahead context for the keyword leg, the next turn of the
+  session (and the previous one too): what a reply says about the turn before it. A live memory
+  would learn its next turn only when that turn arrives, a second write per turn.
 
     python -m benchmarks.experiments   # writes benchmarks/results/experiments.{json,md}
 
@@ -70,6 +73,21 @@ def _date_words(ts: datetime | None) -> str:
 def _prev_texts(g: Group) -> list[str]:
     """``search_text`` of each document with the previous turn of its session as context."""
     return [f"{c}\n{d.text}" if c else d.text for c, d in zip(previous_turns(g), g.docs, strict=True)]
+
+
+def _next_turns(g: Group) -> list[str]:
+    """The next document of each document's session ("" for the last): context only a later write can add."""
+    out = [""] * len(g.docs)
+    for i, (d, nxt) in enumerate(zip(g.docs, g.docs[1:], strict=False)):
+        if d.session_id is not None and nxt.session_id == d.session_id:
+            out[i] = nxt.text
+    return out
+
+
+def _lookahead_texts(g: Group, with_prev: bool) -> list[str]:
+    """``search_text`` with the next turn of the session as context (and the previous one when ``with_prev``)."""
+    prev = previous_turns(g) if with_prev else [""] * len(g.docs)
+    return ["\n".join(t for t in (p, d.text, n) if t) for p, d, n in zip(prev, g.docs, _next_turns(g), strict=True)]
 
 
 def _fused_scores(idx: PureIndex, q: str, v: np.ndarray, alpha: float, depth: int) -> dict[str, float]:
@@ -194,6 +212,11 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             emb.embed_documents(ctx_texts) if any(v in ("ctx_prev_vector", "ctx_prev_both") for v in variants) else None
         )
         ctx_kw = PureIndex(ids, ctx_texts, vecs, an) if need_ctx else None
+        ahead = {
+            name: PureIndex(ids, _lookahead_texts(g, name == "ctx_around_bm25"), vecs, an)
+            for name in ("ctx_next_bm25", "ctx_around_bm25")
+            if any(v.split("+")[0] == name for v in variants)
+        }
         ctx_vec = PureIndex(ids, texts, ctx_vecs, an) if ctx_vecs is not None else None
         ctx_both = PureIndex(ids, ctx_texts, ctx_vecs, an) if ctx_vecs is not None else None
         dated = (
@@ -207,9 +230,14 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             v = qv[qi]
             base_scores = _fused_scores(base, q.text, v, alpha, dep)
             ctx_scores = _mix_legs(ctx_kw, base, q.text, v, alpha, dep) if ctx_kw is not None else {}
+            ahead_scores = {n: _mix_legs(ix, base, q.text, v, alpha, dep) for n, ix in ahead.items()}
             for name in variants:
                 first, *stages = name.split("+")
-                if stages:
+                if first in ahead_scores:
+                    sc = ahead_scores[first]
+                    for stage in stages:
+                        sc = _stage(g, q.text, q.date, sc, stage)
+                elif stages:
                     sc = base_scores if first != "ctx_prev_bm25" else ctx_scores
                     for stage in stages:
                         sc = _stage(g, q.text, q.date, sc, stage)
@@ -263,6 +291,11 @@ VERDICTS = {
     "questions carry facts there): not built",
     "ctx_prev_bm25+time_window_0.2+answer_0.3+qdemote_0.7": "LoCoMo R@10 0.690 -> 0.737 but LongMemEval s-all@5 "
     "0.935 -> 0.913 and turn R@10 0.967 -> 0.905: not built",
+    "ctx_next_bm25": "the next turn alone as context: below ctx_prev_bm25 on LoCoMo and MemoryBank-CN; LongMemEval "
+    "session all@10 0.957 -> 0.978 but turn R@1 0.403 -> 0.352: not kept",
+    "ctx_around_bm25": "previous and next turn: on the default pipeline LoCoMo R@10 0.690 -> 0.696 but R@1 0.295 -> "
+    "0.265, MemoryBank-CN R@5 0.980 -> 0.952, LongMemEval session all@10 0.957 -> 0.978 but turn R@1/R@10 down; "
+    "would also cost a second write per turn (a memory learns its next turn only later): not kept",
 }
 
 
@@ -272,6 +305,8 @@ def _verdict(name: str) -> str:
         return "reference"
     if name in VERDICTS:
         return VERDICTS[name]
+    if first in ("ctx_next_bm25", "ctx_around_bm25"):
+        return VERDICTS[first]
     if then:
         key = then.rsplit("+", 1)[-1].rsplit("_", 1)[0]
         if first == "ctx_prev_bm25" and then.startswith("time_window") and "+" not in then:
@@ -330,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         "ctx_prev_bm25+time_window_0.3,ctx_prev_bm25+neighbour_0.2,session_0.1,session_0.3,speaker_0.05,speaker_0.1,"
         "ctx_prev_bm25+session_0.1,ctx_prev_bm25+speaker_0.05,answer_0.3,qdemote_0.7,"
         "ctx_prev_bm25+time_window_0.2+answer_0.3,ctx_prev_bm25+time_window_0.2+qdemote_0.7,"
-        "ctx_prev_bm25+time_window_0.2+answer_0.3+qdemote_0.7",
+        "ctx_prev_bm25+time_window_0.2+answer_0.3+qdemote_0.7,ctx_next_bm25,ctx_around_bm25,"
+        "ctx_around_bm25+time_window_0.2",
     )
     args = p.parse_args(argv)
     if args.render_only:
