@@ -14,6 +14,10 @@ Rules:
   ``N周前``, ``N个月前``, 上周三; ``today``, ``yesterday``, ``the day before yesterday``,
   ``last night``, ``this/last week``, ``last weekend``, ``this/last month``, ``this/last year``,
   ``N days/weeks/months/years ago``, ``last Monday``.
+* Spans up to today: ``最近N天``, ``过去两周``, ``近三个月``, ``最近几天``; ``the past/last N
+  days/weeks/months/years``, ``the last few days``, ``the past week/month/year``. They run from N
+  units before today through today ("last week" is the calendar week before this one; "the past
+  week" is the last seven days). A bare 最近 ("recently") names no period.
 * A date without a year is the latest such date not after ``now``. Weeks start on Monday.
   Relative expressions resolve against ``now`` (the time of the question) in UTC.
 * "May" counts as a month only when capitalised and next to a day, a year or "in/during/since
@@ -106,6 +110,8 @@ _EN_NUMBERS = {
     "a couple of": 2,
     "a few": 3,
     "several": 3,
+    "few": 3,
+    "couple of": 2,
 }
 _ZH_NUM = r"[0-9]{1,4}|[零〇一二两三四五六七八九十]{1,3}"
 _EN_NUM = r"\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
@@ -113,7 +119,7 @@ _EN_NUM = r"\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|se
 
 # Every rule below needs one of these; a query without any is answered without running the rules.
 _MAY_NAME_TIME = re.compile(
-    r"[0-9天周月年号號日前今昨]|星期|礼拜|today|tonight|yesterday|ago|week|month|year|night|morning|"
+    r"[0-9天周月年号號日前今昨]|星期|礼拜|today|tonight|yesterday|ago|days?\b|week|month|year|night|morning|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday",
     re.IGNORECASE,
 )
@@ -168,6 +174,17 @@ def _add_months(y: int, m: int, delta: int) -> tuple[int, int]:
 def _week(today: date, weeks_back: int, text: str) -> TimeWindow:
     monday = today - timedelta(days=today.weekday()) - timedelta(weeks=weeks_back)
     return _days(monday, monday + timedelta(days=6), text)
+
+
+def _span(today: date, n: int, unit: str, text: str) -> TimeWindow:
+    """From ``n`` days, weeks (周, 星期, 礼拜), months or years before ``today`` through ``today``."""
+    u = unit.lower()
+    if u.startswith("day") or u == "天":
+        return _days(today - timedelta(days=n), today, text)
+    if u.startswith("week") or u in ("周", "期", "拜"):
+        return _days(today - timedelta(weeks=n), today, text)
+    y, m = _add_months(today.year, today.month, -n if u.startswith("month") or u == "月" else -12 * n)
+    return _days(date(y, m, min(today.day, calendar.monthrange(y, m)[1])), today, text)
 
 
 def _latest(today: date, m: int, d: int, y: int | None) -> date | None:
@@ -282,6 +299,14 @@ def find_time_windows(text: str, now: datetime) -> list[TimeWindow]:
         return _year(today.year - n, m[0])
 
     f.scan(rf"(?P<n>{_ZH_NUM})\s*(?P<u>天|个?星期|个?礼拜|周|个月|年)(?:以)?前", zh_ago)
+
+    def zh_span(m: re.Match[str]) -> TimeWindow:
+        n = 3 if m["n"] == "几" else _zh_int(m["n"])
+        return _span(today, n, m["u"][-1], m[0])
+
+    f.scan(
+        rf"(?:过去|最近|近)\s*的?\s*(?P<n>{_ZH_NUM}|几)\s*(?P<u>天|个?星期|个?礼拜|周|个月|年)(?!\s*(?:以)?前)", zh_span
+    )
     fixed_zh: list[tuple[str, TimeWindow]] = [
         ("大前天", _day(today - timedelta(days=3), "大前天")),
         ("前天", _day(today - timedelta(days=2), "前天")),
@@ -335,6 +360,16 @@ def find_time_windows(text: str, now: datetime) -> list[TimeWindow]:
 
     f.scan(rf"\b(?P<n>{_EN_NUM})\s+(?P<u>days?|weeks?|months?|years?)\s+ago\b", en_ago, re.IGNORECASE)
 
+    def en_span(m: re.Match[str]) -> TimeWindow:
+        return _span(today, _en_int(m["n"]) if m["n"] else 1, m["u"].lower(), m[0])
+
+    f.scan(
+        rf"\b(?:the\s+)?(?:past|last|previous)\s+(?P<n>{_EN_NUM}|few|couple of)\s+(?P<u>days|weeks|months|years)\b(?!\s+of\b)",
+        en_span,
+        re.IGNORECASE,
+    )
+    f.scan(r"\b(?:the\s+|this\s+)?past\s+(?P<n>)(?P<u>week|month|year)\b", en_span, re.IGNORECASE)
+
     def en_weekday(m: re.Match[str]) -> TimeWindow:
         wd = _WEEKDAYS_EN[m["d"].lower()]
         back = (today.weekday() - wd) % 7 or 7  # "last Monday" on a Monday is a week ago
@@ -348,9 +383,9 @@ def find_time_windows(text: str, now: datetime) -> list[TimeWindow]:
         (r"\byesterday\b|\blast\s+night\b", _day(today - timedelta(days=1), "")),
         (r"\btoday\b|\btonight\b|\bthis\s+morning\b", _day(today, "")),
         (r"\blast\s+weekend\b|\bthis\s+past\s+weekend\b", _days(sat, sat + timedelta(days=1), "")),
-        (r"\b(?:last|previous|past)\s+week\b", _week(today, 1, "")),
+        (r"\b(?:last|previous)\s+week\b", _week(today, 1, "")),
         (r"\bthis\s+week\b", _week(today, 0, "")),
-        (r"\b(?:last|previous|past)\s+month\b", _month(*_add_months(today.year, today.month, -1), "")),
+        (r"\b(?:last|previous)\s+month\b", _month(*_add_months(today.year, today.month, -1), "")),
         (r"\bthis\s+month\b", _month(today.year, today.month, "")),
         (r"\blast\s+year\b", _year(today.year - 1, "")),
         (r"\bthis\s+year\b", _year(today.year, "")),

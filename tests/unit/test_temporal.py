@@ -63,6 +63,20 @@ def _days(text: str, now: datetime = NOW) -> list[tuple[str, str]]:
         ("3 days ago", [("2023-05-03", "2023-05-05")]),
         ("last Sunday", [("2023-04-30", "2023-04-30")]),  # said on a Sunday: a week ago
         ("last Monday", [("2023-05-01", "2023-05-01")]),
+        # Spans up to today: N units back through today.
+        ("How many times did I bake in the past two weeks?", [("2023-04-23", "2023-05-07")]),
+        ("the last 3 days", [("2023-05-04", "2023-05-07")]),
+        ("over the last few weeks", [("2023-04-16", "2023-05-07")]),
+        ("the past couple of months", [("2023-03-07", "2023-05-07")]),
+        ("in the past week", [("2023-04-30", "2023-05-07")]),  # the last seven days, not last week
+        ("this past week", [("2023-04-30", "2023-05-07")]),
+        ("the past year", [("2022-05-07", "2023-05-07")]),
+        ("最近两周我做了几次饭", [("2023-04-23", "2023-05-07")]),
+        ("过去三天", [("2023-05-04", "2023-05-07")]),
+        ("近三个月", [("2023-02-07", "2023-05-07")]),
+        ("最近几天", [("2023-05-04", "2023-05-07")]),
+        ("过去的一年", [("2022-05-07", "2023-05-07")]),
+        ("近两周前", [("2023-04-17", "2023-04-23")]),  # "two weeks ago", not a span
     ],
 )
 def test_time_expressions(text: str, expected: list[tuple[str, str]]) -> None:
@@ -78,6 +92,8 @@ def test_time_expressions(text: str, expected: list[tuple[str, str]]) -> None:
         "my 3 cats",
         "room 2023",  # a bare number is not a year
         "我喜欢喝乌龙茶",
+        "最近我在忙什么",  # "recently" without a length
+        "the last two days of the trip",  # a span of something else, not of the calendar
         "",
     ],
 )
@@ -92,6 +108,11 @@ def test_windows_are_utc_half_open_and_keep_their_words() -> None:
     assert datetime(2023, 5, 2, 23, 59, tzinfo=timezone.utc) in w
     assert datetime(2023, 5, 3, tzinfo=timezone.utc) not in w
     assert "2023-05-02" not in w  # only datetimes are inside
+
+
+def test_spans_clamp_to_the_end_of_a_shorter_month() -> None:
+    assert _days("the past month", datetime(2023, 3, 31, tzinfo=timezone.utc)) == [("2023-02-28", "2023-03-31")]
+    assert _days("the past year", datetime(2024, 2, 29, tzinfo=timezone.utc)) == [("2023-02-28", "2024-02-29")]
 
 
 def test_now_in_another_zone_is_read_in_utc() -> None:
@@ -137,6 +158,17 @@ def test_recall_favours_the_day_the_query_names() -> None:
         assert hits[0].components()["time_match"] == 1.0
         undated = mem.recall("我在博物馆看了什么展览？", user_id="u", k=3, now=NOW)
         assert all(h.time_match == 0.0 for h in undated)
+    finally:
+        mem.close()
+
+
+def test_recall_favours_the_span_up_to_today_the_query_names() -> None:
+    mem = _diary()
+    try:
+        # Asked on 7 May: the last four days are 3-7 May, so the visits of 1 and 2 May fall outside.
+        hits = mem.recall("最近四天我去博物馆看了什么展览？", user_id="u", k=3, now=NOW)
+        assert hits[0].content == "今天去博物馆看了青铜器展览" and hits[0].time_match == 1.0
+        assert all(h.time_match == 0.0 for h in hits if h.content != "今天去博物馆看了青铜器展览")
     finally:
         mem.close()
 
