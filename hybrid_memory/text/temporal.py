@@ -11,10 +11,10 @@ Rules:
   ``May 2``, ``May 2nd, 2023``, ``2 May 2023``, ``the 2nd of May``; months: ``2023年5月``,
   ``May 2023``, ``in May``; years: ``2023年``, ``in 2023``.
 * Relative: 今天/昨天/前天, 上周/本周/这周, 上个月/这个月, 去年/今年/前年, ``N天前``,
-  ``N周前``, ``N个月前``, 上周三; ``today``, ``yesterday``, ``the day before yesterday``,
+  ``N周前``, ``N个月前``, 几天前/前几天/前两天, 上周三; ``today``, ``yesterday``, ``the day before yesterday``,
   ``last night``, ``this/last week``, ``last weekend``, ``this/last month``, ``this/last year``,
   ``N days/weeks/months/years ago``, ``last Monday``.
-* Spans up to today: ``最近N天``, ``过去两周``, ``近三个月``, ``最近几天``; ``the past/last N
+* Spans up to today: ``最近N天``, ``过去两周``, ``近三个月``, ``最近几天``, ``这两天``; ``the past/last N
   days/weeks/months/years``, ``the last few days``, ``the past week/month/year``. They run from N
   units before today through today ("last week" is the calendar week before this one; "the past
   week" is the last seven days). A bare 最近 ("recently") names no period.
@@ -138,6 +138,11 @@ def _zh_int(s: str) -> int:
     for ch in s:
         value = value * 10 + _ZH_DIGITS[ch]
     return value
+
+
+def _zh_count(s: str) -> int:
+    """A count as :func:`_zh_int` reads it; 几 ("a few") is 3, as "a few" is in English."""
+    return 3 if s == "几" else _zh_int(s)
 
 
 def _en_int(s: str) -> int:
@@ -286,7 +291,7 @@ def find_time_windows(text: str, now: datetime) -> list[TimeWindow]:
     f.scan(r"(?P<w>上个?|这个?|本)(?:周|星期|礼拜)(?P<d>[一二三四五六日天])", zh_week_day)
 
     def zh_ago(m: re.Match[str]) -> TimeWindow | None:
-        n = _zh_int(m["n"])
+        n = _zh_count(m["n"])
         unit = m["u"]
         if unit == "天":
             d = today - timedelta(days=n)
@@ -298,15 +303,16 @@ def find_time_windows(text: str, now: datetime) -> list[TimeWindow]:
             return _month(y, mo, m[0])
         return _year(today.year - n, m[0])
 
-    f.scan(rf"(?P<n>{_ZH_NUM})\s*(?P<u>天|个?星期|个?礼拜|周|个月|年)(?:以)?前", zh_ago)
+    f.scan(rf"(?P<n>{_ZH_NUM}|几)\s*(?P<u>天|个?星期|个?礼拜|周|个月|年)(?:以)?前", zh_ago)
+    f.scan(r"前(?P<n>[几两])(?P<u>天)", zh_ago)  # 前几天 / 前两天: a few / a couple of days ago
 
     def zh_span(m: re.Match[str]) -> TimeWindow:
-        n = 3 if m["n"] == "几" else _zh_int(m["n"])
-        return _span(today, n, m["u"][-1], m[0])
+        return _span(today, _zh_count(m["n"]), m["u"][-1], m[0])
 
     f.scan(
         rf"(?:过去|最近|近)\s*的?\s*(?P<n>{_ZH_NUM}|几)\s*(?P<u>天|个?星期|个?礼拜|周|个月|年)(?!\s*(?:以)?前)", zh_span
     )
+    f.scan(r"这(?P<n>[几两])(?P<u>天)", zh_span)  # 这几天 / 这两天: these last few days
     fixed_zh: list[tuple[str, TimeWindow]] = [
         ("大前天", _day(today - timedelta(days=3), "大前天")),
         ("前天", _day(today - timedelta(days=2), "前天")),
