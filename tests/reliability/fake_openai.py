@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -193,12 +194,21 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out has hung up before a held ("timeout") reply is written: that
+        # is the scenario, not a server failure, so do not print its BrokenPipeError.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def serve(script: Sequence[str], *, slow_seconds: float = 60.0, latency: float = 0.0) -> Iterator[FakeOpenAI]:
     """Run the scripted server on a free loopback port for the ``with`` block (``latency``: delay of each ``ok``)."""
     fake = FakeOpenAI(list(script), slow_seconds=slow_seconds, latency=latency)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), _handler(fake))
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
