@@ -77,10 +77,10 @@ def deadline(script: list[str]) -> float:
     return ANSWER_TIMEOUT if "timeout" in script else NO_HOLD_TIMEOUT
 
 
-def chat(fake: FakeOpenAI) -> Any:
+def chat(fake: FakeOpenAI, **kwargs: Any) -> Any:
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model="gpt-4o-mini", base_url=fake.base_url, api_key=API_KEY, max_retries=0, timeout=60)
+    return ChatOpenAI(model="gpt-4o-mini", base_url=fake.base_url, api_key=API_KEY, max_retries=0, timeout=60, **kwargs)
 
 
 def policy(fake: FakeOpenAI, sleeps: Sleeps | None = None) -> LLMCallPolicy:
@@ -90,8 +90,8 @@ def policy(fake: FakeOpenAI, sleeps: Sleeps | None = None) -> LLMCallPolicy:
     )
 
 
-def scorer(fake: FakeOpenAI, sleeps: Sleeps | None = None) -> LLMImportanceScorer:
-    return LLMImportanceScorer(chat(fake), cache_size=0, policy=policy(fake, sleeps))
+def scorer(fake: FakeOpenAI, sleeps: Sleeps | None = None, **kwargs: Any) -> LLMImportanceScorer:
+    return LLMImportanceScorer(chat(fake, **kwargs), cache_size=0, policy=policy(fake, sleeps))
 
 
 def extractor(fake: FakeOpenAI, sleeps: Sleeps | None = None) -> FactExtractor:
@@ -166,10 +166,16 @@ def test_scorer_recovers_within_its_retries(script: list[str]) -> None:
 
 @pytest.mark.parametrize("script", [["500"], ["timeout"]])
 async def test_async_scorer_backs_off_then_falls_back_too(script: list[str]) -> None:
-    with serve(script) as fake:
-        sleeps = Sleeps(fake)
-        batch = await scorer(fake, sleeps).ascore(TEXTS, roles=["user", "user"])
-        assert_backoff(fake, sleeps, RETRIES + 1)
+    import httpx
+
+    # Its own client, closed on this test's event loop: langchain-openai's default async client is
+    # cached process-wide, and the keep-alive connection it pools here would outlive this loop
+    # (Python 3.13 then warns about an unclosed transport at interpreter exit).
+    async with httpx.AsyncClient() as client:
+        with serve(script) as fake:
+            sleeps = Sleeps(fake)
+            batch = await scorer(fake, sleeps, http_async_client=client).ascore(TEXTS, roles=["user", "user"])
+            assert_backoff(fake, sleeps, RETRIES + 1)
     assert batch.fallback_reason is not None and f"after {RETRIES + 1} attempt" in batch.fallback_reason
 
 
