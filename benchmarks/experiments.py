@@ -233,12 +233,8 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             ahead_scores = {n: _mix_legs(ix, base, q.text, v, alpha, dep) for n, ix in ahead.items()}
             for name in variants:
                 first, *stages = name.split("+")
-                if first in ahead_scores:
-                    sc = ahead_scores[first]
-                    for stage in stages:
-                        sc = _stage(g, q.text, q.date, sc, stage)
-                elif stages:
-                    sc = base_scores if first != "ctx_prev_bm25" else ctx_scores
+                if stages or first in ahead_scores:
+                    sc = ahead_scores.get(first, ctx_scores if first == "ctx_prev_bm25" else base_scores)
                     for stage in stages:
                         sc = _stage(g, q.text, q.date, sc, stage)
                 elif name == "base":
