@@ -1,10 +1,12 @@
-"""The answer follow-up variants of ``benchmarks/experiments.py`` and its report writer."""
+"""The answer follow-up and MMR variants of ``benchmarks/experiments.py`` and its report writer."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.experiments import _answer_follow, _is_question, write_markdown
+import numpy as np
+
+from benchmarks.experiments import _answer_follow, _is_question, _mmr, write_markdown
 from benchmarks.harness.datasets import Doc, Group
 
 GROUP = Group(
@@ -33,6 +35,17 @@ def test_a_question_passes_part_of_its_score_to_the_reply_in_its_session() -> No
     assert out["d3"] == 0.35 and "d4" not in out  # the next memory is in another session
     assert out["d5"] == 0.8 and out["d6"] == 0.1  # an exchange passes nothing on
     assert _answer_follow(GROUP, scores, 0.0, 1.0) == scores
+
+
+def test_mmr_lets_a_different_memory_past_a_near_duplicate_of_the_first() -> None:
+    unit = np.array([[1, 0], [1, 0], [0, 1], [0, 1], [1, 0], [0, 1]], dtype=np.float32)
+    scores = {"d1": 1.0, "d2": 0.95, "d3": 0.9, "d4": 0.1}
+    rank = lambda out: sorted(out, key=lambda i: -out[i])  # noqa: E731
+    assert rank(_mmr(GROUP, scores, unit, 0.0)) == ["d1", "d2", "d3", "d4"]
+    # d2 repeats d1 (cosine 1): 0.95 - 0.2 < 0.9, so d3 comes second; d4 repeats d3 as well
+    assert rank(_mmr(GROUP, scores, unit, 0.2)) == ["d1", "d3", "d2", "d4"]
+    # beyond the pool the order is the score order
+    assert rank(_mmr(GROUP, scores, unit, 0.2, pool=1)) == ["d1", "d2", "d3", "d4"]
 
 
 def test_the_report_keeps_the_sections_other_studies_wrote(tmp_path: Path) -> None:
