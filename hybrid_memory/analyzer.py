@@ -11,6 +11,7 @@ from hybrid_memory.text.analyzer import (
     QUERY_STOPWORDS,
     Analyzer,
     CjkMode,
+    last_words,
     scripts,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
     "QUERY_STOPWORDS",
     "Analyzer",
     "CjkMode",
+    "last_words",
     "scripts",
 ]

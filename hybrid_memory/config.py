@@ -231,6 +231,13 @@ class WriterConfig(_Section):
         default=0.1, ge=0.0, le=1.0, description="a newer memory may be this much less important and still supersede"
     )
     review_queue_size: int = Field(default=1000, ge=0, description="suspected conflicts kept per user for review")
+    context_words: int | None = Field(
+        default=45,
+        ge=1,
+        description="words of the previous turn that add_turn keeps as a turn's search context: its end, the part the "
+        "turn answers (a CJK character counts as one word; None = the whole turn). A long assistant reply otherwise "
+        "outweighs the user's short turn in the keyword index",
+    )
     max_future_skew_seconds: float = Field(
         default=300.0,
         ge=0.0,

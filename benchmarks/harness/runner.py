@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.records import FusedContext, MemoryRecord
+from hybrid_memory.text.analyzer import last_words
 from hybrid_memory.text.tokens import TokenCounter
 
 from benchmarks.harness.datasets import LOCOMO_CATEGORIES, Dataset, Group, Question
@@ -149,16 +150,17 @@ def _ids_of(record: MemoryRecord, alias: Mapping[str, set[str]]) -> frozenset[st
     return frozenset(ids)
 
 
-def previous_turns(group: Group) -> list[str]:
+def previous_turns(group: Group, words: int | None = None) -> list[str]:
     """The search context of each document: the previous document of its session ("" for the first).
 
-    This is what :meth:`HybridMemory.add_turn` records for a conversation turn, so turns stored
-    with ``remember_many`` are indexed as a live conversation would index them.
+    This is what :meth:`HybridMemory.add_turn` records for a conversation turn (with ``words``,
+    ``writer.context_words``: the previous document's last ``words`` words), so turns stored with
+    ``remember_many`` are indexed as a live conversation would index them.
     """
     out: list[str] = []
     last: dict[str | None, str] = {}
     for d in group.docs:
-        out.append(last.get(d.session_id, "") if d.session_id is not None else "")
+        out.append(last_words(last.get(d.session_id, ""), words) if d.session_id is not None else "")
         last[d.session_id] = d.text
     return out
 
@@ -462,7 +464,7 @@ def run_benchmark(
                     "provenance": (d.id,),
                     "context": context,
                 }
-                for d, context in zip(group.docs, previous_turns(group), strict=True)
+                for d, context in zip(group.docs, previous_turns(group, base_cfg.writer.context_words), strict=True)
             ]
             res = mem.remember_many(group.id, items, progress=False)
             ingest_s += time.perf_counter() - t1

@@ -35,7 +35,15 @@ from typing import Literal
 
 from hybrid_memory.errors import ConfigurationError, MissingDependencyError
 
-__all__ = ["CJK_QUERY_STOPWORDS", "ENGLISH_STOPWORDS", "QUERY_STOPWORDS", "Analyzer", "CjkMode", "scripts"]
+__all__ = [
+    "CJK_QUERY_STOPWORDS",
+    "ENGLISH_STOPWORDS",
+    "QUERY_STOPWORDS",
+    "Analyzer",
+    "CjkMode",
+    "last_words",
+    "scripts",
+]
 
 CjkMode = Literal["bigram+unigram", "bigram", "unigram", "jieba"]
 
@@ -225,6 +233,35 @@ _SCRIPT_SETS = {
     (True, False): frozenset({"cjk"}),
     (True, True): frozenset({"cjk", "other"}),
 }
+
+
+# A word for last_words: one CJK character, or a run of anything else up to a space or a CJK character.
+_WORD_OR_CJK = re.compile(rf"[{_CJK_CLASS}]|[^\s{_CJK_CLASS}]+")
+
+
+def last_words(text: str, n: int | None) -> str:
+    """The end of ``text`` from its ``n``-th last word on (all of it when it is shorter, or ``n`` is None).
+
+    A CJK character counts as one word (Chinese has no spaces; a Chinese word is one to three
+    characters), a run of other characters up to a space or a CJK character as another, so a
+    punctuation mark standing alone is a word too. The cut is at the start of a word: a word, or
+    a redaction placeholder such as ``[EMAIL]``, is never split.
+
+    Example:
+        >>> last_words("Bob: how was the weekend?", 3)
+        'was the weekend?'
+        >>> last_words("你喜欢文艺作品吗？", 4)
+        '作品吗？'
+        >>> last_words("short", 45)
+        'short'
+    """
+    if n is None:
+        return text
+    if n < 1:
+        raise ValueError(f"n must be >= 1 or None, got {n}")
+    words = _WORD_OR_CJK.finditer(text)
+    starts = [m.start() for m in words]
+    return text[starts[-n] :] if len(starts) > n else text
 
 
 def _is_cjk(ch: str) -> bool:

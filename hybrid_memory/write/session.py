@@ -70,6 +70,7 @@ from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import StoreError, StoreUnavailableError, UserForgottenError
 from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
+from hybrid_memory.text.analyzer import last_words
 from hybrid_memory.write.buffer import KeyFrameBuffer
 from hybrid_memory.write.extraction import BackgroundWorker, FactExtractor
 from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, infer_category
@@ -267,7 +268,7 @@ class Sessions:
         w = self._window(user_id, session_id)
         with w.lock:  # one writer per session in this process; other processes are ordered by the log
             epoch = self._sync(w, user_id, session_id)
-            context = w.last_content or ""
+            context = last_words(w.last_content or "", self.config.writer.context_words)
             # Long-term first, then the log: a turn in the window is always recallable too.
             written = self._write_turns([turn], contexts=[context], epoch=epoch, pii_note=pii_note) if long_term else []
             (stored,) = self.store.append_turns([turn], epoch=epoch)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.experiments import _answer_follow, _is_question, _mmr, _tail, write_markdown
+from benchmarks.experiments import _answer_follow, _is_question, _mmr, write_markdown
 from benchmarks.harness.datasets import Doc, Group
 
 GROUP = Group(
@@ -35,13 +35,6 @@ def test_a_question_passes_part_of_its_score_to_the_reply_in_its_session() -> No
     assert out["d3"] == 0.35 and "d4" not in out  # the next memory is in another session
     assert out["d5"] == 0.8 and out["d6"] == 0.1  # an exchange passes nothing on
     assert _answer_follow(GROUP, scores, 0.0, 1.0) == scores
-
-
-def test_the_tail_of_a_context_counts_a_han_character_as_one_word() -> None:
-    assert _tail("Bob: how was the weekend?", 3) == "was the weekend?"
-    assert _tail("你喜欢文艺作品吗？", 4) == "作品吗？"  # 作 品 吗 and the mark as a word of its own
-    assert _tail("I like 绘画 and tea", 3) == "画 and tea"
-    assert _tail("short", 20) == "short"
 
 
 def test_mmr_lets_a_different_memory_past_a_near_duplicate_of_the_first() -> None:

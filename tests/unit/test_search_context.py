@@ -148,3 +148,51 @@ def test_a_memory_is_not_injected_on_the_words_of_its_context_alone(mem: HybridM
     # The same words in the memory itself do clear the floor.
     mem.remember("u", "The pottery studio moved to Rue Neuve")
     assert "The pottery studio moved to Rue Neuve" in mem.build_context("pottery studio", user_id="u").text
+
+
+LONG_REPLY = (
+    "Great question! Sourdough needs a lively starter, so feed it twice a day, keep it somewhere warm, and use "
+    "bread flour with a little rye. Let the dough rest overnight in the fridge, then bake it in a hot Dutch oven "
+    "for about forty minutes. "
+    "By the way, what did you end up doing with the old wooden bookshelf in your hallway last weekend?"
+)
+
+
+def _user_turn_after(reply: str, answer: str, **writer: object) -> HybridMemory:
+    cfg = HybridMemoryConfig(writer={"turn_min_importance": 0.0, **writer})
+    m = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), config=cfg, clock=lambda: T0)
+    m.add_turn("u", "s", "assistant", reply, timestamp=T0)
+    m.add_turn("u", "s", "user", answer, timestamp=T0 + timedelta(minutes=1))
+    return m
+
+
+def test_add_turn_keeps_the_end_of_a_long_previous_turn_as_context() -> None:
+    answer = "I painted it blue and moved it to the study"
+    m = _user_turn_after(LONG_REPLY, answer)
+    try:
+        assert m.config.writer.context_words == 45
+        (rec,) = m.list_memories("u")
+        words = LONG_REPLY.split()
+        assert rec.context == " ".join(words[-45:]) and len(words) > 45
+        # the end of the reply, the question the user answers, still finds the answer by keywords ...
+        assert [h.content for h in m.recall("wooden bookshelf hallway", user_id="u", alpha=0.0)] == [answer]
+        # ... the start of the reply, about something else, no longer does
+        assert m.recall("sourdough lively starter", user_id="u", alpha=0.0) == []
+    finally:
+        m.close()
+    whole = _user_turn_after(LONG_REPLY, answer, context_words=None)
+    try:
+        assert whole.list_memories("u")[0].context == LONG_REPLY
+        assert [h.content for h in whole.recall("sourdough lively starter", user_id="u", alpha=0.0)] == [answer]
+    finally:
+        whole.close()
+
+
+def test_a_cjk_character_counts_as_one_word_of_context() -> None:
+    reply = "今天天气很好，" * 10 + "你周末去哪里爬山了？"  # 80 characters
+    m = _user_turn_after(reply, "我们去了黄山，风景特别美", context_words=12)
+    try:
+        # 好 ， 你 周 末 去 哪 里 爬 山 了 ？: a full-width mark standing alone is a word as well
+        assert m.list_memories("u")[0].context == "好，你周末去哪里爬山了？"
+    finally:
+        m.close()
