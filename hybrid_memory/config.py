@@ -1,8 +1,9 @@
 """One frozen configuration model for the whole library.
 
 Every setting can come from the environment with the prefix ``HYBRID_MEMORY_`` and ``__`` between
-nested sections, e.g. ``HYBRID_MEMORY_RETRIEVAL__ALPHA=0.3``. Numbers are taken as given:
-``alpha=0.0`` stays 0.0 (1.0 = pure vector, 0.0 = pure keyword/BM25).
+nested sections, e.g. ``HYBRID_MEMORY_RETRIEVAL__ALPHA=0.3``; ``null`` sets an optional field to
+None (``HYBRID_MEMORY_WRITER__CONTEXT_WORDS=null``). Numbers are taken as given: ``alpha=0.0``
+stays 0.0 (1.0 = pure vector, 0.0 = pure keyword/BM25).
 
 Example:
     >>> cfg = HybridMemoryConfig(retrieval={"alpha": 0.0})
@@ -311,7 +312,7 @@ class HybridMemoryConfig(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="HYBRID_MEMORY_", env_nested_delimiter="__", frozen=True, extra="forbid"
+        env_prefix="HYBRID_MEMORY_", env_nested_delimiter="__", env_parse_none_str="null", frozen=True, extra="forbid"
     )
 
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)

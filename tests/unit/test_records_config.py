@@ -81,6 +81,17 @@ def test_config_reads_nested_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cfg.rerank.half_life_days == 3.5
 
 
+def test_null_in_the_environment_sets_an_optional_field_to_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_config().writer.context_words == 45
+    monkeypatch.setenv("HYBRID_MEMORY_WRITER__CONTEXT_WORDS", "null")  # the whole previous turn
+    monkeypatch.setenv("HYBRID_MEMORY_RERANK__GUARD_MARGIN", "0.1")
+    cfg = load_config()
+    assert cfg.writer.context_words is None and cfg.rerank.guard_margin == 0.1
+    monkeypatch.setenv("HYBRID_MEMORY_RETRIEVAL__FUSION", "null")  # not optional: a typed error
+    with pytest.raises(ConfigurationError, match=r"retrieval\.fusion"):
+        load_config()
+
+
 def test_invalid_config_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match=r"retrieval\.alpha"):
         load_config(retrieval={"alpha": -0.1})
