@@ -97,7 +97,7 @@ def collect_dataset(ds: Any, emb: Any) -> list[Case]:
                 "provenance": (d.id,),
                 "context": c,
             }
-            for d, c in zip(g.docs, previous_turns(g), strict=True)
+            for d, c in zip(g.docs, previous_turns(g, cfg.writer.context_words), strict=True)
         ]
         mem.remember_many(g.id, items, progress=False)
         mems.append(mem)
