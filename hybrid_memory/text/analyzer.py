@@ -33,7 +33,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Literal
 
-from hybrid_memory.errors import ConfigurationError, MissingDependencyError
+from hybrid_memory.errors import ConfigurationError, InvalidInputError, MissingDependencyError
 
 __all__ = [
     "CJK_QUERY_STOPWORDS",
@@ -247,6 +247,9 @@ def last_words(text: str, n: int | None) -> str:
     punctuation mark standing alone is a word too. The cut is at the start of a word: a word, or
     a redaction placeholder such as ``[EMAIL]``, is never split.
 
+    Raises:
+        InvalidInputError: ``n`` is below 1.
+
     Example:
         >>> last_words("Bob: how was the weekend?", 3)
         'was the weekend?'
@@ -258,7 +261,7 @@ def last_words(text: str, n: int | None) -> str:
     if n is None:
         return text
     if n < 1:
-        raise ValueError(f"n must be >= 1 or None, got {n}")
+        raise InvalidInputError(f"n must be >= 1 or None, got {n}")
     words = _WORD_OR_CJK.finditer(text)
     starts = [m.start() for m in words]
     return text[starts[-n] :] if len(starts) > n else text

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from hybrid_memory.errors import ConfigurationError
-from hybrid_memory.text.analyzer import ENGLISH_STOPWORDS, Analyzer
+from hybrid_memory.errors import ConfigurationError, InvalidInputError
+from hybrid_memory.text.analyzer import ENGLISH_STOPWORDS, Analyzer, last_words
 from hybrid_memory.text.tokens import TokenCounter
 
 
@@ -129,3 +129,24 @@ def test_chinese_question_words_and_pronouns_are_dropped_from_queries_only() -> 
     doc = an.index_tokens("我问你什么时候去")
     assert "我" in doc and "什么" in doc  # documents keep every token (lengths match Weaviate's)
     assert Analyzer(stopwords=()).query_tokens("我什么") == ["我", "我什", "什", "什么", "么"]
+
+
+@pytest.mark.parametrize(
+    ("text", "n", "expected"),
+    [
+        ("Call me at [PHONE] or mail [EMAIL] today", 3, "mail [EMAIL] today"),  # a placeholder stays whole
+        ("I like 绘画 and tea", 3, "画 and tea"),  # a CJK character is a word, next to a Latin one
+        ("好的。\n你呢？", 4, "。\n你呢？"),  # full-width marks standing alone are words too
+        ("  leading and trailing  ", 2, "and trailing  "),
+        ("one two", 2, "one two"),
+        ("one two", None, "one two"),
+        ("", 5, ""),
+    ],
+)
+def test_last_words_cuts_at_the_start_of_a_word(text: str, n: int | None, expected: str) -> None:
+    assert last_words(text, n) == expected
+
+
+def test_last_words_refuses_a_count_below_one() -> None:
+    with pytest.raises(InvalidInputError, match="n must be"):
+        last_words("text", 0)
