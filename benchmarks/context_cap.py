@@ -161,7 +161,8 @@ def markdown(res: dict[str, Any]) -> str:
 
 def conclusion(res: dict[str, Any]) -> list[str]:
     """What the numbers say about the default (``writer.context_words``)."""
-    default = name_of(WriterConfig().context_words)
+    n = WriterConfig().context_words
+    default = name_of(n)
     dev, live = res["dev"], res["live"]
     if default not in dev:
         return [f"The default ({default}) was not measured."]
@@ -170,7 +171,6 @@ def conclusion(res: dict[str, Any]) -> list[str]:
     gain = live[default]["ndcg@10"] - live[WHOLE]["ndcg@10"]
     held = ", ".join(f"{d} {c['held_out']:.3f} with {c['chosen']}" for d, c in res["cv"].items())
     base = ", ".join(f"{c['default']:.3f}" for c in res["cv"].values())
-    n = WriterConfig().context_words
     return [
         f"* Dev files, as the benchmark indexes them: the default ({n} words) keeps every headline metric within "
         f"{moved:.3f} of the whole turn, and Recall@1 and nDCG@10 within {fine:.3f}. Chosen on two and scored on the "

@@ -262,8 +262,7 @@ def last_words(text: str, n: int | None) -> str:
         return text
     if n < 1:
         raise InvalidInputError(f"n must be >= 1 or None, got {n}")
-    words = _WORD_OR_CJK.finditer(text)
-    starts = [m.start() for m in words]
+    starts = [m.start() for m in _WORD_OR_CJK.finditer(text)]
     return text[starts[-n] :] if len(starts) > n else text
 
 
