@@ -1,4 +1,4 @@
-"""The answer follow-up and MMR variants of ``benchmarks/experiments.py`` and its report writer."""
+"""The answer follow-up, MMR and context-property variants of ``benchmarks/experiments.py`` and its report writer."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.experiments import _answer_follow, _is_question, _mmr, write_markdown
+from benchmarks.experiments import _answer_follow, _field_scores, _is_question, _mmr, write_markdown
 from benchmarks.harness.datasets import Doc, Group
+from benchmarks.harness.pure import PureIndex
+from hybrid_memory.text.analyzer import Analyzer
 
 GROUP = Group(
     id="g",
@@ -46,6 +48,23 @@ def test_mmr_lets_a_different_memory_past_a_near_duplicate_of_the_first() -> Non
     assert rank(_mmr(GROUP, scores, unit, 0.2)) == ["d1", "d3", "d2", "d4"]
     # beyond the pool the order is the score order
     assert rank(_mmr(GROUP, scores, unit, 0.2, pool=1)) == ["d1", "d2", "d3", "d4"]
+
+
+def test_the_context_property_is_searched_and_the_content_boost_weighs_the_memory_words_k_times() -> None:
+    an = Analyzer()
+    texts = ["I play the violin at night", "Yes, every evening after dinner", "We bought a new car"]
+    contexts = ["", "Do you play the violin?", ""]
+    vecs = np.eye(3, dtype=np.float32)
+    base = PureIndex(["a", "b", "c"], texts, vecs, an)
+    fields = (base.tokens, [an.index_tokens(c) for c in contexts])
+    q_vec = np.array([0, 0, 1], dtype=np.float32)  # the vector leg favours "c"; alpha 0 ignores it
+    one = _field_scores(fields, 1, base, "violin", q_vec, 0.0, 3)
+    four = _field_scores(fields, 4, base, "violin", q_vec, 0.0, 3)
+    rank = lambda out: sorted(out, key=lambda i: (-out[i], i))  # noqa: E731
+    # "b" has the word only in its context, whose own (short) length normalisation outweighs "a"'s match
+    assert rank(one)[:2] == ["b", "a"]
+    assert rank(four)[:2] == ["a", "b"]  # content^4: the memory's own words win
+    assert one.get("c", 0.0) == four.get("c", 0.0) == 0.0  # no keyword match, and alpha 0 ignores the vectors
 
 
 def test_the_report_keeps_the_sections_other_studies_wrote(tmp_path: Path) -> None:
