@@ -802,7 +802,8 @@ class HybridMemory:
         is redacted (when enabled) and re-embedded, and the old text is blanked in the traces.
         A memory written from turns (``add_turn``) takes them out of their sessions' logs when its
         text changes, as :meth:`forget` does: the edited memory stays in long-term memory, and no
-        process's window, extracted fact or summary brings back the text as it was.
+        process's window, extracted fact or summary brings back the text as it was; the next
+        turn's memory gets the end of the new text as its search context instead of the old one.
 
         Returns:
             The stored memory after the edit (``updated_at`` moves to now).
@@ -893,8 +894,10 @@ class HybridMemory:
         A memory written from conversation turns (``add_turn``: its ``metadata["turn_id"]``) also
         takes those turns (its ``provenance``) out of their sessions' logs, first: no process's
         short-term window, fact extraction or summary sees them again, so what was forgotten
-        does not come back as a new memory. Memories already derived from them (extracted facts,
-        summaries: their ``provenance`` names the turns) are separate memories and stay. An
+        does not come back as a new memory. The memory of the turn after it loses the search
+        context ``add_turn`` cut from its text, so its words find nothing any more. Memories
+        already derived from them (extracted facts, summaries: their ``provenance`` names the
+        turns) are separate memories and stay. An
         extracted fact moves its session's extraction watermark past its source turns, so a
         batch a killed process wrote but never marked is not extracted again with it; a session
         summary moves the summary watermark past the turns it covers the same way.

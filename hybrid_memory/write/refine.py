@@ -58,16 +58,18 @@ class PendingTurn:
         record_ids: Long-term memories written from this turn (empty: below the importance gate).
         context: The search context its memory was (or would be) written with.
         epoch: The user's forget epoch when the turn was accepted.
+        context_of: The turn ``context`` was cut from, as ``(id, seq)`` (``None``: no context).
     """
 
     turn: Turn
     record_ids: tuple[str, ...]
     context: str
     epoch: int
+    context_of: tuple[str, int] | None = None
 
 
 #: Writes ``turn`` (with its refined importance) to long-term memory; returns the outcomes.
-PromoteFn = Callable[[Turn, str, int, dict[str, Any]], list[WriteOutcome]]
+PromoteFn = Callable[[Turn, str, "tuple[str, int] | None", int, dict[str, Any]], list[WriteOutcome]]
 
 
 class ImportanceRefiner:
@@ -265,5 +267,5 @@ class ImportanceRefiner:
                 continue
             note = self._note(p.turn.importance, scored.importance, scorer, scored)
             turn = p.turn.model_copy(update={"importance": scored.importance})
-            out.extend(self._promote(turn, p.context, epoch, {"importance_refined": note}))
+            out.extend(self._promote(turn, p.context, p.context_of, epoch, {"importance_refined": note}))
         return out

@@ -183,7 +183,7 @@ class DirectWrites:
         found = self.store.get(record.user_id, [record.id])
         for old in found:  # a changed turn memory: its old text leaves the log, as for an edit
             if old.content != record.content:
-                self.sessions.detach(old)
+                self.sessions.detach(old, record.content)
         self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
         existed = bool(found)
         self.writer.invalidate(record.user_id)
@@ -222,7 +222,9 @@ class DirectWrites:
             if new.content != old.content:
                 self._bind()
                 vectors = self.embedder.embed_documents([new.content])
-                self.sessions.detach(old)  # first: the unedited text leaves the log; a retry finds it unedited
+                self.sessions.detach(
+                    old, new.content
+                )  # first: the unedited text leaves the log; a retry finds it unedited
                 self.store.update([new], epochs={user_id: epoch}, vectors=vectors)
                 self.observer.forget_memory(user_id, memory_id, [old.content])
             else:

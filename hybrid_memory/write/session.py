@@ -35,10 +35,13 @@ summary (the turns themselves are long-term memories already). The idle-session 
 
 Forgetting a turn memory (``HybridMemory.forget``), or a new text for it (``edit``, ``put``),
 takes its turns out of the log (:meth:`~hybrid_memory.stores.base.MemoryStore.delete_turns`)
-before it changes the memory, so every process's window, extraction and summaries lose them. An
-extraction or a log-driven summary whose model call ran while a turn of its batch left the log
-re-reads the log before writing and drops the facts that turn grounds (the summary is not
-written, and made again without it); it reads the log once more after writing and deletes what
+before it changes the memory, so every process's window, extraction and summaries lose them, and
+rewrites the search context cut from them in the next turn's memory (``metadata["context_of"]``
+names that turn; a memory written while another process forgets reads the log after its write and
+blanks its context when the turn left; a turn the refiner promotes later drops a context whose turn
+has left the log). An extraction or a log-driven summary whose model call ran while a turn of its
+batch left the log re-reads the log before writing and drops the facts that turn grounds (the
+summary is not written, and made again without it); it reads the log once more after writing and deletes what
 it just added from a turn that left meanwhile, so what lands after a forget began never stays
 (a fact whose turn is still in the log then was written before the forget: a derived memory,
 listed with its provenance). A log deleted as a whole (an ended session) is not read as a forget
@@ -61,15 +64,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import StoreError, StoreUnavailableError, UserForgottenError
-from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
-from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector
+from hybrid_memory.records import MemoryRecord, Status, Turn, WriteOutcome
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector, update_present
 from hybrid_memory.text.analyzer import last_words
 from hybrid_memory.write.buffer import KeyFrameBuffer
 from hybrid_memory.write.extraction import BackgroundWorker, FactExtractor
@@ -84,6 +87,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Sessions"]
 
 _Key = tuple[str, str]
+#: Every status a stored memory can have (a search context is rewritten whatever the status).
+_ANY_STATUS: tuple[Status, ...] = get_args(Status)
 
 
 @dataclasses.dataclass
@@ -100,6 +105,8 @@ class _Window:
     epoch: int | None = None
     #: Text of the session's latest turn (the search context of the next one).
     last_content: str | None = None
+    #: That turn's ``(id, seq)`` (a memory records where its search context came from: ``context_of``).
+    last_turn: tuple[str, int] | None = None
     #: The session's summary watermark when last read (``None``: not read since the last rebuild).
     summarized: int | None = None
     #: Turns of the log at or below ``summarized`` at that read (``count - below`` are pending).
@@ -217,12 +224,13 @@ class Sessions:
         log = self.store.load_session(user_id, session_id, after_seq=w.seq)
         if w.epoch is not None and (log.epoch != w.epoch or log.count != w.count + len(log.turns)):
             self._drop_vectors(w.buffer.clear())
-            w.seq, w.count, w.last_content, w.summarized = 0, 0, None, None
+            w.seq, w.count, w.last_content, w.last_turn, w.summarized = 0, 0, None, None, None
             log = self.store.load_session(user_id, session_id)
         for t in log.turns:
             self._drop_vectors(w.buffer.add(t))
         if log.turns:
-            w.seq, w.last_content = log.turns[-1].seq, log.turns[-1].content
+            last = log.turns[-1]
+            w.seq, w.last_content, w.last_turn = last.seq, last.content, (last.id, last.seq)
         w.count, w.epoch = log.count, log.epoch
         return log.epoch
 
@@ -269,32 +277,76 @@ class Sessions:
         with w.lock:  # one writer per session in this process; other processes are ordered by the log
             epoch = self._sync(w, user_id, session_id)
             context = last_words(w.last_content or "", self.config.writer.context_words)
+            source = w.last_turn if context else None
             # Long-term first, then the log: a turn in the window is always recallable too.
-            written = self._write_turns([turn], contexts=[context], epoch=epoch, pii_note=pii_note) if long_term else []
+            written = (
+                self._write_turns([turn], contexts=[(context, source)], epoch=epoch, pii_note=pii_note)
+                if long_term
+                else []
+            )
             (stored,) = self.store.append_turns([turn], epoch=epoch)
             # Into the cache without a re-read: a turn another process appended meanwhile makes the
             # next sync's count disagree, and that sync rebuilds the window from the log.
             self._drop_vectors(w.buffer.add(stored))
             w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
+            w.last_turn = (stored.id, stored.seq)
+            if source is not None and written and not self._in_log(stored, source):
+                self._drop_context(written, source[0])
         with self._lock:
             self._last_turn_at[(user_id, session_id)] = turn.timestamp
         if long_term and refines_in_background(self._scorer()) and not self.closed:
             own = tuple(
                 o.record.id for o in written if o.record is not None and o.record.metadata.get("turn_id") == turn.id
             )
-            self.refiner.add(PendingTurn(stored, own, context, epoch))
+            self.refiner.add(PendingTurn(stored, own, context, epoch, context_of=source))
         self._after_turn(stored)
         return stored
 
-    def _promote(self, turn: Turn, context: str, epoch: int, metadata: dict[str, Any]) -> list[WriteOutcome]:
-        """Write a turn whose refined importance cleared the gate (the refiner's promotion)."""
-        return self._write_turns([turn], contexts=[context], epoch=epoch, metadata=metadata)
+    def _promote(
+        self, turn: Turn, context: str, source: tuple[str, int] | None, epoch: int, metadata: dict[str, Any]
+    ) -> list[WriteOutcome]:
+        """Write a turn whose refined importance cleared the gate (the refiner's promotion).
+
+        ``source`` is the turn the search context was cut from when the turn was added; a context
+        whose turn has left the log since (forgotten or edited, by any process) is not written.
+        """
+        if context and not (source is not None and self._in_log(turn, source)):
+            context, source = "", None
+        return self._write_turns([turn], contexts=[(context, source)], epoch=epoch, metadata=metadata)
+
+    def _drop_context(self, written: Sequence[WriteOutcome], source: str) -> None:
+        """Blank the search context cut from ``source`` in memories just written (their turn left the log).
+
+        A forget in another process took the turn out of the log after this process read it, and
+        looked for memories holding its text before this write landed: the write's own check
+        after it (a delete, then a listing; a write, then a read of the log) leaves no window.
+        """
+        mine = [
+            o.record.evolve(context="")
+            for o in written
+            if o.record is not None and o.record.metadata.get("context_of") == source and o.record.context
+        ]
+        if mine:
+            try:
+                update_present(self.store, mine)
+            except UserForgottenError:
+                return
+
+    def _in_log(self, turn: Turn, source: tuple[str, int]) -> bool:
+        """Whether the turn ``source`` (``(id, seq)``) is still in the log of ``turn``'s session.
+
+        Reads the log from that turn's ``seq`` on (the turns after it are few: it was the latest when
+        ``turn`` was added).
+        """
+        turn_id, seq = source
+        log = self.store.load_session(turn.user_id, turn.session_id, after_seq=max(0, seq - 1))
+        return any(t.id == turn_id for t in log.turns)
 
     def _write_turns(
         self,
         turns: Sequence[Turn],
         *,
-        contexts: Sequence[str],
+        contexts: Sequence[tuple[str, tuple[str, int] | None]],
         epoch: int,
         pii_note: str | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -303,7 +355,7 @@ class Sessions:
             return []
         drafts: list[MemoryRecord] = []
         notes: list[str | None] = []
-        for t, context in zip(turns, contexts, strict=True):
+        for t, (context, source) in zip(turns, contexts, strict=True):
             if t.importance < self.config.writer.turn_min_importance and not t.key_frame:
                 continue
             category = infer_category(t.content) if t.key_frame else "turn"
@@ -319,7 +371,12 @@ class Sessions:
                     if t.role == "assistant"
                     else ("system" if t.role in ("system", "tool") else "user"),
                     timestamp=t.timestamp,
-                    metadata={**(metadata or {}), "role": t.role, "turn_id": t.id},
+                    metadata={
+                        **(metadata or {}),
+                        "role": t.role,
+                        "turn_id": t.id,
+                        **({"context_of": source[0]} if context and source else {}),
+                    },
                     provenance=(t.id,),
                     context=context,
                 )
@@ -567,15 +624,63 @@ class Sessions:
 
         self.worker.submit(self._guarded("extraction", key, epoch, job))
 
-    def detach(self, record: MemoryRecord) -> None:
+    def detach(self, record: MemoryRecord, new_text: str | None = None) -> None:
         """Take the turns a memory was written from out of their sessions' logs (forget, a new text).
 
         Only a turn memory (``add_turn``: its ``metadata["turn_id"]``) has them: its own turn and
         those merged into it (its ``provenance``). Called before the memory changes, so a process
         killed in between leaves a memory a retry finds as it was.
+
+        ``add_turn`` indexes each turn with the end of the turn before it (its search context), so
+        the text that leaves lives on in the next turn's memory too. Those memories (any status)
+        get the end of ``new_text`` as their context instead (an edit, a keyed replace), or none
+        (a forget): the old words no longer find them, and no read returns them.
         """
-        if isinstance(record.metadata.get("turn_id"), str) and record.provenance:
-            self.store.delete_turns(record.user_id, list(record.provenance))
+        if not (isinstance(record.metadata.get("turn_id"), str) and record.provenance):
+            return
+        texts = self._turn_texts(record)  # before they leave the log: the contexts were cut from them
+        self.store.delete_turns(record.user_id, list(record.provenance))
+        self._rewrite_contexts(record, texts, new_text)
+
+    def _turn_texts(self, record: MemoryRecord) -> set[str]:
+        """The memory's text and those of its turns still in its session's log."""
+        texts = {record.content}
+        if record.session_id is not None:
+            prov = set(record.provenance)
+            try:
+                log = self.store.load_session(record.user_id, record.session_id)
+            except UserForgottenError:
+                return texts
+            texts.update(t.content for t in log.turns if t.id in prov)
+        return texts
+
+    def _rewrite_contexts(self, record: MemoryRecord, texts: set[str], new_text: str | None) -> None:
+        """Replace the search context cut from a turn of ``record`` in every memory that has one.
+
+        A memory written since ``context_of`` existed names the turn; an older one is matched by
+        its context being the end of one of ``texts`` (how ``add_turn`` cut it) in the memory's
+        session. A memory merged from turns of several sessions looks at every memory of the user.
+        """
+        prov = set(record.provenance)
+        one_session = len(prov) == 1 and record.session_id is not None
+        which = MemoryFilter(session_id=record.session_id if one_session else None, statuses=_ANY_STATUS)
+        try:
+            found = self.store.list(record.user_id, filter=which)
+        except UserForgottenError:
+            return
+        replacement = last_words(new_text, self.config.writer.context_words) if new_text else ""
+        changed: list[MemoryRecord] = []
+        for r in found:
+            if r.id == record.id or not r.context or r.context == replacement:
+                continue
+            source = r.metadata.get("context_of")
+            if source in prov if isinstance(source, str) else any(t.endswith(r.context) for t in texts):
+                changed.append(r.evolve(context=replacement))
+        if changed:
+            try:
+                update_present(self.store, changed)
+            except UserForgottenError:
+                return
 
     def mark_source_extracted(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> None:
         """Move the session's extraction watermark past these turns (the source of a forgotten fact).

@@ -18,7 +18,8 @@ server.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -28,7 +29,7 @@ from pydantic import Field
 
 from hybrid_memory import HybridMemory
 from hybrid_memory.config import HybridMemoryConfig
-from hybrid_memory.stores.base import MemoryFilter, MemoryStore
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.write.extraction import FactExtractor
 from hybrid_memory.write.summary import SessionSummarizer, SummaryResult
@@ -112,10 +113,30 @@ def remove_the_secret(operator: HybridMemory, how: str) -> None:
 
 def nothing_holds_the_secret(how: str, *mems: HybridMemory) -> None:
     for mem in mems:
-        texts = [r.content for r in mem.store.list("u", filter=_EVERY)]
+        stored = mem.store.list("u", filter=_EVERY)
+        texts = [r.content for r in stored]
         assert [t for t in texts if ADDRESS in t] == []
+        assert [r.context for r in stored if ADDRESS in r.context] == []  # the next turn's search context
+        assert keyword_hits(mem, ADDRESS) == []
         assert [t.content for t in mem.short_term("u", "s") if ADDRESS in t.content] == []
         assert (EDITED in texts) is (how != "forget")  # an edited memory stays in long-term memory
+
+
+def keyword_hits(mem: HybridMemory, query: str) -> list[str]:
+    """What the store's keyword search (BM25 alone) finds for ``query``, memories of every status."""
+    request = SearchRequest(user_id="u", query=query, vector=None, alpha=0.0, limit=50, filter=_EVERY)
+    return [h.record.content for h in mem.store.search(request)]
+
+
+@contextmanager
+def plain_apps(stores: tuple[MemoryStore, MemoryStore]) -> Iterator[tuple[HybridMemory, HybridMemory]]:
+    """The app and the operator (another process) without models, each on its own store object."""
+    mem, operator = (HybridMemory(store, embedder=HashingEmbedder()) for store in stores)
+    try:
+        yield mem, operator
+    finally:
+        mem.close()
+        operator.close()
 
 
 HOW = pytest.mark.parametrize("how", ["forget", "edit", "put"])
@@ -147,6 +168,48 @@ def test_a_forgotten_or_edited_turn_memory_leaves_no_window_prompt_fact_or_summa
     finally:
         mem.close()
         operator.close()
+
+
+@HOW
+@pytest.mark.parametrize("written", ["now", "before context_of"])
+def test_the_next_turns_memory_loses_the_removed_text_from_its_search_context(
+    stores: tuple[MemoryStore, MemoryStore], how: str, written: str
+) -> None:
+    app_store = stores[0]
+    with plain_apps(stores) as (mem, operator):
+        say(mem, SECRET, "Remember: I play the oboe every evening")
+        [oboe] = [r for r in operator.list_memories("u") if "oboe" in r.content]
+        assert oboe.context == SECRET  # add_turn indexed it with the turn before it
+        if written == "before context_of":  # a memory stored before memories named their context's turn
+            assert oboe.metadata.pop("context_of") is not None
+            app_store.update([oboe])
+        else:
+            assert oboe.metadata["context_of"] == mem.short_term("u", "s")[0].id
+        assert oboe.content in keyword_hits(operator, "Elm Street")  # by the secret's words in its context alone
+        remove_the_secret(operator, how)
+        for m in (operator, mem):
+            assert m.get(oboe.id, user_id="u").context == ("" if how == "forget" else EDITED)
+            assert keyword_hits(m, "Elm Street") == []
+        nothing_holds_the_secret(how, operator, mem)
+        say(mem, "Remember: I also keep a cat")  # the window follows the log: the oboe turn is its context now
+        [cat] = [r for r in mem.list_memories("u") if "cat" in r.content]
+        assert cat.context == "Remember: I play the oboe every evening"
+
+
+@HOW
+def test_a_removal_in_another_process_while_the_next_turn_is_written_leaves_no_context_behind(
+    stores: tuple[MemoryStore, MemoryStore], how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_store = stores[0]
+    with plain_apps(stores) as (mem, operator):
+        say(mem, SECRET)
+        # The app has read the log (the secret is its context) when the operator removes the secret and
+        # looks for memories holding its text: the app's memory of the next turn lands only after that.
+        _before(app_store, "upsert", lambda: remove_the_secret(operator, how), monkeypatch)
+        say(mem, "Remember: I play the oboe every evening")
+        [oboe] = [r for r in operator.list_memories("u") if "oboe" in r.content]
+        assert oboe.context == ""  # the app's check after its write: the context's turn had left the log
+        nothing_holds_the_secret(how, operator, mem)
 
 
 def removal(

@@ -113,6 +113,30 @@ def test_a_partial_batch_waits_for_flush_and_a_turn_lifted_over_the_gate_is_prom
         mem.close()
 
 
+def test_a_promoted_turn_drops_a_search_context_whose_turn_was_forgotten_while_it_waited(tmp_path: Path) -> None:
+    llm = FakeListChatModel(responses=[scores(9, 8, 9, 8)])
+    mem = memory(llm, tmp_path, batch_size=8, writer={"turn_min_importance": 0.5})
+    try:
+        said, small = {}, {"s1": "The cafe was loud today", "s2": "The train was late again"}
+        for session in ("s1", "s2"):
+            said[session] = mem.add_turn(
+                "u", session, "user", f"Remember: my {session} door code is 4711", timestamp=T0
+            )
+            t = mem.add_turn("u", session, "user", small[session], timestamp=T0)
+            assert t.importance < 0.5 and t.id not in by_turn(mem, "u")  # waits for its LLM score
+        assert mem._sessions.refiner.pending == 4
+        assert mem.forget(by_turn(mem, "u")[said["s1"].id].id, user_id="u")  # before the promotion
+        assert mem.flush(timeout=30)
+        promoted = {r.session_id: r for r in mem.list_memories("u") if r.content in small.values()}
+        assert promoted["s1"].context == "" and "context_of" not in promoted["s1"].metadata
+        assert promoted["s2"].context == said["s2"].content  # its context's turn is still in the log
+        assert promoted["s2"].metadata["context_of"] == said["s2"].id
+        found = [h.record for h in mem.recall("s1 door code", user_id="u", k=10) if (h.keyword_score or 0) > 0]
+        assert [r.content for r in found if r.session_id == "s1"] == []
+    finally:
+        mem.close()
+
+
 def test_a_refinement_for_a_user_forgotten_meanwhile_is_refused(tmp_path: Path) -> None:
     gate = threading.Event()
     llm = Gated(responses=[scores(9, 9)], gate=gate)
