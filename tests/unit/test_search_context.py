@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,21 @@ def test_a_cjk_character_counts_as_one_word_of_context() -> None:
         assert m.list_memories("u")[0].context == "好，你周末去哪里爬山了？"
     finally:
         m.close()
+
+
+def test_a_forgotten_turn_leaves_no_byte_on_disk_through_the_next_memorys_context(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    mem = HybridMemory(LocalStore(db), embedder=HashingEmbedder())
+    try:
+        mem.add_turn("u", "s", "user", "Remember: my locker code is Quokka-7731")
+        mem.add_turn("u", "s", "user", "Remember: I swim every Tuesday")
+        [secret] = [r for r in mem.list_memories("u") if "Quokka" in r.content]
+        [swim] = [r for r in mem.list_memories("u") if "swim" in r.content]
+        assert "Quokka-7731" in swim.context  # the turn before it, as add_turn indexes it
+        assert mem.forget(secret.id, user_id="u")
+        assert mem.get(swim.id, user_id="u").context == ""
+        raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith(db.name))
+        assert b"Quokka" not in raw  # the store file and its WAL, while the memory is open
+    finally:
+        mem.close()
+    assert b"Quokka" not in db.read_bytes()
