@@ -213,6 +213,7 @@ class HybridMemory:
             scorer=lambda: self.scorer,
             redact=self._redact,
             record=self._record,
+            unlog=self._outcomes.scrub,
             bind=self._ensure_bound,
             stored_time=self._stored_time,
         )
@@ -901,6 +902,10 @@ class HybridMemory:
         extracted fact moves its session's extraction watermark past its source turns, so a
         batch a killed process wrote but never marked is not extracted again with it; a session
         summary moves the summary watermark past the turns it covers the same way.
+
+        Any memory also leaves what quotes it: the conflict reviews naming it (their reasons quote
+        its details), the reasons of the writes that superseded or demoted it (``[forgotten]`` in
+        the trace and in :meth:`write_log`, where its own writes leave too), its text in the trace.
         """
         self._ensure_open()
         check_id(user_id)
@@ -916,9 +921,11 @@ class HybridMemory:
                     self._sessions.mark_source_extracted(user_id, r.session_id, r.provenance)
                 elif r.category == "summary" and isinstance(r.metadata.get("summary_of"), str):
                     self._sessions.mark_source_summarized(user_id, r.metadata["summary_of"], r.provenance)
+            self.writer.drop_reviews_of(user_id, memory_id)  # their reasons quote its details
             deleted = self.store.delete(user_id, [memory_id]) > 0
         self._touches.discard(user_id, [memory_id])
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])
+        self._outcomes.scrub(user_id, memory_id, [r.content for r in found])
         return deleted
 
     @counted("forget_user")

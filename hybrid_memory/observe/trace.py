@@ -450,6 +450,8 @@ class TraceStore:
 
         The memory's text is found in the steps that mention ``memory_id`` (as a candidate or a
         write), plus ``contents``; every occurrence in any field of the user's steps is blanked.
+        The reason of a write that names the memory (it superseded or demoted it) is blanked as
+        a whole: it quotes the memory's details ("number changed (4711 → 9999)").
 
         Returns:
             The number of steps changed.
@@ -468,7 +470,7 @@ class TraceStore:
                     if w.get("memory_id") == memory_id and w.get("content"):
                         texts.add(w["content"])
             texts.discard(_FORGOTTEN)
-            if not texts:
+            if not texts and not rows:
                 return 0
             variants = {v for t in texts for v in (t, " ".join(t.split()))}
             needles = sorted((json.dumps(v, ensure_ascii=False)[1:-1] for v in variants if v), key=len, reverse=True)
@@ -478,7 +480,7 @@ class TraceStore:
                 for seq, data in c.execute(
                     "SELECT seq, data FROM trace_steps WHERE user_id = ?", (user_id,)
                 ).fetchall():
-                    new = data
+                    new = _blank_reasons(data, memory_id) if memory_id in data else data
                     for n in needles:
                         new = new.replace(n, _FORGOTTEN)
                     if new != data:
@@ -979,6 +981,18 @@ class Observer:
         """Close the trace file if this observer opened it."""
         if self.tracer is not None and self._owns_tracer:
             self.tracer.close()
+
+
+def _blank_reasons(data: str, memory_id: str) -> str:
+    """A step's JSON with the reason of every write that names ``memory_id`` replaced by ``[forgotten]``."""
+    step = json.loads(data)
+    changed = False
+    for w in step.get("writes", ()):
+        if w.get("memory_id") != memory_id and (
+            w.get("related_id") == memory_id or memory_id in (w.get("reason") or "")
+        ):
+            w["reason"], changed = _FORGOTTEN, True
+    return json.dumps(step, ensure_ascii=False) if changed else data
 
 
 def _jsonable(v: Any) -> Any:

@@ -26,9 +26,12 @@ from typing import Any
 
 from hybrid_memory.records import WriteOutcome
 from hybrid_memory.stores.budget import CacheBudget, cache_budget
+from hybrid_memory.write.writer import REVIEW_KEY
 
-__all__ = ["OUTCOME_BYTES", "UserWriteLogs"]
+__all__ = ["FORGOTTEN_REASON", "OUTCOME_BYTES", "UserWriteLogs"]
 
+#: The reason of a logged write that named a memory forgotten since.
+FORGOTTEN_REASON = "[forgotten]"
 #: Estimated bytes of one logged outcome (the outcome, its record and the record's strings).
 OUTCOME_BYTES = 2048
 
@@ -66,6 +69,40 @@ class UserWriteLogs(dict[str, "deque[Any]"]):
         """The outcomes logged for ``user_id``, oldest first."""
         with self._lock:
             return list(self.get(user_id, ()))
+
+    def scrub(self, user_id: str, memory_id: str, texts: Iterable[str] = ()) -> None:
+        """Take a forgotten (or rewritten: ``texts`` are its old texts) memory out of ``user_id``'s log.
+
+        Its own outcomes so far leave; an outcome whose reason names it (a supersede, a demotion: the
+        reason quotes its details) keeps its action with the reason replaced by ``[forgotten]``,
+        and its record loses the conflict reviews that name it; a record whose search context is
+        the end of one of ``texts`` is listed without it.
+        """
+        gone = [t for t in texts if t]
+        with self._lock:
+            log = self.get(user_id)
+            if not log:
+                return
+            kept: deque[Any] = deque(maxlen=log.maxlen)
+            for o in log:
+                rec = o.record
+                if rec is not None and rec.id == memory_id:
+                    continue
+                update: dict[str, Any] = {}
+                if o.related_id == memory_id or memory_id in (o.reason or ""):
+                    update["reason"] = FORGOTTEN_REASON
+                if rec is not None:
+                    reviews = rec.metadata.get(REVIEW_KEY) or []
+                    left = [e for e in reviews if e.get("old_id") != memory_id]
+                    if len(left) != len(reviews):
+                        meta = {k: v for k, v in rec.metadata.items() if k != REVIEW_KEY}
+                        rec = rec.evolve(metadata={**meta, REVIEW_KEY: left} if left else meta)
+                    if rec.context and any(t.endswith(rec.context) for t in gone):
+                        rec = rec.evolve(context="")
+                    if rec is not o.record:
+                        update["record"] = rec
+                kept.append(o.model_copy(update=update) if update else o)
+            self[user_id] = kept
 
     def drop(self, user_id: str) -> None:
         """Forget the log of ``user_id``."""

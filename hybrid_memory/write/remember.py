@@ -28,7 +28,7 @@ from hybrid_memory.write.drafts import draft, fallback_note
 from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
 from hybrid_memory.write.session import Sessions
 from hybrid_memory.write.sources import turn_source
-from hybrid_memory.write.writer import MemoryWriter
+from hybrid_memory.write.writer import MemoryWriter, without_reviews
 
 __all__ = ["DirectWrites"]
 
@@ -47,6 +47,7 @@ class DirectWrites:
         scorer: Returns the memory's current importance scorer (it is settable on the facade).
         redact: Redacts PII from a text (per ``writer.redact_pii``).
         record: Adds outcomes to the per-user write log and the trace; returns them.
+        unlog: Takes a memory whose text changed out of the write log (user, memory id, old texts).
         bind: Binds the embedder to the store (once).
         stored_time: The stored time of a write (the clock when ``None``; refuses the far future).
     """
@@ -64,12 +65,13 @@ class DirectWrites:
         scorer: Callable[[], ImportanceScorer],
         redact: Callable[[str], str],
         record: Callable[[list[WriteOutcome]], list[WriteOutcome]],
+        unlog: Callable[[str, str, list[str]], None],
         bind: Callable[[], None],
         stored_time: Callable[..., datetime],
     ) -> None:
         self.store, self.embedder, self.config = store, embedder, config
         self.writer, self.sessions, self.observer, self.counter = writer, sessions, observer, counter
-        self._scorer, self._redact, self._record = scorer, redact, record
+        self._scorer, self._redact, self._record, self._unlog = scorer, redact, record, unlog
         self._bind, self._stored_time = bind, stored_time
 
     def score(self, texts: list[str], *, roles: list[str] | None = None, hot: bool = False) -> ScoreBatch:
@@ -184,6 +186,8 @@ class DirectWrites:
         for old in found:  # a changed turn memory: its old text leaves the log, as for an edit
             if old.content != record.content:
                 self.sessions.detach(old, record.content)
+                self.writer.drop_reviews_of(record.user_id, old.id)
+                self._unlog(record.user_id, old.id, [old.content])
         self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
         existed = bool(found)
         self.writer.invalidate(record.user_id)
@@ -217,16 +221,19 @@ class DirectWrites:
             if content is not None and content != old.content:  # what is stored already passed the door
                 fields["content"] = self._redact(content)
             new = old.evolve(**fields, updated_at=max(now, old.updated_at))
+            if new.content != old.content:  # a review's reason quotes the text as it was
+                new = without_reviews(new)
             # In place (an update, never an upsert): a memory another process deletes after the
             # read above stays deleted (NotFoundError), the new content with it.
             if new.content != old.content:
                 self._bind()
                 vectors = self.embedder.embed_documents([new.content])
-                self.sessions.detach(
-                    old, new.content
-                )  # first: the unedited text leaves the log; a retry finds it unedited
+                # First: the unedited text leaves the log (and the next turn's context); a retry finds it unedited.
+                self.sessions.detach(old, new.content)
+                self.writer.drop_reviews_of(user_id, memory_id)  # their reasons quote the text as it was
                 self.store.update([new], epochs={user_id: epoch}, vectors=vectors)
                 self.observer.forget_memory(user_id, memory_id, [old.content])
+                self._unlog(user_id, memory_id, [old.content])
             else:
                 self.store.update([new], epochs={user_id: epoch})
             self.writer.invalidate(user_id)

@@ -343,13 +343,32 @@ class MemoryWriter:
         with self.locked([user_id]):
             epoch = self.store.user_epoch(user_id)  # before the read: a forget from here on refuses the update
             marked = self._reviewed(user_id)
-            gone = update_present(self.store, [_without_reviews(r) for r in marked], epochs={user_id: epoch})
+            gone = update_present(self.store, [without_reviews(r) for r in marked], epochs={user_id: epoch})
             return sum(len(r.metadata[REVIEW_KEY]) for r in marked if (user_id, r.id) not in gone)
 
     def _reviewed(self, user_id: str) -> list[MemoryRecord]:
         """Every stored memory of ``user_id`` carrying review entries (a scan: an operator's call)."""
         every = MemoryFilter(statuses=("active", "superseded", "archived"))
         return [r for r in self.store.list(user_id, filter=every) if r.metadata.get(REVIEW_KEY)]
+
+    def drop_reviews_of(self, user_id: str, memory_id: str) -> None:
+        """Drop every review that names ``memory_id`` as its old memory (it is forgotten or rewritten).
+
+        A review's reason quotes the old memory's details ("number changed (4711 → 9999)"), so
+        it leaves with them. A scan of the user's memories, as :meth:`review_queue` does.
+        """
+        with self.locked([user_id]):
+            pending = self._pending_reviews.get(user_id)
+            if pending:
+                self._pending_reviews[user_id] = [r for r in pending if memory_id not in (r.old_id, r.new_id)]
+            changed = []
+            for r in self._reviewed(user_id):
+                entries = r.metadata[REVIEW_KEY]
+                left = [e for e in entries if e.get("old_id") != memory_id]
+                if len(left) != len(entries):
+                    changed.append(r.evolve(metadata={**r.metadata, REVIEW_KEY: left}) if left else without_reviews(r))
+            if changed:
+                update_present(self.store, changed)
 
     def invalidate(self, user_id: str | None = None) -> None:
         """Drop the cached vectors of ``user_id`` (all users when ``None``); rebuilt on demand."""
@@ -986,7 +1005,8 @@ class _Records:
                 yield sim, r, None
 
 
-def _without_reviews(r: MemoryRecord) -> MemoryRecord:
+def without_reviews(r: MemoryRecord) -> MemoryRecord:
+    """``r`` without the conflict reviews it carries (``metadata[REVIEW_KEY]``)."""
     return r.evolve(metadata={k: v for k, v in r.metadata.items() if k != REVIEW_KEY})
 
 
