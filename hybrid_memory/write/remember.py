@@ -186,7 +186,6 @@ class DirectWrites:
         for old in found:  # a changed turn memory: its old text leaves the log, as for an edit
             if old.content != record.content:
                 self.sessions.detach(old, record.content)
-                self.writer.drop_reviews_of(record.user_id, old.id)
                 self._unlog(record.user_id, old.id, [old.content])
         self.store.upsert([record], self.embedder.embed_documents([record.content]), epochs={record.user_id: epoch})
         existed = bool(found)
