@@ -928,6 +928,58 @@ class HybridMemory:
         self._outcomes.scrub(user_id, memory_id, [r.content for r in found])
         return deleted
 
+    @counted("forget_turn")
+    def forget_turn(self, turn_id: str, *, user_id: str, session_id: str) -> bool:
+        """Take one conversation turn out of memory; return whether anything of it was there.
+
+        For "forget what I just said", or an assistant reply that repeated it: the turn leaves
+        the session's log (every process's short-term window, fact extraction and summaries),
+        the memory ``add_turn`` wrote from it is forgotten as :meth:`forget` does, the next turn's
+        memory loses the search context cut from its text, and the text is blanked in the trace
+        and the write log. A turn below the importance gate or an assistant, system or tool turn
+        has no memory of its own, but is in the log and in the next memory's context all the same.
+        Facts or a summary already made from it are separate memories (their ``provenance`` names
+        the turn): forget them too.
+
+        Args:
+            turn_id: The ``id`` of the :class:`~hybrid_memory.records.Turn` ``add_turn`` returned.
+            user_id: Whose conversation.
+            session_id: The turn's session.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> said = mem.add_turn("alice", "s1", "user", "Remember: my locker code is 7731")
+            >>> echo = mem.add_turn("alice", "s1", "assistant", "Saved: locker code 7731.")
+            >>> mem.forget_turn(echo.id, user_id="alice", session_id="s1")
+            True
+            >>> [t.role for t in mem.short_term("alice", "s1")]
+            ['user']
+            >>> mem.forget_turn(said.id, user_id="alice", session_id="s1"), mem.list_memories("alice")
+            (True, [])
+            >>> mem.forget_turn(said.id, user_id="alice", session_id="s1")
+            False
+            >>> mem.close()
+        """
+        self._ensure_open()
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        if not isinstance(turn_id, str) or not turn_id:
+            raise InvalidInputError("turn_id must be a non-empty str")
+        log = self.store.load_session(user_id, session_id)
+        turn = next((t for t in log.turns if t.id == turn_id), None)
+        every = MemoryFilter(session_id=session_id, statuses=("active", "superseded", "archived"))
+        own = [r for r in self.store.list(user_id, filter=every) if r.metadata.get("turn_id") == turn_id]
+        for r in own:  # the turn leaves the log with its memory (its provenance)
+            self.forget(r.id, user_id=user_id)
+        if turn is not None:
+            with self.writer.locked([user_id]):
+                self._sessions.detach_turn(turn)
+            self._obs.forget_memory(user_id, turn_id, [turn.content])
+            self._outcomes.scrub(user_id, turn_id, [turn.content])
+        return turn is not None or bool(own)
+
     @counted("forget_user")
     def forget_user(self, user_id: str) -> ForgetCount:
         """Right to be forgotten: delete every memory, turn, trace step and cache of ``user_id``.
@@ -1064,6 +1116,7 @@ class HybridMemory:
     alist_memories = _async_twin(list_memories)
     acount_memories = _async_twin(count_memories)
     aforget = _async_twin(forget)
+    aforget_turn = _async_twin(forget_turn)
     aforget_user = _async_twin(forget_user)
     awipe_pending = _async_twin(wipe_pending)
     afinish_wipe = _async_twin(finish_wipe)

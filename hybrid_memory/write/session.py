@@ -640,7 +640,18 @@ class Sessions:
             return
         texts = self._turn_texts(record)  # before they leave the log: the contexts were cut from them
         self.store.delete_turns(record.user_id, list(record.provenance))
-        self._rewrite_contexts(record, texts, new_text)
+        prov = set(record.provenance)
+        session = record.session_id if len(prov) == 1 else None  # merged turns: any session
+        self._rewrite_contexts(record.user_id, session, prov, texts, new_text, skip=record.id)
+
+    def detach_turn(self, turn: Turn) -> None:
+        """Take one turn out of its session's log and its text out of the search context cut from it.
+
+        For a turn no memory was written from (below the gate, an assistant reply); a turn
+        memory leaves with :meth:`detach`.
+        """
+        self.store.delete_turns(turn.user_id, [turn.id])
+        self._rewrite_contexts(turn.user_id, turn.session_id, {turn.id}, {turn.content}, None)
 
     def _turn_texts(self, record: MemoryRecord) -> set[str]:
         """The memory's text and those of its turns still in its session's log."""
@@ -654,24 +665,32 @@ class Sessions:
             texts.update(t.content for t in log.turns if t.id in prov)
         return texts
 
-    def _rewrite_contexts(self, record: MemoryRecord, texts: set[str], new_text: str | None) -> None:
-        """Replace the search context cut from a turn of ``record`` in every memory that has one.
+    def _rewrite_contexts(
+        self,
+        user_id: str,
+        session_id: str | None,
+        turn_ids: set[str],
+        texts: set[str],
+        new_text: str | None,
+        *,
+        skip: str | None = None,
+    ) -> None:
+        """Replace the search context cut from one of ``turn_ids`` in every memory that has one.
 
         A memory written since ``context_of`` existed names the turn; an older one is matched by
-        its context being the end of one of ``texts`` (how ``add_turn`` cut it) in the memory's
-        session. A memory merged from turns of several sessions looks at every memory of the user.
+        its context being the end of one of ``texts`` (how ``add_turn`` cut it). Only memories of
+        ``session_id`` are read (``None``: every memory of the user), except ``skip``.
         """
-        prov = set(record.provenance)
-        one_session = len(prov) == 1 and record.session_id is not None
-        which = MemoryFilter(session_id=record.session_id if one_session else None, statuses=_ANY_STATUS)
+        prov = turn_ids
+        which = MemoryFilter(session_id=session_id, statuses=_ANY_STATUS)
         try:
-            found = self.store.list(record.user_id, filter=which)
+            found = self.store.list(user_id, filter=which)
         except UserForgottenError:
             return
         replacement = last_words(new_text, self.config.writer.context_words) if new_text else ""
         changed: list[MemoryRecord] = []
         for r in found:
-            if r.id == record.id or not r.context or r.context == replacement:
+            if r.id == skip or not r.context or r.context == replacement:
                 continue
             source = r.metadata.get("context_of")
             if source in prov if isinstance(source, str) else any(t.endswith(r.context) for t in texts):

@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,6 +211,35 @@ def test_a_removal_in_another_process_while_the_next_turn_is_written_leaves_no_c
         [oboe] = [r for r in operator.list_memories("u") if "oboe" in r.content]
         assert oboe.context == ""  # the app's check after its write: the context's turn had left the log
         nothing_holds_the_secret(how, operator, mem)
+
+
+def test_forget_turn_takes_an_echoing_reply_and_the_users_turn_out_of_every_process(
+    stores: tuple[MemoryStore, MemoryStore], tmp_path: Path
+) -> None:
+    app_store, operator_store = stores
+    app = HybridMemory(app_store, embedder=HashingEmbedder())
+    operator = HybridMemory(operator_store, embedder=HashingEmbedder(), trace=tmp_path / "steps.sqlite")
+    try:
+        say(operator, SECRET)
+        echo = operator.add_turn("u", "s", "assistant", f"Noted, your bees live at {ADDRESS}.", timestamp=T0)
+        say(operator, "Remember: I play the oboe every evening")
+        [oboe] = [r for r in app.list_memories("u") if "oboe" in r.content]
+        assert ADDRESS in oboe.context and oboe.metadata["context_of"] == echo.id  # the reply's end
+        assert len([t for t in app.short_term("u", "s") if ADDRESS in t.content]) == 2
+        # The reply is no memory (an assistant turn): forget_turn is the only way to take it back.
+        assert operator.forget_turn(echo.id, user_id="u", session_id="s") is True
+        assert [t.content for t in app.short_term("u", "s") if t.role == "assistant"] == []
+        assert app.get(oboe.id, user_id="u").context == ""
+        [said] = [t for t in app.short_term("u", "s") if ADDRESS in t.content]
+        assert operator.forget_turn(said.id, user_id="u", session_id="s") is True  # and its memory
+        nothing_holds_the_secret("forget", operator, app)
+        assert keyword_hits(app, ADDRESS) == [] and app.count_memories("u") == 1
+        assert ADDRESS.encode() not in b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+        assert [o for o in operator.write_log("u") if ADDRESS in o.model_dump_json()] == []
+        assert operator.forget_turn(said.id, user_id="u", session_id="s") is False  # nothing left of it
+    finally:
+        app.close()
+        operator.close()
 
 
 def removal(
