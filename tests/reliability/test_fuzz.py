@@ -372,6 +372,9 @@ def test_get_list_forget_consolidate_and_friends(
     check(store, lambda: mem.get(memory_id, user_id=user))
     check(store, lambda: mem.list_memories(user, limit=limit, offset=offset))
     check(store, lambda: mem.forget(memory_id, user_id=user if user not in ("alice", "bob") else "nobody"))
+    nobody = user if user not in ("alice", "bob") else "nobody"
+    check(store, lambda: mem.forget_turn(memory_id, user_id=nobody, session_id=memory_id))
+    check(store, lambda: mem.forget_turn(limit, user_id=nobody, session_id="s"))
     check(store, lambda: mem.short_term(user, memory_id))
     check(store, lambda: mem.session_summary(user, memory_id))
     check(store, lambda: mem.write_log(user))
