@@ -37,9 +37,9 @@ Forgetting a turn memory (``HybridMemory.forget``), or a new text for it (``edit
 takes its turns out of the log (:meth:`~hybrid_memory.stores.base.MemoryStore.delete_turns`)
 before it changes the memory, so every process's window, extraction and summaries lose them, and
 rewrites the search context cut from them in the next turn's memory (``metadata["context_of"]``
-names that turn; a memory written while another process forgets reads the log after its write and
-blanks its context when the turn left; a turn the refiner promotes later drops a context whose turn
-has left the log). An extraction or a log-driven summary whose model call ran while a turn of its
+names that turn; a memory written while another process forgets loses its context at this
+process's next read of the session, which notices the deletion; a turn the refiner promotes later
+drops a context whose turn has left the log). An extraction or a log-driven summary whose model call ran while a turn of its
 batch left the log re-reads the log before writing and drops the facts that turn grounds (the
 summary is not written, and made again without it); it reads the log once more after writing and deletes what
 it just added from a turn that left meanwhile, so what lands after a forget began never stays
@@ -107,6 +107,8 @@ class _Window:
     last_content: str | None = None
     #: That turn's ``(id, seq)`` (a memory records where its search context came from: ``context_of``).
     last_turn: tuple[str, int] | None = None
+    #: Memories this process wrote last with a context cut from a turn (its id), checked at the next sync.
+    unchecked: tuple[tuple[str, ...], str] | None = None
     #: The session's summary watermark when last read (``None``: not read since the last rebuild).
     summarized: int | None = None
     #: Turns of the log at or below ``summarized`` at that read (``count - below`` are pending).
@@ -219,13 +221,18 @@ class Sessions:
         """Replay the store's new turns into the cached window (``w.lock`` held); return the epoch.
 
         The window is rebuilt from the whole log when the user was forgotten or turns were
-        deleted (an ended or cleared session) by any process since the last sync.
+        deleted (an ended or cleared session) by any process since the last sync. When turns
+        were deleted, the memories this process wrote last with a context whose turn is gone
+        lose that context (:meth:`_drop_context`).
         """
         log = self.store.load_session(user_id, session_id, after_seq=w.seq)
+        unchecked, w.unchecked = w.unchecked, None
         if w.epoch is not None and (log.epoch != w.epoch or log.count != w.count + len(log.turns)):
             self._drop_vectors(w.buffer.clear())
             w.seq, w.count, w.last_content, w.last_turn, w.summarized = 0, 0, None, None, None
             log = self.store.load_session(user_id, session_id)
+            if unchecked is not None and log.turns and all(t.id != unchecked[1] for t in log.turns):
+                self._drop_context(user_id, unchecked[0])
         for t in log.turns:
             self._drop_vectors(w.buffer.add(t))
         if log.turns:
@@ -290,8 +297,12 @@ class Sessions:
             self._drop_vectors(w.buffer.add(stored))
             w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
             w.last_turn = (stored.id, stored.seq)
-            if source is not None and written and not self._in_log(stored, source):
-                self._drop_context(written, source[0])
+            w.unchecked = None
+            if source is not None:  # checked at the next sync (_drop_context)
+                mine = tuple(
+                    o.record.id for o in written if o.record and o.record.metadata.get("context_of") == source[0]
+                )
+                w.unchecked = (mine, source[0]) if mine else None
         with self._lock:
             self._last_turn_at[(user_id, session_id)] = turn.timestamp
         if long_term and refines_in_background(self._scorer()) and not self.closed:
@@ -314,23 +325,20 @@ class Sessions:
             context, source = "", None
         return self._write_turns([turn], contexts=[(context, source)], epoch=epoch, metadata=metadata)
 
-    def _drop_context(self, written: Sequence[WriteOutcome], source: str) -> None:
-        """Blank the search context cut from ``source`` in memories just written (their turn left the log).
+    def _drop_context(self, user_id: str, memory_ids: Sequence[str]) -> None:
+        """Blank the search context of memories this process wrote with a context whose turn left the log.
 
-        A forget in another process took the turn out of the log after this process read it, and
-        looked for memories holding its text before this write landed: the write's own check
-        after it (a delete, then a listing; a write, then a read of the log) leaves no window.
+        A forget in another process takes the turn out of the log, then looks for the memories
+        holding its text: a memory written from a read of the log before the first step and
+        landing after the second is not found there. This process notices the deletion at its
+        next read of the session's log and blanks the context itself (no read is added to
+        ``add_turn``).
         """
-        mine = [
-            o.record.evolve(context="")
-            for o in written
-            if o.record is not None and o.record.metadata.get("context_of") == source and o.record.context
-        ]
-        if mine:
-            try:
-                update_present(self.store, mine)
-            except UserForgottenError:
-                return
+        try:
+            found = self.store.get(user_id, list(memory_ids))
+            update_present(self.store, [r.evolve(context="") for r in found if r.context])
+        except UserForgottenError:
+            return
 
     def _in_log(self, turn: Turn, source: tuple[str, int]) -> bool:
         """Whether the turn ``source`` (``(id, seq)``) is still in the log of ``turn``'s session.

@@ -209,8 +209,16 @@ def test_a_removal_in_another_process_while_the_next_turn_is_written_leaves_no_c
         _before(app_store, "upsert", lambda: remove_the_secret(operator, how), monkeypatch)
         say(mem, "Remember: I play the oboe every evening")
         [oboe] = [r for r in operator.list_memories("u") if "oboe" in r.content]
-        assert oboe.context == ""  # the app's check after its write: the context's turn had left the log
+        assert oboe.context == SECRET  # the forget looked before this write landed
+        # The app's next read of the session sees a turn deleted, and the context's turn among them.
+        assert [t.content for t in mem.short_term("u", "s")] == ["Remember: I play the oboe every evening"]
+        assert operator.get(oboe.id, user_id="u").context == ""
         nothing_holds_the_secret(how, operator, mem)
+        say(mem, "Remember: and a second one")
+        operator.clear_session("u", "s")  # another process deletes the whole log: that is no forget
+        assert mem.short_term("u", "s") == []
+        [second] = [r for r in operator.list_memories("u") if r.content == "Remember: and a second one"]
+        assert second.context == "Remember: I play the oboe every evening"
 
 
 def test_forget_turn_takes_an_echoing_reply_and_the_users_turn_out_of_every_process(
