@@ -39,13 +39,13 @@ before it changes the memory, so every process's window, extraction and summarie
 rewrites the search context cut from them in the next turn's memory (``metadata["context_of"]``
 names that turn; a memory written while another process forgets loses its context at this
 process's next read of the session, which notices the deletion; a turn the refiner promotes later
-drops a context whose turn has left the log). An extraction or a log-driven summary whose model call ran while a turn of its
-batch left the log re-reads the log before writing and drops the facts that turn grounds (the
-summary is not written, and made again without it); it reads the log once more after writing and deletes what
-it just added from a turn that left meanwhile, so what lands after a forget began never stays
-(a fact whose turn is still in the log then was written before the forget: a derived memory,
-listed with its provenance). A log deleted as a whole (an ended session) is not read as a forget
-of its turns. Forgetting an extracted fact moves the extraction watermark past its source turns
+drops a context whose turn has left the log). An extraction or a log-driven summary whose model
+call ran while a turn of its batch left the log re-reads the log before writing and drops the
+facts that turn grounds (the summary is not written, and made again without it); it reads the
+log once more after writing and deletes what it just added from a turn that left meanwhile, so
+what lands after a forget began never stays (a fact whose turn is still in the log then was
+written before the forget: a derived memory, listed with its provenance). A log deleted as a
+whole (an ended session) is not read as a forget of its turns. Forgetting an extracted fact moves the extraction watermark past its source turns
 (:meth:`Sessions.mark_source_extracted`): a batch whose facts were written by a process killed
 before its mark is then not extracted again with the forgotten fact in it, and a batch in flight
 drops the facts of turns the watermark passed. Forgetting a summary moves the summary watermark
