@@ -10,7 +10,8 @@
   requests whose ``Host`` (and ``Origin``, when sent) name that address (no DNS rebinding).
 
 Tools: ``remember``, ``recall`` (with score components), ``build_context`` (the fused block
-under a token budget), ``add_turn``, ``forget`` (one memory), ``list_memories`` (paged), and
+under a token budget), ``add_turn``, ``forget`` (one memory), ``forget_turn`` (one turn
+``add_turn`` logged), ``list_memories`` (paged), and
 ``forget_user`` only with ``--allow-forget-user``. No tool takes a user id: the connection
 decides. Resource ``memory://recent`` (the user's recent memories) and prompt
 ``answer_with_memory``. Every call goes through the :class:`~hybrid_memory.memory.HybridMemory`

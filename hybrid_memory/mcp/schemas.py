@@ -23,6 +23,7 @@ __all__ = [
     "MAX_TOKENS",
     "ContextResult",
     "ForgetResult",
+    "ForgetTurnResult",
     "ForgetUserResult",
     "MemoryItem",
     "MemoryPage",
@@ -185,6 +186,14 @@ class ForgetResult(_Out):
 
     memory_id: str
     deleted: bool = Field(description="False when no memory of yours has this id.")
+
+
+class ForgetTurnResult(_Out):
+    """Whether anything of a conversation turn was still there to forget."""
+
+    turn_id: str
+    session_id: str
+    deleted: bool = Field(description="False when no turn of yours with this id is in that conversation.")
 
 
 class MemoryPage(_Out):

@@ -32,6 +32,7 @@ from hybrid_memory.mcp.schemas import (
     MAX_TOKENS,
     ContextResult,
     ForgetResult,
+    ForgetTurnResult,
     ForgetUserResult,
     MemoryItem,
     MemoryPage,
@@ -369,6 +370,24 @@ def _register(server: MemoryMCPServer) -> None:
         return ForgetResult(memory_id=memory_id, deleted=deleted)
 
     @server.tool(
+        title="Forget one conversation turn",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True),
+        structured_output=True,
+    )
+    async def forget_turn(
+        session_id: Annotated[_ID, Field(description="The conversation the turn was added to.")],
+        turn_id: Annotated[_ID, Field(description="The turn_id add_turn returned.")],
+    ) -> ForgetTurnResult:
+        """Take back one turn logged with add_turn (e.g. the user says 'forget what I just said').
+
+        The turn leaves the conversation's short-term memory, a memory kept from it is deleted,
+        and its words no longer find other memories. Use it for your own reply too when it
+        repeated what the user wants forgotten.
+        """
+        deleted = await mem.aforget_turn(turn_id, user_id=me(), session_id=session_id)
+        return ForgetTurnResult(turn_id=turn_id, session_id=session_id, deleted=deleted)
+
+    @server.tool(
         title="List memories",
         annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True),
         structured_output=True,
@@ -474,7 +493,7 @@ def build_server(
         >>> mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder())
         >>> server = build_server(mem, user="alice")
         >>> sorted(t.name for t in server._tool_manager.list_tools())
-        ['add_turn', 'build_context', 'forget', 'list_memories', 'recall', 'remember']
+        ['add_turn', 'build_context', 'forget', 'forget_turn', 'list_memories', 'recall', 'remember']
         >>> mem.close()
     """
     from hybrid_memory.records import check_id

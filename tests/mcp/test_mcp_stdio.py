@@ -33,11 +33,15 @@ async def test_tools_resources_and_prompts_round_trip_and_replay_shows_them(
         tea = out["page1"].structuredContent["memories"][1]["memory_id"]
         out["forget"] = await s.call_tool("forget", {"memory_id": tea})
         out["forget_again"] = await s.call_tool("forget", {"memory_id": tea})
+        turn = {"session_id": "chat-1", "turn_id": out["turn"].structuredContent["turn_id"]}
+        out["forget_turn"] = await s.call_tool("forget_turn", turn)
+        out["forget_turn_again"] = await s.call_tool("forget_turn", turn)
+        out["after_turn"] = await s.call_tool("list_memories", {})
         return out
 
     out = await run_stdio(store_path, "alice", tmp_path, calls)
     names = {t.name for t in out["init_tools"]}
-    assert names == {"remember", "recall", "build_context", "add_turn", "forget", "list_memories"}
+    assert names == {"remember", "recall", "build_context", "add_turn", "forget", "forget_turn", "list_memories"}
     for t in out["init_tools"]:
         assert "user_id" not in json.dumps(t.inputSchema)  # no tool can name a user
         assert t.description and len(t.description) > 40
@@ -61,6 +65,10 @@ async def test_tools_resources_and_prompts_round_trip_and_replay_shows_them(
     assert "peanuts" in prompt_text and prompt_text.endswith("am I allergic to peanuts?")
     assert out["forget"].structuredContent == {"memory_id": p1["memories"][1]["memory_id"], "deleted": True}
     assert out["forget_again"].structuredContent["deleted"] is False
+    assert out["forget_turn"].structuredContent["deleted"] is True  # the turn and the memory kept from it
+    assert out["forget_turn_again"].structuredContent["deleted"] is False
+    left = [m["content"] for m in out["after_turn"].structuredContent["memories"]]
+    assert left == ["Alice is allergic to peanuts"]
 
     # the tool calls were traced like library calls: `hybrid-memory replay` shows them
     capsys.readouterr()
