@@ -133,7 +133,9 @@ def check_extra(extra: str, mem: Any) -> None:
     if extra == "mcp":
         server = mcp_entry.build_server(mem, user="u4")
         tools = sorted(t.name for t in server._tool_manager.list_tools())
-        assert tools == ["add_turn", "build_context", "forget", "list_memories", "recall", "remember"], tools
+        assert tools == ["add_turn", "build_context", "forget", "forget_turn", "list_memories", "recall", "remember"], (
+            tools
+        )
     elif not _installed("mcp"):
         _expect_missing("mcp", lambda: mcp_entry.build_server(mem, user="u4"))
 
