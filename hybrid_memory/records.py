@@ -185,6 +185,10 @@ def memory_id(user_id: str, content: str) -> str:
     return str(uuid.uuid5(MEMORY_NAMESPACE, f"{user_id}\x1f{normalize_content(content)}"))
 
 
+#: ``MemoryRecord.metadata`` key naming the turn a memory's ``context`` was cut from (see :class:`MemoryRecord`).
+CONTEXT_SOURCE_KEY = "context_of"
+
+
 class MemoryRecord(BaseModel):
     """One long-term memory.
 
@@ -194,7 +198,10 @@ class MemoryRecord(BaseModel):
 
     ``context`` situates the memory for search without being part of it: for a conversation turn,
     the turn it answers. The keyword (BM25) index reads :attr:`search_text` (context, then
-    content); the embedding, deduplication and the injected text use ``content`` only.
+    content); the embedding, deduplication and the injected text use ``content`` only. A memory
+    whose context was cut from a turn of its session's log names that turn's id in
+    ``metadata[CONTEXT_SOURCE_KEY]``: when the turn leaves the log (a forget, an edit), the
+    context goes too, also from a write still queued for replay.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -71,7 +71,7 @@ import numpy as np
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
 from hybrid_memory.errors import StoreError, StoreUnavailableError, UserForgottenError
-from hybrid_memory.records import MemoryRecord, Status, Turn, WriteOutcome
+from hybrid_memory.records import CONTEXT_SOURCE_KEY, MemoryRecord, Status, Turn, WriteOutcome
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector, update_present
 from hybrid_memory.text.analyzer import last_words
 from hybrid_memory.write.buffer import KeyFrameBuffer
@@ -300,7 +300,7 @@ class Sessions:
             w.unchecked = None
             if source is not None:  # checked at the next sync (_drop_context)
                 mine = tuple(
-                    o.record.id for o in written if o.record and o.record.metadata.get("context_of") == source[0]
+                    o.record.id for o in written if o.record and o.record.metadata.get(CONTEXT_SOURCE_KEY) == source[0]
                 )
                 w.unchecked = (mine, source[0]) if mine else None
         with self._lock:
@@ -383,7 +383,7 @@ class Sessions:
                         **(metadata or {}),
                         "role": t.role,
                         "turn_id": t.id,
-                        **({"context_of": source[0]} if context and source else {}),
+                        **({CONTEXT_SOURCE_KEY: source[0]} if context and source else {}),
                     },
                     provenance=(t.id,),
                     context=context,
@@ -700,7 +700,7 @@ class Sessions:
         for r in found:
             if r.id == skip or not r.context or r.context == replacement:
                 continue
-            source = r.metadata.get("context_of")
+            source = r.metadata.get(CONTEXT_SOURCE_KEY)
             if source in prov if isinstance(source, str) else any(t.endswith(r.context) for t in texts):
                 changed.append(r.evolve(context=replacement))
         if changed:

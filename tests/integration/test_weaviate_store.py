@@ -28,7 +28,7 @@ from hybrid_memory.errors import (
     StoreUnavailableError,
     UserForgottenError,
 )
-from hybrid_memory.records import MemoryRecord, Turn
+from hybrid_memory.records import CONTEXT_SOURCE_KEY, MemoryRecord, Turn
 from hybrid_memory.stores.base import MemoryFilter, SearchRequest
 from hybrid_memory.stores.weaviate import (
     SEARCH_PROPERTY,
@@ -901,3 +901,111 @@ def test_a_dead_letter_older_than_the_tombstones_waits_for_an_explicit_replay(
     assert store.dead_letter_count() == 1 and store.get("alice", [r.id]) == []
     assert store.replay_dead_letters(include_stale=True) == 1
     assert store.dead_letter_count() == 0 and store.get("alice", [r.id]) == [r]
+
+
+LOCKER = "my locker code is 4711"
+
+
+def _queued_next_turn(store: WeaviateStore) -> tuple[Turn, MemoryRecord]:
+    """Two logged turns and the second one's memory, queued while the server is down, with the first as context.
+
+    What ``add_turn`` leaves when the memory write of a turn fails after its turn was logged.
+    """
+    first, second = turn("alice", "s1", f"remember: {LOCKER}"), turn("alice", "s1", "what should I bring to the gym")
+    store.append_turns([first, second], epoch=store.user_epoch("alice"))
+    memory = rec(
+        "alice",
+        second.content,
+        session_id="s1",
+        context=first.content,
+        provenance=(second.id,),
+        metadata={CONTEXT_SOURCE_KEY: first.id, "turn_id": second.id},
+    )
+    _queue_while_down(store, [memory])
+    return first, memory
+
+
+def _queue_file_bytes(store: WeaviateStore) -> bytes:
+    path = store._dlq.path
+    assert path is not None
+    return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def _keyword_hits(store: WeaviateStore, query: str) -> list[str]:
+    return [h.record.id for h in store.search(SearchRequest(user_id="alice", query=query, vector=None, alpha=0.0))]
+
+
+def test_a_turn_deleted_here_leaves_no_copy_in_a_queued_memory_of_the_next_turn(queueing: WeaviateStore) -> None:
+    """The dead letter loses the context cut from the turn at once (file and WAL); the replay writes it without."""
+    store = queueing
+    first, memory = _queued_next_turn(store)
+    assert b"4711" in _queue_file_bytes(store)
+    assert store.delete_turns("alice", [first.id]) == 1
+    assert b"4711" not in _queue_file_bytes(store)
+    [(queued, _, _)] = store.dead_letters("alice")
+    assert queued.context == "" and queued.content == memory.content
+    assert store.replay_dead_letters() == 1
+    [stored] = store.get("alice", [memory.id])
+    assert stored.context == "" and stored.content == memory.content
+    assert _keyword_hits(store, "locker 4711") == []
+    assert _keyword_hits(store, "gym") == [memory.id]
+
+
+def test_a_replay_drops_the_context_of_a_turn_another_process_deleted(queueing: WeaviateStore, tmp_path: Path) -> None:
+    """The forget ran in another process (its own dead-letter file): the replay reads the log and blanks it."""
+    store = queueing
+    first, memory = _queued_next_turn(store)
+    other = _other_process(store, tmp_path)
+    try:
+        assert other.delete_turns("alice", [first.id]) == 1
+    finally:
+        other.close()
+    assert b"4711" in _queue_file_bytes(store)  # that process cannot reach this file
+    assert store.replay_dead_letters() == 1
+    assert [r.context for r in store.get("alice", [memory.id])] == [""]
+    assert _keyword_hits(store, "locker 4711") == []
+    assert b"4711" not in _queue_file_bytes(store)
+
+
+def test_a_turn_deleted_while_the_replay_writes_still_loses_its_context(
+    queueing: WeaviateStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forget's listing ran before the replay's write landed: the replay's check after the write catches it."""
+    store = queueing
+    first, memory = _queued_next_turn(store)
+    write = store._write
+    other = _other_process(store, tmp_path)
+
+    def forget_then_write(*args: Any, **kwargs: Any) -> Any:
+        other.delete_turns("alice", [first.id])  # after the replay read the log, before its write lands
+        assert other.list("alice", filter=MemoryFilter(session_id="s1")) == []  # what the forget's listing sees
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(store, "_write", forget_then_write)
+    try:
+        assert store.replay_dead_letters() == 1
+    finally:
+        other.close()
+    assert [r.context for r in store.get("alice", [memory.id])] == [""]
+    assert _keyword_hits(store, "locker 4711") == []
+
+
+def test_a_replay_keeps_the_context_of_a_session_ended_as_a_whole(queueing: WeaviateStore) -> None:
+    """An ended or cleared session is not a forget: its memories keep their context, as the writer leaves them."""
+    store = queueing
+    first, memory = _queued_next_turn(store)
+    assert store.delete_session("alice", "s1") == 2
+    assert store.replay_dead_letters() == 1
+    assert [r.context for r in store.get("alice", [memory.id])] == [first.content]
+
+
+def test_deleting_a_memory_whose_write_is_queued_leaves_no_copy_in_the_queue_file(queueing: WeaviateStore) -> None:
+    """The dead letter goes, and its text with it: from the file and its WAL."""
+    store = queueing
+    secret = rec("alice", LOCKER)
+    _queue_while_down(store, [secret])
+    assert b"4711" in _queue_file_bytes(store)
+    store.delete("alice", [secret.id])
+    assert store.dead_letter_count() == 0
+    assert b"4711" not in _queue_file_bytes(store)
+    assert store.replay_dead_letters() == 0 and store.get("alice", [secret.id]) == []

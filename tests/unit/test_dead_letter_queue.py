@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("weaviate", reason="the 'weaviate' extra is not installed")
 
-from hybrid_memory.records import MemoryRecord
+from hybrid_memory.records import CONTEXT_SOURCE_KEY, MemoryRecord
 from hybrid_memory.stores.weaviate.dead_letters import _DeadLetterQueue, _Failure, _Pending
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
@@ -70,6 +70,43 @@ def test_a_failed_replay_does_not_bring_back_a_row_removed_meanwhile(dlq: _DeadL
     dlq.remove("alice", [a.id])  # a newer write of the memory succeeded meanwhile
     dlq.settle([], [(read, "timed out again")])
     assert dlq.pending() == []
+
+
+def test_blanking_contexts_touches_only_the_rows_cut_from_those_turns_and_keeps_their_stamp(
+    tmp_path: Path, dlq: _DeadLetterQueue
+) -> None:
+    """The words leave the file; the write stays the same one (a replay that read it can still settle it)."""
+
+    def turn_memory(user: str, content: str, source: str) -> MemoryRecord:
+        return MemoryRecord.create(
+            user_id=user, content=content, timestamp=T0, context="my pin is 4711", metadata={CONTEXT_SOURCE_KEY: source}
+        )
+
+    hit, other_turn, other_user = (
+        turn_memory("alice", "a", "t1"),
+        turn_memory("alice", "b", "t2"),
+        turn_memory("bob", "c", "t1"),
+    )
+    dlq.add([failure(hit), failure(other_turn), failure(other_user)])
+    before = {x.key: x for x in dlq.pending()}
+    assert dlq.blank_contexts("alice", {"t1", "t9"}) == 1
+    after = {x.key: x for x in dlq.pending()}
+    assert after[(hit.user_id, hit.id)].record == hit.evolve(context="")
+    assert (after[(hit.user_id, hit.id)].stamp, after[(hit.user_id, hit.id)].queued_at) == (
+        before[(hit.user_id, hit.id)].stamp,
+        before[(hit.user_id, hit.id)].queued_at,
+    )
+    assert (
+        after[(other_turn.user_id, other_turn.id)].record == other_turn
+        and after[(other_user.user_id, other_user.id)].record == other_user
+    )
+    assert dlq.blank_contexts("alice", {"t1"}) == 0  # already blank
+    dlq.settle([before[(hit.user_id, hit.id)]], [])  # a replay that read the row before: same write, same stamp
+    assert (hit.user_id, hit.id) not in {x.key for x in dlq.pending()}
+    dlq.remove("alice", [other_turn.id])
+    dlq.remove("bob", [other_user.id])
+    blob = b"".join(p.read_bytes() for p in tmp_path.glob("dead.sqlite*"))
+    assert b"4711" not in blob
 
 
 def test_a_queue_written_before_request_times_and_stamps_is_still_replayable(tmp_path: Path) -> None:

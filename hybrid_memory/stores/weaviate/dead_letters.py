@@ -22,7 +22,7 @@ import re
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hybrid_memory.records import MemoryRecord
+from hybrid_memory.records import CONTEXT_SOURCE_KEY, MemoryRecord
 from hybrid_memory.stores.local.connection import WalWiper, connect_owned
 from hybrid_memory.values import Vector
 
@@ -237,14 +237,59 @@ class _DeadLetterQueue:
             )
 
     def remove(self, user_id: str, record_ids: Iterable[str]) -> None:
+        """Delete the rows of these memories (a delete); their text is wiped from the file and its WAL."""
         ids = list(record_ids)
         if not ids:
             return
-        with self._writing(create=False) as conn:
-            if conn is not None:
-                conn.executemany(
-                    "DELETE FROM dead_letters WHERE user_id = ? AND record_id = ?", [(user_id, i) for i in ids]
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return
+            with _transaction(conn):
+                n = sum(
+                    conn.execute("DELETE FROM dead_letters WHERE user_id = ? AND record_id = ?", (user_id, i)).rowcount
+                    for i in ids
                 )
+            if n:
+                assert self._wiper is not None
+                self._wiper.after_delete()
+            else:
+                self._after_write()
+
+    def blank_contexts(self, user_id: str, turn_ids: Collection[str]) -> int:
+        """Blank the search context of queued records cut from one of these turns; return how many.
+
+        The turns left their session's log (a forget, an edit): a replay must not write their text
+        back as the next turn's context, and the file keeps no copy of it (wiped as :meth:`remove`
+        does). The row keeps its stamp and time: it is the same write, without those words.
+        """
+        if not turn_ids:
+            return 0
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return 0
+            with _transaction(conn):
+                rows = conn.execute(
+                    "SELECT record_id, record_json FROM dead_letters WHERE user_id = ?", (user_id,)
+                ).fetchall()
+                changed = 0
+                for record_id, rec_json in rows:
+                    record = MemoryRecord.from_json_dict(json.loads(rec_json))
+                    if record.context and record.metadata.get(CONTEXT_SOURCE_KEY) in turn_ids:
+                        conn.execute(
+                            "UPDATE dead_letters SET record_json = ? WHERE user_id = ? AND record_id = ?",
+                            (
+                                json.dumps(record.evolve(context="").to_json_dict(), ensure_ascii=False),
+                                user_id,
+                                record_id,
+                            ),
+                        )
+                        changed += 1
+            if changed:
+                assert self._wiper is not None
+                self._wiper.after_delete()  # the old row's bytes: freed pages and WAL frames
+            return changed
 
     @contextmanager
     def _writing(self, *, create: bool) -> Iterator[sqlite3.Connection | None]:
@@ -257,13 +302,8 @@ class _DeadLetterQueue:
             if conn is None:
                 yield None
                 return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _transaction(conn):
                 yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             self._after_write()
 
     def _after_write(self) -> None:
@@ -316,6 +356,18 @@ class _DeadLetterQueue:
                     self._conn.close()
                     self._conn = None
                     self._wiper = None
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One transaction on an autocommit connection (one fsync for all its rows, ``synchronous=FULL``)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _default_dead_letter_path(label: str) -> Path:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -36,8 +37,8 @@ from hybrid_memory.errors import (
     StoreUnavailableError,
     UserForgottenError,
 )
-from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
-from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids
+from hybrid_memory.records import CONTEXT_SOURCE_KEY, MemoryRecord, check_id, ensure_utc
+from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, update_present
 from hybrid_memory.stores.nearest import Neighbour
 from hybrid_memory.stores.weaviate.client import (
     _NOTHING,
@@ -662,6 +663,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 REPLAY_HORIZON,
             )
             letters = [x for x in letters if x.queued_at >= horizon]
+        letters = self._blank_gone_contexts(letters)
         current: dict[str, int] = {}
         forgotten: dict[str, list[_Letter]] = {}
         live: list[_Letter] = []
@@ -721,6 +723,9 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         written = [p for p in pending if p.key not in failed and p.record.user_id not in gone]
         # A delete that landed while the replay wrote: undo what the replay put back.
         buried = {(u, i) for u, tombs in before.items() for i in self._unbury_check(u, tombs, written)}
+        # A turn forgotten while the replay wrote: its forget may have listed the memories before
+        # this write landed, so the context cut from it is checked again now.
+        self._recheck_contexts([p.record for p in written if p.key not in buried])
         # Settled last, by stamp (see _DeadLetterQueue.settle): a replay killed before this line
         # leaves its letters queued, and the next replay drops them and undoes their write if
         # the memory was deleted or its user forgotten (_drop_letters).
@@ -746,6 +751,53 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             handle = self._tenant(tenant_name(user_id), write=True)
             self._delete_objects(handle, [object_uuid(i) for i in back], "undo an interrupted replay")
         self._dlq.settle(letters, [])
+
+    def _gone_context_sources(self, records: Sequence[MemoryRecord]) -> set[tuple[str, str]]:
+        """``(user, turn id)`` of the turns ``records`` cut their search context from that left their session's log.
+
+        A session whose whole log is gone (ended or cleared) is not a forget: its memories keep
+        their context, as the writer does.
+        """
+        sources: dict[tuple[str, str], set[str]] = {}
+        for r in records:
+            source = r.metadata.get(CONTEXT_SOURCE_KEY)
+            if r.context and isinstance(source, str) and r.session_id is not None:
+                sources.setdefault((r.user_id, r.session_id), set()).add(source)
+        gone: set[tuple[str, str]] = set()
+        for (user, session), ids in sources.items():
+            log = self.load_session(user, session)
+            if log.turns:
+                gone.update((user, i) for i in ids - {t.id for t in log.turns})
+        return gone
+
+    def _blank_gone_contexts(self, letters: Sequence[_Letter]) -> list[_Letter]:
+        """The letters, without a search context cut from a turn that left the log since they were queued.
+
+        A forget in another process (or on another machine) cannot reach this file: the replay
+        checks the log itself, and blanks the context in the file too.
+        """
+        gone = self._gone_context_sources([x.record for x in letters])
+        if not gone:
+            return list(letters)
+        for user in {u for u, _ in gone}:
+            self._dlq.blank_contexts(user, {t for u, t in gone if u == user})
+        return [
+            dataclasses.replace(x, record=x.record.evolve(context=""))
+            if (x.record.user_id, x.record.metadata.get(CONTEXT_SOURCE_KEY)) in gone
+            else x
+            for x in letters
+        ]
+
+    def _recheck_contexts(self, records: Sequence[MemoryRecord]) -> None:
+        """Blank the context of replayed memories whose source turn left the log while they were written."""
+        gone = self._gone_context_sources(records)
+        for user in {u for u, _ in gone}:
+            turns = {t for u, t in gone if u == user}
+            ids = [r.id for r in records if r.user_id == user and r.metadata.get(CONTEXT_SOURCE_KEY) in turns]
+            found = self.get(user, ids)
+            update_present(
+                self, [r.evolve(context="") for r in found if r.context and r.metadata.get(CONTEXT_SOURCE_KEY) in turns]
+            )
 
     async def areplay_dead_letters(self, user_id: str | None = None, *, include_stale: bool = False) -> int:
         """Async twin of :meth:`replay_dead_letters`."""

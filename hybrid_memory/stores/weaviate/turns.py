@@ -214,12 +214,18 @@ class _TurnLog(_Writes):
         Each turn lives at a UUID derived from the user and its id, so this is one delete by
         UUID in the user's tenant. The rest of each log, its watermarks and the long-term
         memories stay; missing ids (and a user without a tenant) are fine.
+
+        A memory write of this process still queued for replay (the dead-letter file) whose
+        search context was cut from one of these turns loses that context first: the replay does
+        not write the turn's words back, and the file keeps no copy of them. Queues of other
+        processes are checked by their replay (:meth:`WeaviateStore.replay_dead_letters`).
         """
         self._check_open()
         check_id(user_id)
         ids = check_ids(turn_ids)
         if not ids:
             return 0
+        self._dlq.blank_contexts(user_id, set(ids))
         h = self._turns(tenant_name(user_id), write=True)
         return self._delete_objects(h, [_turn_uuid(user_id, t) for t in ids], "delete turns")
 
