@@ -1,4 +1,4 @@
-"""The answer follow-up, MMR and context-property variants of ``benchmarks/experiments.py`` and its report writer."""
+"""The answer follow-up, MMR, context-property and word-pair variants of ``benchmarks/experiments.py`` and its report writer."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.experiments import _answer_follow, _field_scores, _is_question, _mmr, write_markdown
+from benchmarks.experiments import PairAnalyzer, _answer_follow, _field_scores, _is_question, _mmr, write_markdown
 from benchmarks.harness.datasets import Doc, Group
 from benchmarks.harness.pure import PureIndex
 from hybrid_memory.text.analyzer import Analyzer
@@ -74,3 +74,22 @@ def test_the_report_keeps_the_sections_other_studies_wrote(tmp_path: Path) -> No
     path.write_text("# first\n\n<!-- other: start -->\nkept\n<!-- other: end -->\n", encoding="utf-8")
     write_markdown(path, "# second\n")
     assert path.read_text(encoding="utf-8") == "# second\n\n<!-- other: start -->\nkept\n<!-- other: end -->\n"
+
+
+def test_word_pairs_join_adjacent_latin_terms_once_stopwords_are_gone_and_rank_the_phrase_first() -> None:
+    pairs = PairAnalyzer()
+    assert pairs.query_tokens("When did she go to the support group?") == [
+        "go",
+        "support",
+        "group",
+        "go_support",
+        "support_group",
+    ]
+    assert "我喜" in pairs.index_tokens("我喜欢 support groups") and "support_group" in pairs.index_tokens(
+        "我喜欢 support groups"
+    )
+    texts = ["my group gave support at work", "my support group met on Tuesday"]
+    plain = PureIndex(["apart", "phrase"], texts, None, Analyzer()).keyword_scores("support group")
+    paired = PureIndex(["apart", "phrase"], texts, None, pairs).keyword_scores("support group")
+    assert plain["apart"] >= plain["phrase"] - 0.05  # the same words, so nearly the same score
+    assert paired["phrase"] > paired["apart"] + 0.3  # the pair decides
