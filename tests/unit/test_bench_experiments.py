@@ -6,7 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.experiments import PairAnalyzer, _answer_follow, _field_scores, _is_question, _mmr, write_markdown
+from benchmarks.experiments import (
+    PairAnalyzer,
+    _answer_follow,
+    _field_scores,
+    _is_question,
+    _maxvec_scores,
+    _mmr,
+    write_markdown,
+)
 from benchmarks.harness.datasets import Doc, Group
 from benchmarks.harness.pure import PureIndex
 from hybrid_memory.text.analyzer import Analyzer
@@ -93,3 +101,15 @@ def test_word_pairs_join_adjacent_latin_terms_once_stopwords_are_gone_and_rank_t
     paired = PureIndex(["apart", "phrase"], texts, None, pairs).keyword_scores("support group")
     assert plain["apart"] >= plain["phrase"] - 0.05  # the same words, so nearly the same score
     assert paired["phrase"] > paired["apart"] + 0.3  # the pair decides
+
+
+def test_the_two_vector_leg_scores_a_memory_by_the_better_of_its_two_cosines() -> None:
+    texts = ["it was great", "I play the violin"]
+    own = np.array([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0]], dtype=np.float32)  # what each memory says
+    with_context = np.array([[0.0, 0.0, 1.0], [0.6, 0.8, 0.0]], dtype=np.float32)  # and what it answers
+    kw = PureIndex(["reply", "violin"], texts, own, Analyzer())
+    query = np.array([0.0, 0.28, 0.96], dtype=np.float32)
+    one = _maxvec_scores(kw, (own, own), "concert", query, 1.0, 10)
+    two = _maxvec_scores(kw, (own, with_context), "concert", query, 1.0, 10)
+    assert max(one, key=one.__getitem__) == "violin"
+    assert max(two, key=two.__getitem__) == "reply"  # found by what it answers
