@@ -42,6 +42,10 @@ isolate the retrieval idea; the winners are then measured again through ``Hybrid
   leg scores the better of the two cosines (Weaviate: two named vectors, a multi-target search joined by
   ``minimum`` distance), so a memory is found by what it says or by what it answers, and loses neither.
 
+* ``spread_f`` (a last stage): session spread over the 50 best, picked greedily by ``score * f ** (memories of its session
+  already picked)``, so the top k reaches more sessions (a question that counts or compares needs each of
+  them); the rest follow.
+
     python -m benchmarks.experiments   # writes benchmarks/results/experiments.{json,md}
 
 Combinations are written ``first+then[+then...]`` (e.g. ``ctx_prev_bm25+time_window_0.3``), the stages
@@ -273,6 +277,21 @@ def _mmr(g: Group, scores: dict[str, float], unit: np.ndarray, lam: float, pool:
     return {i: float(len(ranked) - r) for r, i in enumerate(ranked)}
 
 
+def _spread(g: Group, scores: dict[str, float], f: float, pool: int = 50) -> dict[str, float]:
+    """Session spread over the ``pool`` best: scores that rank the greedy picks first (a last stage)."""
+    session = {d.id: d.session_id for d in g.docs}
+    order = sorted(scores, key=lambda i: (-scores[i], i))
+    left, picked = order[:pool], []
+    seen: dict[str | None, int] = {}
+    while left:
+        best = max(range(len(left)), key=lambda n: (scores[left[n]] * f ** seen.get(session[left[n]], 0), -n))
+        pick = left.pop(best)
+        picked.append(pick)
+        seen[session[pick]] = seen.get(session[pick], 0) + 1
+    ranked = picked + order[pool:]
+    return {i: float(len(ranked) - r) for r, i in enumerate(ranked)}
+
+
 def _stage(
     g: Group, q_text: str, q_date: datetime | None, scores: dict[str, float], stage: str, unit: np.ndarray | None = None
 ) -> dict[str, float]:
@@ -281,6 +300,8 @@ def _stage(
     if stage.startswith("mmr_"):
         assert unit is not None
         return _mmr(g, scores, unit, value)
+    if stage.startswith("spread_"):
+        return _spread(g, scores, value)
     if stage.startswith("session_"):
         return _session_boost(g, scores, value)
     if stage.startswith("speaker_"):
@@ -439,6 +460,9 @@ VERDICTS = {
     "-> 0.265, MemoryBank-CN R@5 0.980 -> 0.986 (one question), LongMemEval s-all@5 unchanged (s-all@10 0.957 -> "
     "0.978) but R@5 0.900 -> 0.867 and nDCG@10 0.794 -> 0.763: a question or two where it helps, for a second vector "
     "per memory and named vectors on Weaviate: not built",
+    "spread": "on the default pipeline (f 0.5 / 0.8) LoCoMo R@10 0.690 -> 0.545 / 0.630, LongMemEval s-all@5 "
+    "unchanged (0.935) but turn R@10 0.957 -> 0.799 / 0.918, MemoryBank-CN R@5 0.980 -> 0.878 / 0.980: the evidence "
+    "of most questions sits in one session, so spreading pushes it out: not built",
     "mmr": "on the default pipeline (lambda 0.1 / 0.2 / 0.4) LoCoMo R@10 0.690 -> 0.691 / 0.693 / 0.689 and "
     "MemoryBank-CN R@5 0.980 -> 0.986 (one question), but LongMemEval nDCG@10 0.788 -> 0.782 / 0.776 / 0.755, turn "
     "R@10 0.967 -> 0.967 / 0.957 / 0.941 and at 0.4 s-all@5 0.935 -> 0.891 (the evidence turns of one session look "
@@ -454,6 +478,8 @@ def _verdict(name: str) -> str:
         return VERDICTS[name]
     if first in ("ctx_next_bm25", "ctx_around_bm25"):
         return VERDICTS[first]
+    if "+spread_" in name:
+        return VERDICTS["spread"]
     if first.startswith("ctx_tail_"):
         return VERDICTS["ctx_tail"]
     if first.startswith("ctx_field_"):
@@ -527,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
         "ctx_prev_bm25+time_window_0.2+mmr_0.2,ctx_prev_bm25+time_window_0.2+mmr_0.4,ctx_tail_10+time_window_0.2,"
         "ctx_tail_20+time_window_0.2,ctx_tail_30+time_window_0.2,ctx_tail_45+time_window_0.2,"
         "ctx_field_1+time_window_0.2,ctx_field_2+time_window_0.2,ctx_field_3+time_window_0.2,ctx_field_4+time_window_0.2,"
-        "pairs_tail_45+time_window_0.2,maxvec_tail_45+time_window_0.2",
+        "pairs_tail_45+time_window_0.2,maxvec_tail_45+time_window_0.2,ctx_tail_45+time_window_0.2+spread_0.5,"
+        "ctx_tail_45+time_window_0.2+spread_0.8",
     )
     args = p.parse_args(argv)
     if args.render_only:

@@ -13,6 +13,7 @@ from benchmarks.experiments import (
     _is_question,
     _maxvec_scores,
     _mmr,
+    _spread,
     write_markdown,
 )
 from benchmarks.harness.datasets import Doc, Group
@@ -113,3 +114,12 @@ def test_the_two_vector_leg_scores_a_memory_by_the_better_of_its_two_cosines() -
     two = _maxvec_scores(kw, (own, with_context), "concert", query, 1.0, 10)
     assert max(one, key=one.__getitem__) == "violin"
     assert max(two, key=two.__getitem__) == "reply"  # found by what it answers
+
+
+def test_the_session_spread_lets_a_second_session_ahead_of_a_third_memory_of_the_first() -> None:
+    scores = {"d1": 1.0, "d2": 0.9, "d3": 0.8, "d5": 0.6, "d6": 0.1}  # d1-d3 session s1, d5/d6 session s3
+    ranked = _spread(GROUP, scores, 0.5)
+    order = sorted(ranked, key=lambda i: -ranked[i])
+    assert order == ["d1", "d5", "d2", "d3", "d6"]  # 0.6 > 0.9 * 0.5; then 0.9 * 0.5 > 0.8 * 0.5 > 0.1 * 0.5
+    same = _spread(GROUP, scores, 1.0)
+    assert sorted(same, key=lambda i: -same[i]) == ["d1", "d2", "d3", "d5", "d6"]  # f = 1: the order as it was
