@@ -326,8 +326,7 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
         ids = [d.id for d in g.docs]
         texts = [d.text for d in g.docs]
         vecs = emb.embed_documents(texts)
-        unit = np.array(vecs, dtype=np.float32)  # a copy: the index keeps vecs
-        unit /= np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-12)
+        unit = _unit(vecs)  # a copy: the index keeps vecs
         base = PureIndex(ids, texts, vecs, an)
         need_ctx = any(v.startswith("ctx_prev") for v in variants)
         ctx_texts = _prev_texts(g) if need_ctx else []

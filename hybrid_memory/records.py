@@ -231,6 +231,12 @@ class MemoryRecord(BaseModel):
         """What the keyword index reads: ``context`` (when set) and ``content``, a line apart."""
         return f"{self.context}\n{self.content}" if self.context else self.content
 
+    @property
+    def context_source(self) -> str | None:
+        """The id of the turn ``context`` was cut from (``metadata[CONTEXT_SOURCE_KEY]``); ``None``: no context, or none named."""
+        source = self.metadata.get(CONTEXT_SOURCE_KEY)
+        return source if self.context and isinstance(source, str) else None
+
     @field_validator("context")
     @classmethod
     def _context_ok(cls, v: str) -> str:

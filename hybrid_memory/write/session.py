@@ -299,9 +299,7 @@ class Sessions:
             w.last_turn = (stored.id, stored.seq)
             w.unchecked = None
             if source is not None:  # checked at the next sync (_drop_context)
-                mine = tuple(
-                    o.record.id for o in written if o.record and o.record.metadata.get(CONTEXT_SOURCE_KEY) == source[0]
-                )
+                mine = tuple(o.record.id for o in written if o.record and o.record.context_source == source[0])
                 w.unchecked = (mine, source[0]) if mine else None
         with self._lock:
             self._last_turn_at[(user_id, session_id)] = turn.timestamp
@@ -700,8 +698,8 @@ class Sessions:
         for r in found:
             if r.id == skip or not r.context or r.context == replacement:
                 continue
-            source = r.metadata.get(CONTEXT_SOURCE_KEY)
-            if source in prov if isinstance(source, str) else any(t.endswith(r.context) for t in texts):
+            source = r.context_source
+            if source in prov if source is not None else any(t.endswith(r.context) for t in texts):
                 changed.append(r.evolve(context=replacement))
         if changed:
             try:

@@ -87,7 +87,11 @@ def test_blanking_contexts_touches_only_the_rows_cut_from_those_turns_and_keeps_
         turn_memory("alice", "b", "t2"),
         turn_memory("bob", "c", "t1"),
     )
-    dlq.add([failure(hit), failure(other_turn), failure(other_user)])
+    odd = MemoryRecord.create(  # a caller's own metadata under the key: not a turn id, left alone
+        user_id="alice", content="d", timestamp=T0, context="my pin is 4711", metadata={CONTEXT_SOURCE_KEY: ["t1"]}
+    )
+    assert odd.context_source is None
+    dlq.add([failure(hit), failure(other_turn), failure(other_user), failure(odd)])
     before = {x.key: x for x in dlq.pending()}
     assert dlq.blank_contexts("alice", {"t1", "t9"}) == 1
     after = {x.key: x for x in dlq.pending()}
@@ -103,7 +107,8 @@ def test_blanking_contexts_touches_only_the_rows_cut_from_those_turns_and_keeps_
     assert dlq.blank_contexts("alice", {"t1"}) == 0  # already blank
     dlq.settle([before[(hit.user_id, hit.id)]], [])  # a replay that read the row before: same write, same stamp
     assert (hit.user_id, hit.id) not in {x.key for x in dlq.pending()}
-    dlq.remove("alice", [other_turn.id])
+    assert after[(odd.user_id, odd.id)].record == odd
+    dlq.remove("alice", [other_turn.id, odd.id])
     dlq.remove("bob", [other_user.id])
     blob = b"".join(p.read_bytes() for p in tmp_path.glob("dead.sqlite*"))
     assert b"4711" not in blob

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hybrid_memory.records import CONTEXT_SOURCE_KEY, MemoryRecord
+from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.local.connection import WalWiper, connect_owned
 from hybrid_memory.values import Vector
 
@@ -241,20 +241,11 @@ class _DeadLetterQueue:
         ids = list(record_ids)
         if not ids:
             return
-        with self._lock:
-            conn = self._open(create=False)
-            if conn is None:
-                return
-            with _transaction(conn):
-                n = sum(
-                    conn.execute("DELETE FROM dead_letters WHERE user_id = ? AND record_id = ?", (user_id, i)).rowcount
-                    for i in ids
+        with self._writing(create=False, wipe=True) as conn:
+            if conn is not None:
+                conn.executemany(
+                    "DELETE FROM dead_letters WHERE user_id = ? AND record_id = ?", [(user_id, i) for i in ids]
                 )
-            if n:
-                assert self._wiper is not None
-                self._wiper.after_delete()
-            else:
-                self._after_write()
 
     def blank_contexts(self, user_id: str, turn_ids: Collection[str]) -> int:
         """Blank the search context of queued records cut from one of these turns; return how many.
@@ -265,46 +256,40 @@ class _DeadLetterQueue:
         """
         if not turn_ids:
             return 0
-        with self._lock:
-            conn = self._open(create=False)
+        with self._writing(create=False, wipe=True) as conn:
             if conn is None:
                 return 0
-            with _transaction(conn):
-                rows = conn.execute(
-                    "SELECT record_id, record_json FROM dead_letters WHERE user_id = ?", (user_id,)
-                ).fetchall()
-                changed = 0
-                for record_id, rec_json in rows:
-                    record = MemoryRecord.from_json_dict(json.loads(rec_json))
-                    if record.context and record.metadata.get(CONTEXT_SOURCE_KEY) in turn_ids:
-                        conn.execute(
-                            "UPDATE dead_letters SET record_json = ? WHERE user_id = ? AND record_id = ?",
-                            (
-                                json.dumps(record.evolve(context="").to_json_dict(), ensure_ascii=False),
-                                user_id,
-                                record_id,
-                            ),
-                        )
-                        changed += 1
-            if changed:
-                assert self._wiper is not None
-                self._wiper.after_delete()  # the old row's bytes: freed pages and WAL frames
-            return changed
+            rows = conn.execute("SELECT record_id, record_json FROM dead_letters WHERE user_id = ?", (user_id,))
+            blanked = [
+                (json.dumps(record.evolve(context="").to_json_dict(), ensure_ascii=False), user_id, record_id)
+                for record_id, rec_json in rows.fetchall()
+                for record in [MemoryRecord.from_json_dict(json.loads(rec_json))]
+                if record.context_source in turn_ids
+            ]
+            conn.executemany("UPDATE dead_letters SET record_json = ? WHERE user_id = ? AND record_id = ?", blanked)
+        return len(blanked)
 
     @contextmanager
-    def _writing(self, *, create: bool) -> Iterator[sqlite3.Connection | None]:
+    def _writing(self, *, create: bool, wipe: bool = False) -> Iterator[sqlite3.Connection | None]:
         """The open file (``None``: there is none and ``create`` is false), in one transaction under the lock.
 
         One transaction: in autocommit mode every row would be its own fsync (``synchronous=FULL``).
+        ``wipe``: the rows it deletes or rewrites hold text that must leave the file, so a commit that
+        changed any wipes the freed pages and the WAL (a forget's wipe) instead of the usual check.
         """
         with self._lock:
             conn = self._open(create=create)
             if conn is None:
                 yield None
                 return
+            before = conn.total_changes
             with _transaction(conn):
                 yield conn
-            self._after_write()
+            if wipe and conn.total_changes != before:
+                assert self._wiper is not None
+                self._wiper.after_delete()
+            else:
+                self._after_write()
 
     def _after_write(self) -> None:
         if self._wiper is not None:

@@ -37,7 +37,7 @@ from hybrid_memory.errors import (
     StoreUnavailableError,
     UserForgottenError,
 )
-from hybrid_memory.records import CONTEXT_SOURCE_KEY, MemoryRecord, check_id, ensure_utc
+from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
 from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, update_present
 from hybrid_memory.stores.nearest import Neighbour
 from hybrid_memory.stores.weaviate.client import (
@@ -760,9 +760,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         """
         sources: dict[tuple[str, str], set[str]] = {}
         for r in records:
-            source = r.metadata.get(CONTEXT_SOURCE_KEY)
-            if r.context and isinstance(source, str) and r.session_id is not None:
-                sources.setdefault((r.user_id, r.session_id), set()).add(source)
+            if r.context_source is not None and r.session_id is not None:
+                sources.setdefault((r.user_id, r.session_id), set()).add(r.context_source)
         gone: set[tuple[str, str]] = set()
         for (user, session), ids in sources.items():
             log = self.load_session(user, session)
@@ -783,7 +782,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             self._dlq.blank_contexts(user, {t for u, t in gone if u == user})
         return [
             dataclasses.replace(x, record=x.record.evolve(context=""))
-            if (x.record.user_id, x.record.metadata.get(CONTEXT_SOURCE_KEY)) in gone
+            if (x.record.user_id, x.record.context_source) in gone
             else x
             for x in letters
         ]
@@ -793,11 +792,9 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         gone = self._gone_context_sources(records)
         for user in {u for u, _ in gone}:
             turns = {t for u, t in gone if u == user}
-            ids = [r.id for r in records if r.user_id == user and r.metadata.get(CONTEXT_SOURCE_KEY) in turns]
+            ids = [r.id for r in records if r.user_id == user and r.context_source in turns]
             found = self.get(user, ids)
-            update_present(
-                self, [r.evolve(context="") for r in found if r.context and r.metadata.get(CONTEXT_SOURCE_KEY) in turns]
-            )
+            update_present(self, [r.evolve(context="") for r in found if r.context_source in turns])
 
     async def areplay_dead_letters(self, user_id: str | None = None, *, include_stale: bool = False) -> int:
         """Async twin of :meth:`replay_dead_letters`."""
