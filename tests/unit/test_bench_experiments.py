@@ -1,4 +1,4 @@
-"""The answer follow-up, MMR, context-property and word-pair variants of ``benchmarks/experiments.py`` and its report writer."""
+"""The answer follow-up, MMR, context-property, word-pair and keyword-feedback variants of ``benchmarks/experiments.py`` and its report writer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from benchmarks.experiments import (
     _field_scores,
     _is_question,
     _maxvec_scores,
+    _mix_legs,
     _mmr,
+    _rm3_scores,
     _spread,
     write_markdown,
 )
@@ -123,3 +125,22 @@ def test_the_session_spread_lets_a_second_session_ahead_of_a_third_memory_of_the
     assert order == ["d1", "d5", "d2", "d3", "d6"]  # 0.6 > 0.9 * 0.5; then 0.9 * 0.5 > 0.8 * 0.5 > 0.1 * 0.5
     same = _spread(GROUP, scores, 1.0)
     assert sorted(same, key=lambda i: -same[i]) == ["d1", "d2", "d3", "d5", "d6"]  # f = 1: the order as it was
+
+
+def test_keyword_feedback_finds_a_memory_through_the_words_it_shares_with_the_first_hits() -> None:
+    ids = ["violin", "rehearsal", "weather", "lunch"]
+    texts = [
+        "I play the violin in the city orchestra",
+        "orchestra rehearsal moved to Friday",
+        "the weather was cold on Friday",
+        "we had noodles for lunch",
+    ]
+    vecs = np.eye(4, dtype=np.float32)
+    idx = PureIndex(ids, texts, vecs, Analyzer())
+    query = np.array([0.0, 0.0, 0.0, 1.0], dtype=np.float32)  # the vector leg favours lunch
+    plain = _mix_legs(idx, idx, "violin", query, 0.0, 10)  # the first search
+    fed = _rm3_scores(idx, idx, "violin", query, 0.0, 10, "rm3_1_5_0.5")
+    assert plain == {"violin": 1.0}  # the keyword leg alone (alpha 0): no other memory has the query word
+    # "orchestra" is the one expansion term: "the" is a stopword, "play" and "city" are in one memory only
+    # BM25 of "orchestra" is higher in the shorter memory; min-max normalised like a leg, so the first hit gets 0
+    assert fed == {"violin": 1.0, "rehearsal": 0.5}
