@@ -84,7 +84,7 @@ from hybrid_memory.stores.base import MemoryFilter, MemoryStore, check_ids
 from hybrid_memory.text.tokens import TokenCounter
 from hybrid_memory.write.conflict import ConflictJudge, ConflictReview
 from hybrid_memory.write.extraction import FactExtractor
-from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer
+from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, forget_scores
 from hybrid_memory.write.lifecycle import ConsolidationReport, consolidate
 from hybrid_memory.write.outcome_log import UserWriteLogs
 from hybrid_memory.write.remember import DirectWrites
@@ -926,6 +926,7 @@ class HybridMemory:
         self._touches.discard(user_id, [memory_id])
         self._obs.forget_memory(user_id, memory_id, [r.content for r in found])
         self._outcomes.scrub(user_id, memory_id, [r.content for r in found])
+        forget_scores(self.scorer, [r.content for r in found])  # its cache keys are hashes of the texts
         return deleted
 
     @counted("forget_turn")
@@ -978,6 +979,7 @@ class HybridMemory:
                 self._sessions.detach_turn(turn)
             self._obs.forget_memory(user_id, turn_id, [turn.content])
             self._outcomes.scrub(user_id, turn_id, [turn.content])
+            forget_scores(self.scorer, [turn.content])
         return turn is not None or bool(own)
 
     @counted("forget_user")

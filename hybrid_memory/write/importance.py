@@ -43,15 +43,15 @@ import math
 import re
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, get_args, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from hybrid_memory.errors import ConfigurationError, InvalidInputError, ScoringError
 from hybrid_memory.llm_call import LLMCallPolicy, StructuredCaller, StructuredMethod
-from hybrid_memory.records import normalize_content
+from hybrid_memory.records import Role, normalize_content
 from hybrid_memory.text.vocabulary import (
     CHANGE,
     CJK_MEASURES,
@@ -440,6 +440,13 @@ def content_key(text: str, role: str = "user") -> str:
     return hashlib.sha256(f"{role}\x1f{normalize_content(text)}".encode()).hexdigest()
 
 
+def forget_scores(scorer: object, texts: Sequence[str]) -> None:
+    """Drop ``scorer``'s cached scores of forgotten or edited texts (when it caches: ``forget_texts``)."""
+    drop = getattr(scorer, "forget_texts", None)
+    if texts and callable(drop):
+        drop(texts)
+
+
 def _coerce_scores(value: Any) -> Any:
     """Accept the shapes small models produce: ``{"scores": [7, 3]}`` or ``[7, 3]`` (positional)."""
     items = value.get("scores") if isinstance(value, dict) else value
@@ -570,6 +577,25 @@ class LLMImportanceScorer:
         """Drop every cached score."""
         with self._lock:
             self._cache.clear()
+
+    def forget_texts(self, texts: Iterable[str]) -> int:
+        """Drop the cached scores of ``texts`` under every role; return how many were cached.
+
+        ``HybridMemory.forget``, ``forget_turn`` and ``edit`` call it, so a forgotten turn leaves no key (a
+        hash of its text, which a guess could be checked against) behind in this process.
+
+        Example:
+            >>> from langchain_core.language_models import FakeListChatModel
+            >>> model = FakeListChatModel(responses=['{"scores": [{"index": 0, "score": 9}]}'])
+            >>> s = LLMImportanceScorer(model, method="json_mode")
+            >>> s.score(["My locker code is 7731"]).items[0].importance > 0.8
+            True
+            >>> s.forget_texts(["My locker code is 7731"]), s.forget_texts(["My locker code is 7731"])
+            (1, 0)
+        """
+        keys = {content_key(t, role) for t in texts for role in get_args(Role)}
+        with self._lock:
+            return sum(self._cache.pop(k, None) is not None for k in keys)
 
     # ---------------------------------------------------------------- prompting
     @staticmethod

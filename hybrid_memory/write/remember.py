@@ -25,7 +25,7 @@ from hybrid_memory.records import MemoryRecord, Turn, WriteOutcome
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.text.tokens import TokenCounter
 from hybrid_memory.write.drafts import draft, fallback_note
-from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch
+from hybrid_memory.write.importance import HeuristicImportanceScorer, ImportanceScorer, ScoreBatch, forget_scores
 from hybrid_memory.write.session import Sessions
 from hybrid_memory.write.sources import turn_source
 from hybrid_memory.write.writer import MemoryWriter, without_reviews
@@ -233,6 +233,7 @@ class DirectWrites:
                 self.store.update([new], epochs={user_id: epoch}, vectors=vectors)
                 self.observer.forget_memory(user_id, memory_id, [old.content])
                 self._unlog(user_id, memory_id, [old.content])
+                forget_scores(self._scorer(), [old.content])
             else:
                 self.store.update([new], epochs={user_id: epoch})
             self.writer.invalidate(user_id)

@@ -330,3 +330,24 @@ def test_a_refinement_racing_a_delete_of_another_process_refines_the_rest_and_le
         gate.set()
         mem.close()
         other.close()
+
+
+def test_forgetting_or_editing_a_turn_drops_the_hash_of_its_text_from_the_scorer_cache() -> None:
+    scorer = LLMImportanceScorer(FakeListChatModel(responses=[scores(9)]), method="json_mode")
+    scorer.background = False
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), scorer=scorer, clock=lambda: T0)
+    texts = ["My locker code is 7731", "My bike lock code is 4410", "I am allergic to peanuts"]
+    try:
+        turns = [mem.add_turn("u", "s", "user", t, timestamp=T0) for t in texts]
+        assert scorer.calls == 3 and len(scorer._cache) == 3
+        code, bike, allergy = (by_turn(mem, "u")[t.id] for t in turns)
+        assert mem.forget_turn(turns[0].id, user_id="u", session_id="s")
+        assert len(scorer._cache) == 2  # the first text's key is gone, the others stay
+        assert mem.forget(bike.id, user_id="u")
+        assert len(scorer._cache) == 1
+        mem.edit(allergy.id, user_id="u", content="I am allergic to tree nuts")
+        assert not scorer._cache
+        assert scorer.forget_texts(texts) == 0
+        assert code.content == texts[0]  # the keys were the hashes of these exact texts
+    finally:
+        mem.close()
