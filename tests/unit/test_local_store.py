@@ -404,6 +404,42 @@ def test_sees_writes_of_another_connection(tmp_path: Path) -> None:
         b.close()
 
 
+@pytest.mark.parametrize("deletes", [1, 3])
+def test_a_hit_another_connection_deletes_during_the_search_is_not_returned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deletes: int
+) -> None:
+    path = tmp_path / "shared.db"
+    a = LocalStore(path)
+    b = LocalStore(path)
+    try:
+        notes = [MemoryRecord.create(user_id="u", content=f"tea note {'x' * i}", timestamp=T0) for i in range(6)]
+        a.upsert(notes, np.ones((6, DIM), dtype=np.float32))
+        request = SearchRequest(user_id="u", query="tea", vector=None, alpha=0.0, limit=4)
+        first = [h.record.id for h in a.search(request)]  # the index is built and current
+        assert len(first) == 4
+        fetch = a._fetch
+        deleted: list[str] = []
+
+        def racing_fetch(user_id: str, ids: list[str]) -> dict[str, MemoryRecord]:
+            # another process deletes the best hit after this one checked its index, before it reads the rows
+            if len(deleted) < deletes:
+                assert b.delete("u", [ids[0]]) == 1
+                deleted.append(ids[0])
+            return fetch(user_id, ids)
+
+        monkeypatch.setattr(a, "_fetch", racing_fetch)
+        hits = [h.record.id for h in a.search(request)]
+        assert len(deleted) == deletes
+        assert not set(hits) & set(deleted)
+        # searched again on the current index: still the best 4 of those left; the last attempt leaves the
+        # hit deleted during it out instead of searching a fourth time
+        left = [n.id for n in notes if n.id not in deleted]
+        assert len(hits) == (4 if deletes == 1 else 3) and set(hits) <= set(left)
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_rewrite_another_writer_blocks_is_recorded_and_done_by_the_next_finish(tmp_path: Path) -> None:
     path = tmp_path / "rewrite.db"
     canary = "CANARY-2c77e1-blocked-rewrite"

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 import numpy as np
+import numpy.typing as npt
 
 from hybrid_memory.errors import (
     EmbeddingDimensionError,
@@ -41,6 +42,9 @@ from hybrid_memory.stores.nearest import Neighbour
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
 
+#: Searches of one call: a hit another process deleted between the index check and the read of
+#: the rows makes the search run again (the last attempt leaves such hits out).
+_SEARCH_ATTEMPTS = 3
 _REEMBED_HINT = "run `hybrid-memory reembed` to re-embed the store with the new embedder, or use another store"
 
 
@@ -579,50 +583,75 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         """
         if not isinstance(request, SearchRequest):
             raise InvalidInputError(f"expected SearchRequest, got {type(request).__name__}")
-        alpha = request.effective_alpha
-        w_vec, w_kw = hybrid_weights(alpha)
         q = request.vector
-        if w_vec is not None and q is None:
+        if hybrid_weights(request.effective_alpha)[0] is not None and q is None:
             raise InvalidInputError(
                 "a query vector is required when alpha > 0 (alpha 1.0 = pure vector, 0.0 = pure keyword/BM25)"
             )
         unit_q = None if q is None else _unit_vector(np.asarray(q, dtype=np.float32))
         counts = query_term_counts(self.analyzer.query_tokens(request.query)) if request.query is not None else {}
-        with self._guard():
-            if unit_q is not None and self._dim is not None and unit_q.shape[0] != self._dim:
-                raise EmbeddingDimensionError(self._dim, int(unit_q.shape[0]), hint=_REEMBED_HINT)
-            part = self._partition(request.user_id)
-            if part.n == 0:
-                return []
-            mask = part.mask(request.filter)
-            k = candidate_limit(request.limit)
-            # The full product only when the vector leg runs; otherwise only the hits' rows.
-            sims = part.similarities(unit_q) if (w_vec is not None and unit_q is not None) else None
-            vec_ids, vec_dist = part.vector_leg(sims, mask, k) if sims is not None else (None, None)
-            kw_ids, kw_scores = part.keyword_leg(counts, mask, k) if w_kw is not None else ([], _NO_SCORES)
-            fused = hybrid_fuse_legs(
-                alpha=alpha,
-                vector_ids=vec_ids,
-                vector_distances=vec_dist,
-                keyword_ids=kw_ids,
-                keyword_scores=kw_scores,
-                fusion=request.fusion,
-                limit=request.limit,
-                offset=request.offset,
-                max_vector_distance=request.max_vector_distance,
-                auto_limit=request.auto_limit,
+        attempt = 1
+        while True:
+            with self._guard():
+                hits = self._search(request, counts, unit_q, last=attempt >= _SEARCH_ATTEMPTS)
+            if hits is not None:
+                return hits
+            attempt += 1
+
+    def _search(
+        self,
+        request: SearchRequest,
+        counts: dict[str, int],
+        unit_q: npt.NDArray[np.float32] | None,
+        *,
+        last: bool,
+    ) -> builtins.list[StoreHit] | None:
+        """One attempt of :meth:`search` (under the guard); ``None`` when a hit was deleted meanwhile.
+
+        The partition is checked against the file, then the hits' rows are read: another process
+        can delete a hit between the two. Then the search runs again on the partition as it is
+        now; the ``last`` attempt leaves such hits out (what was deleted is not returned).
+        """
+        alpha = request.effective_alpha
+        w_vec, w_kw = hybrid_weights(alpha)
+        if unit_q is not None and self._dim is not None and unit_q.shape[0] != self._dim:
+            raise EmbeddingDimensionError(self._dim, int(unit_q.shape[0]), hint=_REEMBED_HINT)
+        part = self._partition(request.user_id)
+        if part.n == 0:
+            return []
+        mask = part.mask(request.filter)
+        k = candidate_limit(request.limit)
+        # The full product only when the vector leg runs; otherwise only the hits' rows.
+        sims = part.similarities(unit_q) if (w_vec is not None and unit_q is not None) else None
+        vec_ids, vec_dist = part.vector_leg(sims, mask, k) if sims is not None else (None, None)
+        kw_ids, kw_scores = part.keyword_leg(counts, mask, k) if w_kw is not None else ([], _NO_SCORES)
+        fused = hybrid_fuse_legs(
+            alpha=alpha,
+            vector_ids=vec_ids,
+            vector_distances=vec_dist,
+            keyword_ids=kw_ids,
+            keyword_scores=kw_scores,
+            fusion=request.fusion,
+            limit=request.limit,
+            offset=request.offset,
+            max_vector_distance=request.max_vector_distance,
+            auto_limit=request.auto_limit,
+        )
+        if not fused:
+            return []
+        records = self._fetch(request.user_id, [h.id for h in fused])
+        if len(records) < len(fused):
+            if not last:
+                return None
+            fused = [h for h in fused if h.id in records]
+        similarity = _similarities(part, fused, unit_q, sims)
+        return [
+            StoreHit(
+                record=records[h.id],
+                score=h.score,
+                keyword_score=h.keyword_score,
+                vector_similarity=sim,
+                vector=part.matrix[part.row_of[h.id]].copy(),  # a copy: the partition's rows move
             )
-            if not fused:
-                return []
-            records = self._fetch(request.user_id, [h.id for h in fused])
-            similarity = _similarities(part, fused, unit_q, sims)
-            return [
-                StoreHit(
-                    record=records[h.id],
-                    score=h.score,
-                    keyword_score=h.keyword_score,
-                    vector_similarity=sim,
-                    vector=part.matrix[part.row_of[h.id]].copy(),  # a copy: the partition's rows move
-                )
-                for h, sim in zip(fused, similarity, strict=True)
-            ]
+            for h, sim in zip(fused, similarity, strict=True)
+        ]
