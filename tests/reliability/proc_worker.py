@@ -12,9 +12,10 @@ names the store (``{"kind": "local", "path": ...}`` or ``{"kind": "weaviate", "u
 * ``talk``: ``add_turn`` numbered user turns into ``session`` until the file ``stop`` exists, then
   ``end_session`` and ``close``; every call is logged to ``log`` as one JSON line with its start and
   end on ``time.monotonic()`` (one clock for every process of the machine) and its outcome.
-* ``mixed``: for ``seconds``, a seeded random mix of ``add_turn``, ``remember``, ``recall``,
-  ``build_context`` and ``end_session`` over ``users``; every acknowledged write and every
-  recall that returned another user's memory is logged.
+* ``mixed``: for ``seconds``, a seeded random mix of ``add_turn``, ``remember``, ``forget`` /
+  ``forget_turn`` (of one of this process's own acknowledged writes), ``recall``, ``build_context``
+  and ``end_session`` over ``users``; every acknowledged write and forget and every recall that
+  returned another user's memory is logged.
 * ``summarize``: ``add`` on a memory that summarises each session every ``summary_every`` turns
   with the extractive :class:`~hybrid_memory.write.summary.SessionSummarizer` (``close()`` runs
   a summary that became due; ``tests/reliability/test_processes_summary.py``).
@@ -125,18 +126,29 @@ def mixed(spec: dict[str, Any]) -> None:
     name = spec["name"]
     deadline = time.monotonic() + float(spec["seconds"])
     i = 0
+    mine: list[tuple[str, str, str, str | None]] = []  # (user, text, memory or turn id, the turn's session)
     while time.monotonic() < deadline:
         user = rng.choice(users)
         session = f"{name}-{rng.randrange(3)}"
         op = rng.random()
         i += 1
         text = f"{user} fact {name}-{i}: likes colour {rng.randrange(10**6)}"
-        if op < 0.4:
-            mem.add_turn(user, session, "user", text, timestamp=T0 + timedelta(seconds=i))
+        if op < 0.35:
+            turn = mem.add_turn(user, session, "user", text, timestamp=T0 + timedelta(seconds=i))
             _log(spec["log"], op="add_turn", user=user, text=text)
-        elif op < 0.65:
+            mine.append((user, text, turn.id, session))
+        elif op < 0.58:
             out = mem.remember(user, text, importance=0.7, timestamp=T0 + timedelta(seconds=i))
             _log(spec["log"], op="remember", user=user, text=text, action=out.action)
+            if out.action == "added" and out.record is not None:
+                mine.append((user, text, out.record.id, None))
+        elif op < 0.65 and mine:
+            user, text, ref, turn_session = mine.pop(rng.randrange(len(mine)))
+            if turn_session is None:
+                mem.forget(ref, user_id=user)
+            else:
+                mem.forget_turn(ref, user_id=user, session_id=turn_session)
+            _log(spec["log"], op="forget", user=user, text=text)
         elif op < 0.85:
             hits = mem.recall("likes colour fact", user_id=user, k=10, now=T0 + timedelta(days=1))
             foreign = [h.content for h in hits if h.record.user_id != user or not h.content.startswith(user + " ")]
