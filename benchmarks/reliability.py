@@ -159,8 +159,10 @@ SCENARIOS: list[tuple[str, str, str, str]] = [
     ),
     (
         "processes: 4 processes of mixed traffic",
-        "4 OS processes of add_turn / remember / recall / end_session / forget for several users",
-        "nothing acknowledged lost, nothing duplicated, nothing of one user in another's results",
+        "4 OS processes of add_turn / remember / recall / build_context / end_session / forget / forget_turn for "
+        "several users",
+        "nothing acknowledged lost, nothing forgotten stored, nothing duplicated, nothing of one user in another's "
+        "results, no process failed",
         "tests/reliability/test_processes.py::test_processes_of_mixed_traffic_lose_duplicate_and_leak_nothing",
     ),
 ]
@@ -301,6 +303,13 @@ deleted memory. Tombstones now name the clock that dated them (the kernel's boot
 from this machine compares exactly, one from another machine dated less than five minutes before
 the queue time holds the letter back, logged, until `replay_dead_letters(include_stale=True)`
 (`tests/integration/test_weaviate_store.py`, a delete dated 90 s behind).
+
+Fixed since (2026-12-04), found by three processes adding, forgetting and searching one `LocalStore` file:
+a search raised `KeyError` (an untyped crash of `recall` / `build_context`) when another process deleted one of its
+hits between the check of the in-process index against the file and the read of the hits' rows. The search now runs
+again on the current index (at most three times; the last leaves such hits out). The mixed-traffic process test
+now forgets too (each process some of its own acknowledged writes, while the others search) and failed 2 of 2 runs
+before the fix (`tests/reliability/test_processes.py`, `tests/unit/test_local_store.py`).
 """
 
 
