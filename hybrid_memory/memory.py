@@ -938,9 +938,10 @@ class HybridMemory:
         the memory ``add_turn`` wrote from it is forgotten as :meth:`forget` does, the next turn's
         memory loses the search context cut from its text, and the text is blanked in the trace
         and the write log. A turn below the importance gate or an assistant, system or tool turn
-        has no memory of its own, but is in the log and in the next memory's context all the same.
-        Facts or a summary already made from it are separate memories (their ``provenance`` names
-        the turn): forget them too.
+        has no memory of its own, but is in the log and in the next memory's context all the same;
+        after its session ended (the log deleted) it is still in that context, which is cut out
+        too. Facts or a summary already made from it are separate memories (their ``provenance``
+        names the turn): forget them too.
 
         Args:
             turn_id: The ``id`` of the :class:`~hybrid_memory.records.Turn` ``add_turn`` returned.
@@ -974,13 +975,17 @@ class HybridMemory:
         own = [r for r in self.store.list(user_id, filter=every) if r.metadata.get("turn_id") == turn_id]
         for r in own:  # the turn leaves the log with its memory (its provenance)
             self.forget(r.id, user_id=user_id)
-        if turn is not None:
-            with self.writer.locked([user_id]):
+        with self.writer.locked([user_id]):
+            if turn is not None:
                 self._sessions.detach_turn(turn)
-            self._obs.forget_memory(user_id, turn_id, [turn.content])
-            self._outcomes.scrub(user_id, turn_id, [turn.content])
-            forget_scores(self.scorer, [turn.content])
-        return turn is not None or bool(own)
+                texts = [turn.content]
+            else:  # the session ended: its text is left only in the context cut from it
+                texts = self._sessions.detach_turn_id(user_id, session_id, turn_id)
+        if texts:
+            self._obs.forget_memory(user_id, turn_id, texts)
+            self._outcomes.scrub(user_id, turn_id, texts)
+            forget_scores(self.scorer, texts)
+        return bool(texts) or bool(own)
 
     @counted("forget_user")
     def forget_user(self, user_id: str) -> ForgetCount:

@@ -109,6 +109,8 @@ class _Window:
     last_turn: tuple[str, int] | None = None
     #: Memories this process wrote last with a context cut from a turn (its id), checked at the next sync.
     unchecked: tuple[tuple[str, ...], str] | None = None
+    #: After this process appended a turn without reading the log: ``(seq, count)`` before it and its id.
+    appended: tuple[int, int, str] | None = None
     #: The session's summary watermark when last read (``None``: not read since the last rebuild).
     summarized: int | None = None
     #: Turns of the log at or below ``summarized`` at that read (``count - below`` are pending).
@@ -221,22 +223,33 @@ class Sessions:
         """Replay the store's new turns into the cached window (``w.lock`` held); return the epoch.
 
         The window is rebuilt from the whole log when the user was forgotten or turns were
-        deleted (an ended or cleared session) by any process since the last sync. When turns
-        were deleted, the memories this process wrote last with a context whose turn is gone
-        lose that context (:meth:`_drop_context`).
+        deleted (an ended or cleared session, a forgotten turn) by any process since the last sync,
+        or when another process appended a turn between this process's last read and its own
+        append (the log is read again from before that append). When turns were deleted, the
+        memories this process wrote last with a context whose turn is gone lose that context
+        (:meth:`_drop_context`).
         """
-        log = self.store.load_session(user_id, session_id, after_seq=w.seq)
-        unchecked, w.unchecked = w.unchecked, None
-        if w.epoch is not None and (log.epoch != w.epoch or log.count != w.count + len(log.turns)):
+        appended = w.appended
+        log = self.store.load_session(user_id, session_id, after_seq=w.seq if appended is None else appended[0])
+        unchecked, w.unchecked, w.appended = w.unchecked, None, None
+        turns = log.turns
+        if appended is None:
+            changed = log.count != w.count + len(turns)
+        else:  # read again from before this process's own turn: nothing else may have happened around it
+            _, count, own = appended
+            changed = log.count != count + len(turns) or not turns or turns[0].id != own
+            turns = turns[1:]  # the own turn is in the window already
+        if w.epoch is not None and (log.epoch != w.epoch or changed):
             self._drop_vectors(w.buffer.clear())
             w.seq, w.count, w.last_content, w.last_turn, w.summarized = 0, 0, None, None, None
             log = self.store.load_session(user_id, session_id)
+            turns = log.turns
             if unchecked is not None and log.turns and all(t.id != unchecked[1] for t in log.turns):
                 self._drop_context(user_id, unchecked[0])
-        for t in log.turns:
+        for t in turns:
             self._drop_vectors(w.buffer.add(t))
-        if log.turns:
-            last = log.turns[-1]
+        if turns:
+            last = turns[-1]
             w.seq, w.last_content, w.last_turn = last.seq, last.content, (last.id, last.seq)
         w.count, w.epoch = log.count, log.epoch
         return log.epoch
@@ -292,8 +305,9 @@ class Sessions:
                 else []
             )
             (stored,) = self.store.append_turns([turn], epoch=epoch)
-            # Into the cache without a re-read: a turn another process appended meanwhile makes the
-            # next sync's count disagree, and that sync rebuilds the window from the log.
+            # Into the cache without a re-read; the next sync reads the log from before it, so a turn
+            # another process appended or deleted meanwhile is not missed (see _sync).
+            w.appended = (w.seq, w.count, stored.id)
             self._drop_vectors(w.buffer.add(stored))
             w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
             w.last_turn = (stored.id, stored.seq)
@@ -323,14 +337,27 @@ class Sessions:
             context, source = "", None
         return self._write_turns([turn], contexts=[(context, source)], epoch=epoch, metadata=metadata)
 
+    def _settle(self, w: _Window, user_id: str, session_id: str) -> None:
+        """Check what :meth:`_drop_context` would at the next sync, before this process lets go of a window.
+
+        Its session ends or the memory closes, so no next sync will come (best effort; ``w.lock`` held).
+        """
+        if w.unchecked is None:
+            return
+        try:
+            self._sync(w, user_id, session_id)
+        except (StoreUnavailableError, UserForgottenError):
+            return
+
     def _drop_context(self, user_id: str, memory_ids: Sequence[str]) -> None:
         """Blank the search context of memories this process wrote with a context whose turn left the log.
 
         A forget in another process takes the turn out of the log, then looks for the memories
         holding its text: a memory written from a read of the log before the first step and
         landing after the second is not found there. This process notices the deletion at its
-        next read of the session's log and blanks the context itself (no read is added to
-        ``add_turn``).
+        next read of the session's log, or when it ends the session or closes (:meth:`_settle`),
+        and blanks the context itself (no read is added to ``add_turn``). A process killed before
+        either leaves the context.
         """
         try:
             found = self.store.get(user_id, list(memory_ids))
@@ -456,6 +483,7 @@ class Sessions:
         key = (user_id, session_id)
         w = self._window(user_id, session_id)
         with w.lock:
+            self._settle(w, user_id, session_id)
             pending = self._claim(key, whole=True) if self.extractor is not None else []
             self.store.delete_session(user_id, session_id)
             self._drop_vectors(w.buffer.clear())
@@ -659,6 +687,15 @@ class Sessions:
         self.store.delete_turns(turn.user_id, [turn.id])
         self._rewrite_contexts(turn.user_id, turn.session_id, {turn.id}, {turn.content}, None)
 
+    def detach_turn_id(self, user_id: str, session_id: str, turn_id: str) -> list[str]:
+        """:meth:`detach_turn` for a turn no longer in its session's log (the session ended).
+
+        Its text lives on only in the search context cut from it; the memories that name it
+        (``context_of``) lose that context. Returns the contexts removed (the end of the turn's text).
+        """
+        self.store.delete_turns(user_id, [turn_id])  # a store's own copies (a Weaviate dead letter's context)
+        return self._rewrite_contexts(user_id, session_id, {turn_id}, set(), None)
+
     def _turn_texts(self, record: MemoryRecord) -> set[str]:
         """The memory's text and those of its turns still in its session's log."""
         texts = {record.content}
@@ -680,19 +717,20 @@ class Sessions:
         new_text: str | None,
         *,
         skip: str | None = None,
-    ) -> None:
+    ) -> list[str]:
         """Replace the search context cut from one of ``turn_ids`` in every memory that has one.
 
         A memory written since ``context_of`` existed names the turn; an older one is matched by
         its context being the end of one of ``texts`` (how ``add_turn`` cut it). Only memories of
-        ``session_id`` are read (``None``: every memory of the user), except ``skip``.
+        ``session_id`` are read (``None``: every memory of the user), except ``skip``. Returns the
+        contexts replaced.
         """
         prov = turn_ids
         which = MemoryFilter(session_id=session_id, statuses=_ANY_STATUS)
         try:
             found = self.store.list(user_id, filter=which)
         except UserForgottenError:
-            return
+            return []
         replacement = last_words(new_text, self.config.writer.context_words) if new_text else ""
         changed: list[MemoryRecord] = []
         for r in found:
@@ -705,7 +743,8 @@ class Sessions:
             try:
                 update_present(self.store, changed)
             except UserForgottenError:
-                return
+                return []
+        return [r.context for r in found if r.id in {c.id for c in changed}]
 
     def mark_source_extracted(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> None:
         """Move the session's extraction watermark past these turns (the source of a forgotten fact).
@@ -943,6 +982,11 @@ class Sessions:
 
         Loses nothing: every turn is already durable in the store (queued refinements run first).
         """
+        with self._lock:
+            windows = list(self._windows.items())
+        for (user_id, session_id), w in windows:
+            with w.lock:
+                self._settle(w, user_id, session_id)
         self.refiner.submit()
         self.worker.close(timeout=timeout)
         self.closed = True

@@ -30,6 +30,7 @@ from pydantic import Field
 
 from hybrid_memory import HybridMemory
 from hybrid_memory.config import HybridMemoryConfig
+from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, SearchRequest
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.write.extraction import FactExtractor
@@ -197,19 +198,28 @@ def test_the_next_turns_memory_loses_the_removed_text_from_its_search_context(
         assert cat.context == "Remember: I play the oboe every evening"
 
 
+def the_next_turn_after_a_racing_removal(
+    app_store: MemoryStore, mem: HybridMemory, operator: HybridMemory, how: str, monkeypatch: pytest.MonkeyPatch
+) -> MemoryRecord:
+    """The app says the secret, then its next turn; the operator removes the secret in between.
+
+    The app has read the log (the secret is its context) when the operator removes the secret and looks for
+    memories holding its text: the app's memory of the next turn lands only after that, with the secret's words.
+    """
+    say(mem, SECRET)
+    _before(app_store, "upsert", lambda: remove_the_secret(operator, how), monkeypatch)
+    say(mem, "Remember: I play the oboe every evening")
+    [oboe] = [r for r in operator.list_memories("u") if "oboe" in r.content]
+    assert oboe.context == SECRET  # the forget looked before this write landed
+    return oboe
+
+
 @HOW
 def test_a_removal_in_another_process_while_the_next_turn_is_written_leaves_no_context_behind(
     stores: tuple[MemoryStore, MemoryStore], how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app_store = stores[0]
     with plain_apps(stores) as (mem, operator):
-        say(mem, SECRET)
-        # The app has read the log (the secret is its context) when the operator removes the secret and
-        # looks for memories holding its text: the app's memory of the next turn lands only after that.
-        _before(app_store, "upsert", lambda: remove_the_secret(operator, how), monkeypatch)
-        say(mem, "Remember: I play the oboe every evening")
-        [oboe] = [r for r in operator.list_memories("u") if "oboe" in r.content]
-        assert oboe.context == SECRET  # the forget looked before this write landed
+        oboe = the_next_turn_after_a_racing_removal(stores[0], mem, operator, how, monkeypatch)
         # The app's next read of the session sees a turn deleted, and the context's turn among them.
         assert [t.content for t in mem.short_term("u", "s")] == ["Remember: I play the oboe every evening"]
         assert operator.get(oboe.id, user_id="u").context == ""
@@ -219,6 +229,39 @@ def test_a_removal_in_another_process_while_the_next_turn_is_written_leaves_no_c
         assert mem.short_term("u", "s") == []
         [second] = [r for r in operator.list_memories("u") if r.content == "Remember: and a second one"]
         assert second.context == "Remember: I play the oboe every evening"
+
+
+@pytest.mark.parametrize("leaves", ["end_session", "close"])
+def test_a_process_that_ends_the_session_or_closes_after_such_a_race_leaves_no_context_behind(
+    stores: tuple[MemoryStore, MemoryStore], leaves: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with plain_apps(stores) as (mem, operator):
+        oboe = the_next_turn_after_a_racing_removal(stores[0], mem, operator, "forget", monkeypatch)
+        # No further read of the session comes: the app lets go of it right away.
+        mem.end_session("u", "s") if leaves == "end_session" else mem.close()
+        assert operator.get(oboe.id, user_id="u").context == ""
+        nothing_holds_the_secret("forget", operator)
+
+
+def test_a_turn_appended_and_one_forgotten_around_this_process_s_own_append_are_both_seen(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_store = stores[0]
+    with plain_apps(stores) as (mem, operator):
+        say(mem, SECRET)
+
+        def meanwhile() -> None:  # after the app read the log for its next turn, before that turn is appended
+            operator.add_turn("u", "s", "user", "Remember: my cat is called Miso", timestamp=T0)
+            [said] = [t for t in operator.short_term("u", "s") if ADDRESS in t.content]
+            assert operator.forget_turn(said.id, user_id="u", session_id="s") is True
+
+        _before(app_store, "append_turns", meanwhile, monkeypatch)
+        say(mem, "Remember: I play the oboe every evening")
+        # one turn more, one less: the app's window must not keep the forgotten turn or miss the new one
+        expected = ["Remember: my cat is called Miso", "Remember: I play the oboe every evening"]
+        assert [t.content for t in mem.short_term("u", "s")] == expected
+        assert [t.content for t in operator.short_term("u", "s")] == expected
+        nothing_holds_the_secret("forget", operator, mem)
 
 
 def test_forget_turn_takes_an_echoing_reply_and_the_users_turn_out_of_every_process(
@@ -245,6 +288,34 @@ def test_forget_turn_takes_an_echoing_reply_and_the_users_turn_out_of_every_proc
         assert ADDRESS.encode() not in b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
         assert [o for o in operator.write_log("u") if ADDRESS in o.model_dump_json()] == []
         assert operator.forget_turn(said.id, user_id="u", session_id="s") is False  # nothing left of it
+    finally:
+        app.close()
+        operator.close()
+
+
+def test_forget_turn_of_a_reply_after_its_session_ended_cuts_it_from_the_next_memorys_context(
+    stores: tuple[MemoryStore, MemoryStore], tmp_path: Path
+) -> None:
+    app_store, operator_store = stores
+    steps = tmp_path / "steps.sqlite"  # one trace file for both processes, as next to a shared store file
+    app = HybridMemory(app_store, embedder=HashingEmbedder(), trace=steps)
+    operator = HybridMemory(operator_store, embedder=HashingEmbedder(), trace=steps)
+    try:
+        echo = app.add_turn("u", "s", "assistant", f"Noted, your bees live at {ADDRESS}.", timestamp=T0)
+        say(app, "Remember: I play the oboe every evening")
+        app.end_session("u", "s")  # the log is deleted: the reply's words are left only in the oboe's context
+        [oboe] = [r for r in operator.list_memories("u") if "oboe" in r.content]
+        assert ADDRESS in oboe.context and oboe.content in keyword_hits(operator, ADDRESS)
+        assert operator.forget_turn(echo.id, user_id="u", session_id="s") is True  # something of it was there
+        assert app.get(oboe.id, user_id="u").context == ""
+        nothing_holds_the_secret("forget", operator, app)
+        assert operator.forget_turn(echo.id, user_id="u", session_id="s") is False  # nothing left of it
+        # the reply's trace step is blanked (by the context's text and the turn id); no file holds the words,
+        # while both processes run (a WAL) and once they closed (each saves its index of the user)
+        assert ADDRESS.encode() not in b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+        app.close()
+        operator.close()
+        assert ADDRESS.encode() not in b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
     finally:
         app.close()
         operator.close()

@@ -390,6 +390,8 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
                         "UPDATE memories SET vector = ? WHERE user_id = ? AND id = ?",
                         [(unit[i].astype("<f4").tobytes(), r.user_id, r.id) for i, r in enumerate(recs)],
                     )
+            # Text the new versions no longer hold (an edit, a context cut out by a forget) leaves the WAL too.
+            removed_text = any(old_content[(r.user_id, r.id)] not in r.search_text for r in recs)
             parts = self._current(versions)
             for i, (r, a) in enumerate(zip(recs, analyzed, strict=True)):
                 part = parts.get(r.user_id)
@@ -398,6 +400,8 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
                     old_content[(r.user_id, r.id)] = r.search_text
                     part.update(_FilterFields.of(r), a.split() if changed else None, None if unit is None else unit[i])
             self._resized(parts)
+            if removed_text:
+                self._forget_traces()
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
         """``access_count += 1`` and ``last_accessed_at = when`` for these memories (missing ids skipped).
