@@ -309,7 +309,14 @@ a search raised `KeyError` (an untyped crash of `recall` / `build_context`) when
 hits between the check of the in-process index against the file and the read of the hits' rows. The search now runs
 again on the current index (at most three times; the last leaves such hits out). The mixed-traffic process test
 now forgets too (each process some of its own acknowledged writes, while the others search) and failed 2 of 2 runs
-before the fix (`tests/reliability/test_processes.py`, `tests/unit/test_local_store.py`).
+before the fix (`tests/reliability/test_processes.py`, `tests/unit/test_local_store.py`). The same runs, checking
+every byte of the file for the forgotten turns, found three more (`tests/contract/test_forget_turns.py`, each on a
+`LocalStore` file and a real Weaviate): a process's short-term window kept a turn another process forgot, and
+missed one it appended, when both happened around its own append (the two cancelled out in the turn count its next
+sync compares); `forget_turn` of a reply after its session ended returned False and left the reply's words as the
+next memory's search context; a context a racing forget missed was cut out only at that process's next read of the
+session, not when it ended the session or closed (in 2 to 5 of 50 runs before the fixes, 0 of 60 after). A
+`LocalStore` update that drops text (an edit, a context cut out) now also empties the WAL.
 """
 
 
