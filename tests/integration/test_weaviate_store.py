@@ -470,6 +470,35 @@ def test_turn_and_forget_epoch_collections(weaviate_store: WeaviateStore) -> Non
         assert not cols.exists(name)
 
 
+def test_an_append_a_forget_of_the_user_cuts_off_raises_user_forgotten(
+    weaviate_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = weaviate_store
+    store.append_turns([turn("alice", "s1", "first")], epoch=0)
+    real = store._call
+
+    def failing_append(before: Callable[[], object]) -> Callable[..., Any]:
+        def call(what: str, fn: Callable[[], Any], **kw: Any) -> Any:
+            if what != "append turns":
+                return real(what, fn, **kw)
+            before()
+            raise StoreError("Weaviate append turns failed: store already closed: writing wals of store")
+
+        return call
+
+    # another process's forget_user removes the tenant under the write
+    monkeypatch.setattr(store, "_call", failing_append(lambda: store.delete_user("alice")))
+    with pytest.raises(UserForgottenError):
+        store.append_turns([turn("alice", "s1", "said while forgotten")], epoch=0)
+    monkeypatch.setattr(store, "_call", real)
+    assert store.load_session("alice", "s1").turns == ()
+    # the same failure with no forget behind it stays a store error
+    monkeypatch.setattr(store, "_call", failing_append(lambda: None))
+    with pytest.raises(StoreError, match="store already closed") as raised:
+        store.append_turns([turn("bob", "s1", "hello")], epoch=0)
+    assert not isinstance(raised.value, UserForgottenError)
+
+
 def test_a_retried_append_replaces_the_turn(weaviate_store: WeaviateStore) -> None:
     t = turn("alice", "s1", "said once")
     first = weaviate_store.append_turns([t], epoch=0)

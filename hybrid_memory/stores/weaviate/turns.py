@@ -24,11 +24,12 @@ is the largest ``seq`` of the chain; the chain outlives the session's log (the p
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from hybrid_memory.errors import InvalidInputError, StoreError, UserForgottenError
+from hybrid_memory.errors import InvalidInputError, StoreError, StoreUnavailableError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
 from hybrid_memory.stores.base import check_ids, check_watermark_move, user_hash
 from hybrid_memory.stores.weaviate.client import _chunks
@@ -101,14 +102,25 @@ class _TurnLog(_Writes):
         out = [t.model_copy(update={"seq": _SEQ_CLOCK.next((self.collection, user, t.session_id))}) for t in items]
         objects = [DataObject(properties=_turn_properties(t, epoch), uuid=_turn_uuid(user, t.id)) for t in out]
         h = self._turns(tenant_name(user), write=True)
-        for chunk in _chunks(objects, self.batch_size):
+        try:
+            for chunk in _chunks(objects, self.batch_size):
 
-            def run(chunk: Sequence[Any] = chunk) -> None:
-                res = h.data.insert_many(list(chunk))
-                for err in res.errors.values():
-                    raise object_error(f"a turn was not stored: {getattr(err, 'message', err)}")
+                def run(chunk: Sequence[Any] = chunk) -> None:
+                    res = h.data.insert_many(list(chunk))
+                    for err in res.errors.values():
+                        raise object_error(f"a turn was not stored: {getattr(err, 'message', err)}")
 
-            self._call("append turns", run)  # idempotent: a resent object replaces itself
+                self._call("append turns", run)  # idempotent: a resent object replaces itself
+        except StoreUnavailableError:
+            raise
+        except StoreError:
+            # A forget of the user removes the tenant under a write in flight ("store already closed"):
+            # that is the forget the caller must hear of, not a store fault.
+            if self._read_epoch(user) == epoch:
+                raise
+            with contextlib.suppress(StoreError):  # what an earlier chunk wrote (the tenant usually went with it)
+                self._delete_objects(h, [str(o.uuid) for o in objects], "undo a forgotten append")
+            raise UserForgottenError(user) from None
         if self._read_epoch(user) != epoch:
             self._delete_objects(h, [str(o.uuid) for o in objects], "undo a forgotten append")
             raise UserForgottenError(user)
