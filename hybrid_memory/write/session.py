@@ -346,8 +346,10 @@ class Sessions:
             return
         try:
             self._sync(w, user_id, session_id)
-        except (StoreUnavailableError, UserForgottenError):
-            return
+        except UserForgottenError:
+            return  # nothing of the user is left to check
+        except StoreError as exc:
+            self.report_error("context check", user_id, session_id, w.epoch, f"{type(exc).__name__}: {exc}")
 
     def _drop_context(self, user_id: str, memory_ids: Sequence[str]) -> None:
         """Blank the search context of memories this process wrote with a context whose turn left the log.
@@ -744,7 +746,8 @@ class Sessions:
                 update_present(self.store, changed)
             except UserForgottenError:
                 return []
-        return [r.context for r in found if r.id in {c.id for c in changed}]
+        ids = {c.id for c in changed}
+        return [r.context for r in found if r.id in ids]
 
     def mark_source_extracted(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> None:
         """Move the session's extraction watermark past these turns (the source of a forgotten fact).
