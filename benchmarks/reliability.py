@@ -315,7 +315,8 @@ every byte of the file for the forgotten turns, found three more (`tests/contrac
 missed one it appended, when both happened around its own append (the two cancelled out in the turn count its next
 sync compares); `forget_turn` of a reply after its session ended returned False and left the reply's words as the
 next memory's search context; a context a racing forget missed was cut out only at that process's next read of the
-session, not when it ended the session or closed (in 2 to 5 of 50 runs before the fixes, 0 of 60 after). A
+session, not when it ended the session or closed (left contexts in 2 of 49 and 5 of 60 runs before the window fix,
+0 of 60 after). A
 `LocalStore` update that drops text (an edit, a context cut out) now also empties the WAL.
 """
 
