@@ -63,7 +63,8 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -199,23 +200,24 @@ def _field_scores(
     return {h.id: float(h.score) for h in hits}
 
 
-def _rm3_scores(
-    kw: PureIndex, base: PureIndex, q: str, v: np.ndarray, alpha: float, depth: int, spec: str
-) -> dict[str, float]:
-    """Keyword pseudo-relevance feedback (``rm3_m_n_w``): hybrid scores plus ``w`` times a third leg.
+def _doc_freq(tokens: Sequence[Sequence[str]]) -> Counter[str]:
+    """How many documents hold each term."""
+    return Counter(t for toks in tokens for t in set(toks))
 
-    The third leg is BM25 over the ``n`` best expansion terms of the ``m`` best hits of a first search (each term
-    weighted by the hits' fused scores times its share of the hit's tokens times its idf; the query's own terms, query
-    stopwords and terms of a single memory left out), min-max normalised like a Weaviate leg and weighted as the keyword leg is.
+
+def _rm3_scores(
+    kw: PureIndex, df: Mapping[str, int], first: dict[str, float], q: str, alpha: float, spec: str
+) -> dict[str, float]:
+    """Keyword pseudo-relevance feedback (``rm3_m_n_w``): the fused scores ``first`` plus ``w`` times a third leg.
+
+    The third leg is BM25 over ``kw`` (document frequencies ``df``) of the ``n`` best expansion terms of the ``m``
+    best hits of ``first`` (each term weighted by the hits' fused scores times its share of the hit's tokens times its
+    idf; the query's own terms, query stopwords and terms of a single memory left out), min-max normalised like a
+    Weaviate leg and weighted as the keyword leg is.
     """
     m, n, w = spec.split("_")[1:]
-    first = _mix_legs(kw, base, q, v, alpha, depth)
     top = sorted(first, key=lambda i: (-first[i], i))[: int(m)]
     pos = {d: i for i, d in enumerate(kw.ids)}
-    df: dict[str, int] = {}
-    for toks in kw.tokens:
-        for t in set(toks):
-            df[t] = df.get(t, 0) + 1
     an = kw.analyzer
     own = set(an.query_tokens(q)) | an.stopwords | an.cjk_stopwords
     weight: dict[str, float] = {}
@@ -390,6 +392,7 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             if name.startswith("ctx_tail_")
         }
         rm3 = PureIndex(ids, _tail_texts(g, 45), vecs, an) if any(f.startswith("rm3_") for f in firsts) else None
+        rm3_df = _doc_freq(rm3.tokens) if rm3 is not None else Counter()
         ahead |= {
             name: PureIndex(ids, _tail_texts(g, int(name.rsplit("_", 1)[1])), vecs, PairAnalyzer())
             for name in firsts
@@ -422,8 +425,9 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             ahead_scores = {n: _mix_legs(ix, base, q.text, v, alpha, dep) for n, ix in ahead.items()}
             ahead_scores |= {n: _maxvec_scores(ix, two, q.text, v, alpha, dep) for n, (ix, two) in maxvec.items()}
             if rm3 is not None:
+                rm3_first = _mix_legs(rm3, base, q.text, v, alpha, dep)  # the default pipeline's first stage
                 ahead_scores |= {
-                    f: _rm3_scores(rm3, base, q.text, v, alpha, dep, f) for f in firsts if f.startswith("rm3_")
+                    f: _rm3_scores(rm3, rm3_df, rm3_first, q.text, alpha, f) for f in firsts if f.startswith("rm3_")
                 }
             if fields is not None:
                 ahead_scores |= {

@@ -9,6 +9,7 @@ import numpy as np
 from benchmarks.experiments import (
     PairAnalyzer,
     _answer_follow,
+    _doc_freq,
     _field_scores,
     _is_question,
     _maxvec_scores,
@@ -139,7 +140,7 @@ def test_keyword_feedback_finds_a_memory_through_the_words_it_shares_with_the_fi
     idx = PureIndex(ids, texts, vecs, Analyzer())
     query = np.array([0.0, 0.0, 0.0, 1.0], dtype=np.float32)  # the vector leg favours lunch
     plain = _mix_legs(idx, idx, "violin", query, 0.0, 10)  # the first search
-    fed = _rm3_scores(idx, idx, "violin", query, 0.0, 10, "rm3_1_5_0.5")
+    fed = _rm3_scores(idx, _doc_freq(idx.tokens), plain, "violin", 0.0, "rm3_1_5_0.5")
     assert plain == {"violin": 1.0}  # the keyword leg alone (alpha 0): no other memory has the query word
     # "orchestra" is the one expansion term: "the" is a stopword, "play" and "city" are in one memory only
     # BM25 of "orchestra" is higher in the shorter memory; min-max normalised like a leg, so the first hit gets 0
