@@ -734,20 +734,19 @@ class Sessions:
         except UserForgottenError:
             return []
         replacement = last_words(new_text, self.config.writer.context_words) if new_text else ""
-        changed: list[MemoryRecord] = []
+        old: list[MemoryRecord] = []
         for r in found:
             if r.id == skip or not r.context or r.context == replacement:
                 continue
             source = r.context_source
             if source in prov if source is not None else any(t.endswith(r.context) for t in texts):
-                changed.append(r.evolve(context=replacement))
-        if changed:
+                old.append(r)
+        if old:
             try:
-                update_present(self.store, changed)
+                update_present(self.store, [r.evolve(context=replacement) for r in old])
             except UserForgottenError:
                 return []
-        ids = {c.id for c in changed}
-        return [r.context for r in found if r.id in ids]
+        return [r.context for r in old]
 
     def mark_source_extracted(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> None:
         """Move the session's extraction watermark past these turns (the source of a forgotten fact).
