@@ -325,6 +325,7 @@ class HybridMemory:
         timestamp: datetime | None = None,
         *,
         long_term: bool | None = None,
+        turn_id: str | None = None,
     ) -> Turn:
         """Add a conversation turn: durable in the session's log and recallable when this returns.
 
@@ -350,24 +351,45 @@ class HybridMemory:
                 turn. ``True`` also lets a non-user turn through the importance gate (e.g. an
                 imported transcript where both speakers are people); ``False`` keeps any turn
                 out of long-term memory.
+            turn_id: The turn's id, unique for the user (default: a new UUID). Give the id your
+                application already has for the message (a chat message id) to make the call
+                safe to retry: when the user's log already holds a turn with this id, nothing is
+                written and that turn is returned, so a worker that died after the write, a
+                framework re-running a step or a client retrying on a timeout does not add the
+                turn twice. The same id must come with the same session, role and text. A turn
+                forgotten since (``forget_turn``, ``forget`` of its memory) has left the log: its
+                id then adds it again.
 
         Returns:
             The stored :class:`~hybrid_memory.records.Turn` (redacted text, importance, key-frame
             flag and its ``seq`` in the log).
 
         Raises:
-            InvalidInputError: bad ids, role, text or timestamp (nothing is stored).
+            InvalidInputError: bad ids, role, text or timestamp, or a ``turn_id`` the user's log
+                holds for another session, role or text (nothing is stored).
             UserForgottenError: the user was forgotten while the turn was being written.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> first = mem.add_turn("alice", "s1", "user", "I moved to Hangzhou", turn_id="msg-41")
+            >>> again = mem.add_turn("alice", "s1", "user", "I moved to Hangzhou", turn_id="msg-41")
+            >>> again.id == first.id == "msg-41", len(mem.short_term("alice", "s1"))
+            (True, 1)
+            >>> mem.close()
         """
         self._ensure_open()
         check_id(user_id)
         check_id(session_id, name="session_id")
+        if turn_id is not None:
+            check_id(turn_id, name="turn_id")
         if role not in _ROLES:
             raise InvalidInputError(f"role must be one of {_ROLES}, got {role!r}")
         check_text(content)
         ts = self._stored_time(timestamp)
         self._flush_idle(user_id, session_id, ts)
-        return self._direct.add_turn(user_id, session_id, role, content, ts, long_term=long_term)
+        return self._direct.add_turn(user_id, session_id, role, content, ts, long_term=long_term, turn_id=turn_id)
 
     @observed("end_session")
     def end_session(self, user_id: str, session_id: str) -> list[WriteOutcome]:

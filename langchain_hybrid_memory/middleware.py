@@ -15,7 +15,7 @@ from hybrid_memory.errors import ConfigurationError, InvalidInputError
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.read.placement import BlockLedger, is_stable, place, prepend_block
 from hybrid_memory.records import FusedContext
-from hybrid_memory.write.sources import Role, source_turns
+from hybrid_memory.write.sources import Role, message_turn_id, source_turns
 from langchain_hybrid_memory._identity import ClientUserIds, authenticated_identity, run_config, settle_user
 from langchain_hybrid_memory._utils import lookup, message_text, require_core
 
@@ -80,7 +80,9 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
       they stay in place across invocations with a checkpointer.
     * **After the agent** the user message and the final answer go through
       :meth:`~hybrid_memory.HybridMemory.add_turn` (importance scoring, key frames, long-term
-      writes), once per user message.
+      writes), once per user message. Each turn's id comes from the session and the message's
+      id, so a step LangGraph runs again (a worker killed after the write and before the
+      checkpoint, a retried run) finds the turns already in the log and adds nothing.
 
     **Who the user is.** On a LangGraph server with authentication, the server's authenticated
     user (``config["configurable"]["langgraph_auth_user"]``, which the server sets and clients
@@ -332,7 +334,7 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         return await handler(self._inject(request))
 
     # ------------------------------------------------------------------ recording
-    def _turn(self, state: HybridMemoryState) -> tuple[HumanMessage, str | None] | None:
+    def _turn(self, state: HybridMemoryState) -> tuple[HumanMessage, AIMessage | None] | None:
         messages = list(state["messages"])
         last = _last_human(messages)
         if last is None or (last[1].id is not None and last[1].id == _recorded(state)):
@@ -340,7 +342,7 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         answer = None
         for m in messages[last[0] + 1 :]:
             if isinstance(m, AIMessage) and message_text(m).strip():
-                answer = message_text(m)
+                answer = m
         return last[1], answer
 
     def after_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -349,8 +351,8 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         if turn is None:
             return None
         user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
-        for role, text, long_term in _sources(turn):
-            self.memory.add_turn(user_id, session_id, role, text, long_term=long_term)
+        for role, text, long_term, turn_id in _sources(turn, session_id):
+            self.memory.add_turn(user_id, session_id, role, text, long_term=long_term, turn_id=turn_id)
         return _mark_recorded(state, turn[0])
 
     async def aafter_agent(self, state: HybridMemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -359,21 +361,27 @@ class HybridMemoryMiddleware(AgentMiddleware[HybridMemoryState, Any]):
         if turn is None:
             return None
         user_id, session_id = self.resolve_user(runtime), self.resolve_session(runtime)
-        for role, text, long_term in _sources(turn):
-            await self.memory.aadd_turn(user_id, session_id, role, text, long_term=long_term)
+        for role, text, long_term, turn_id in _sources(turn, session_id):
+            await self.memory.aadd_turn(user_id, session_id, role, text, long_term=long_term, turn_id=turn_id)
         return _mark_recorded(state, turn[0])
 
 
-def _sources(turn: tuple[HumanMessage, str | None]) -> list[tuple[Role, str, bool]]:
-    """``(role, text, long_term)`` of a run's user message and final answer.
+def _sources(turn: tuple[HumanMessage, AIMessage | None], session_id: str) -> list[tuple[Role, str, bool, str | None]]:
+    """``(role, text, long_term, turn_id)`` of a run's user message and final answer.
 
     Only the user's own words may become long-term memories; the answer is conversation context
-    (:func:`~hybrid_memory.write.sources.turn_source`).
+    (:func:`~hybrid_memory.write.sources.turn_source`). The turn id is derived from the session
+    and the message id (``None`` for a message without an id), so recording the same messages
+    again adds nothing.
     """
+    messages: list[BaseMessage] = [turn[0]] if turn[1] is None else [turn[0], turn[1]]
     said: list[tuple[Role, str]] = [("user", message_text(turn[0]))]
     if turn[1] is not None:
-        said.append(("assistant", turn[1]))
-    return source_turns(said)
+        said.append(("assistant", message_text(turn[1])))
+    return [
+        (role, text, long_term, message_turn_id(session_id, role, m.id))
+        for (role, text, long_term), m in zip(source_turns(said), messages, strict=True)
+    ]
 
 
 def _recorded(state: HybridMemoryState) -> str | None:

@@ -145,8 +145,10 @@ class MemoryStore(Protocol):
     def append_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]:
         """Durably append turns (any sessions of one user) to their sessions' logs.
 
-        Returns the stored turns with ``seq`` set (increasing in append order). Refused with
-        UserForgottenError (nothing written) when the user's epoch is no longer ``epoch``.
+        Returns the stored turns with ``seq`` set (increasing in append order). A turn whose id
+        the user's logs already hold is not appended again: the stored turn is returned in its
+        place, so a retried append adds nothing. Refused with UserForgottenError (nothing
+        written) when the user's epoch is no longer ``epoch``.
         """
         ...
 

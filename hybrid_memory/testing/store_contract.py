@@ -807,6 +807,22 @@ class StoreContract:
         assert log.turns == tuple(stored)  # every field, the timestamp to the microsecond
         assert (log.count, log.epoch) == (2, 0)
 
+    def test_a_turn_id_the_log_holds_is_not_appended_again(self, store: MemoryStore) -> None:
+        # A retried append (a worker that died after writing, a framework step run again) adds nothing.
+        first = turn("alice", "s1", "I live in Berlin.")
+        [stored] = append(store, first)
+        retry = first.model_copy(update={"timestamp": first.timestamp + timedelta(minutes=5)})
+        assert append(store, retry) == [stored]  # the stored turn, as stored
+        assert append(store, first.model_copy(update={"session_id": "s2"})) == [stored]  # not moved
+        assert store.load_session("alice", "s1").turns == (stored,)
+        assert store.load_session("alice", "s2").count == 0
+        assert store.load_session("bob", "s1").count == 0
+        assert append(store, first.model_copy(update={"user_id": "bob"}))[0].user_id == "bob"  # ids are per user
+        # once deleted from the log, the id is free again
+        assert store.delete_turns("alice", [first.id]) == 1
+        [back] = append(store, retry)
+        assert back.model_copy(update={"seq": 0}) == retry and back.seq > stored.seq
+
     def test_seqs_increase_in_append_order_and_after_seq_reads_the_rest(self, store: MemoryStore) -> None:
         stored: list[Turn] = []
         for i in range(12):  # one at a time, faster than any clock tick

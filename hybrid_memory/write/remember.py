@@ -88,7 +88,15 @@ class DirectWrites:
         return batch
 
     def add_turn(
-        self, user_id: str, session_id: str, role: str, content: str, ts: datetime, *, long_term: bool | None
+        self,
+        user_id: str,
+        session_id: str,
+        role: str,
+        content: str,
+        ts: datetime,
+        *,
+        long_term: bool | None,
+        turn_id: str | None = None,
     ) -> Turn:
         """Score, redact and append one validated turn (see :meth:`HybridMemory.add_turn`).
 
@@ -103,7 +111,7 @@ class DirectWrites:
         red = self.writer.redactor.redact(content) if self.config.writer.redact_pii else None
         text = red.text if red is not None else content
         turn = Turn(
-            id=str(uuid.uuid4()),  # unique even across clear_session and process restarts
+            id=turn_id or str(uuid.uuid4()),  # unique even across clear_session and process restarts
             user_id=user_id,
             session_id=session_id,
             role=role,  # type: ignore[arg-type]

@@ -70,7 +70,7 @@ import numpy as np
 
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.errors import StoreError, StoreUnavailableError, UserForgottenError
+from hybrid_memory.errors import InvalidInputError, StoreError, StoreUnavailableError, UserForgottenError
 from hybrid_memory.records import CONTEXT_SOURCE_KEY, MemoryRecord, Status, Turn, WriteOutcome
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore, Vector, update_present
 from hybrid_memory.text.analyzer import last_words
@@ -111,6 +111,8 @@ class _Window:
     unchecked: tuple[tuple[str, ...], str] | None = None
     #: After this process appended a turn without reading the log: ``(seq, count)`` before it and its id.
     appended: tuple[int, int, str] | None = None
+    #: ``seq`` of every turn of the log replayed into the window, by turn id (finds a retried ``add_turn``).
+    ids: dict[str, int] = dataclasses.field(default_factory=dict)
     #: The session's summary watermark when last read (``None``: not read since the last rebuild).
     summarized: int | None = None
     #: Turns of the log at or below ``summarized`` at that read (``count - below`` are pending).
@@ -242,12 +244,14 @@ class Sessions:
         if w.epoch is not None and (log.epoch != w.epoch or changed):
             self._drop_vectors(w.buffer.clear())
             w.seq, w.count, w.last_content, w.last_turn, w.summarized = 0, 0, None, None, None
+            w.ids.clear()
             log = self.store.load_session(user_id, session_id)
             turns = log.turns
             if unchecked is not None and log.turns and all(t.id != unchecked[1] for t in log.turns):
                 self._drop_context(user_id, unchecked[0])
         for t in turns:
             self._drop_vectors(w.buffer.add(t))
+            w.ids[t.id] = t.seq
         if turns:
             last = turns[-1]
             w.seq, w.last_content, w.last_turn = last.seq, last.content, (last.id, last.seq)
@@ -289,13 +293,22 @@ class Sessions:
 
         ``long_term=False``: the session's log only (conversation context, never a memory).
 
+        A turn whose id the log already holds (a retried ``add_turn`` with the caller's id) writes
+        nothing and returns the stored turn; one found in another session, or with another role
+        or text, is refused.
+
         Raises:
             UserForgottenError: the user was forgotten (by any process) while the turn was written.
+            InvalidInputError: the turn's id names another turn of the user.
         """
         user_id, session_id = turn.user_id, turn.session_id
         w = self._window(user_id, session_id)
         with w.lock:  # one writer per session in this process; other processes are ordered by the log
             epoch = self._sync(w, user_id, session_id)
+            if turn.id in w.ids:
+                logged = self._logged(turn, w.ids[turn.id])
+                if logged is not None:
+                    return logged
             context = last_words(w.last_content or "", self.config.writer.context_words)
             source = w.last_turn if context else None
             # Long-term first, then the log: a turn in the window is always recallable too.
@@ -305,9 +318,12 @@ class Sessions:
                 else []
             )
             (stored,) = self.store.append_turns([turn], epoch=epoch)
+            if stored.model_copy(update={"seq": turn.seq}) != turn:  # the log held this id already
+                return self._kept(turn, stored, written)
             # Into the cache without a re-read; the next sync reads the log from before it, so a turn
             # another process appended or deleted meanwhile is not missed (see _sync).
             w.appended = (w.seq, w.count, stored.id)
+            w.ids[stored.id] = stored.seq
             self._drop_vectors(w.buffer.add(stored))
             w.seq, w.count, w.last_content = max(w.seq, stored.seq), w.count + 1, stored.content
             w.last_turn = (stored.id, stored.seq)
@@ -323,6 +339,34 @@ class Sessions:
             )
             self.refiner.add(PendingTurn(stored, own, context, epoch, context_of=source))
         self._after_turn(stored)
+        return stored
+
+    def _logged(self, turn: Turn, seq: int) -> Turn | None:
+        """The stored turn of ``turn``'s id at ``seq`` in its session's log (``None``: it left the log since).
+
+        Raises:
+            InvalidInputError: the stored turn has another role or text.
+        """
+        log = self.store.load_session(turn.user_id, turn.session_id, after_seq=max(0, seq - 1))
+        found = next((t for t in log.turns if t.id == turn.id), None)
+        if found is not None:
+            _same_turn(turn, found)
+        return found
+
+    def _kept(self, turn: Turn, stored: Turn, written: Sequence[WriteOutcome]) -> Turn:
+        """After ``append_turns`` returned the log's own turn for ``turn``'s id: return it, or refuse.
+
+        Another process appended this id first (a retry racing the original), or the id names a
+        turn of another session or text. A refused turn's memories written by this call are
+        deleted again (a memory the writer merged into an existing one stays: it was there before).
+        """
+        try:
+            _same_turn(turn, stored)
+        except InvalidInputError:
+            mine = [o.record.id for o in written if o.action == "added" and o.record is not None]
+            if mine:
+                self.store.delete(turn.user_id, mine)
+            raise
         return stored
 
     def _promote(
@@ -995,3 +1039,16 @@ class Sessions:
         with self._lock:
             self._windows.clear()
             self._turn_vectors.clear()
+
+
+def _same_turn(turn: Turn, stored: Turn) -> None:
+    """Raise unless ``stored`` (the log's turn with ``turn``'s id) is ``turn`` said again.
+
+    Raises:
+        InvalidInputError: another session, role or text under the same turn id.
+    """
+    if (stored.session_id, stored.role, stored.content) != (turn.session_id, turn.role, turn.content):
+        raise InvalidInputError(
+            f"turn id {turn.id!r} names another turn of this user (session {stored.session_id!r}, role "
+            f"{stored.role!r}); a retried add_turn must repeat the same session, role and text"
+        )

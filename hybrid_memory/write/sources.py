@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable
 from typing import Literal
 
@@ -75,3 +76,28 @@ def source_turns(said: Iterable[tuple[Role, str]]) -> list[tuple[Role, str, bool
         real, long_term = turn_source(role, text)
         out.append((real, text, long_term))
     return out
+
+
+#: Namespace of the turn ids adapters derive from their frameworks' message ids.
+_MESSAGE_TURN_NAMESPACE = uuid.UUID("5d0c6f0e-3b7a-5e43-9c1b-2f6a8e4d7c10")
+
+
+def message_turn_id(session_id: str, role: str, message_id: str | None) -> str | None:
+    """The ``add_turn`` id of a framework message: a UUID from the session, role and message id.
+
+    A framework that runs a step again (LangGraph after a crash or a retry) hands the adapter the
+    same messages with the same ids: the same turn ids make ``add_turn`` add nothing the second
+    time. Scoped by session, so a thread copied with its message ids into another session is
+    recorded there too. ``None`` when the message has no id (a new turn id each time).
+
+    Example:
+        >>> message_turn_id("s1", "user", "msg-1") == message_turn_id("s1", "user", "msg-1")
+        True
+        >>> message_turn_id("s1", "user", "msg-1") == message_turn_id("s2", "user", "msg-1")
+        False
+        >>> message_turn_id("s1", "user", None) is None
+        True
+    """
+    if not message_id:
+        return None
+    return str(uuid.uuid5(_MESSAGE_TURN_NAMESPACE, f"{session_id}\x1f{role}\x1f{message_id}"))

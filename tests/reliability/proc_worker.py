@@ -4,9 +4,11 @@ Run as ``python -m tests.reliability.proc_worker SPEC_JSON`` from the repository
 names the store (``{"kind": "local", "path": ...}`` or ``{"kind": "weaviate", "url": ...,
 "grpc_port": ..., "collection": ..., "dead_letter_path": ...}``), the trace file and one mode:
 
-* ``add``: ``add_turn`` each of ``turns`` (``[session, role, text]``), print ``ADDED <json>`` with
-  the stored turns and the window, then ``close()`` and exit; with ``"hang": true`` it neither
-  closes nor exits after printing (the test kills it with SIGKILL). With ``"extract":
+* ``add``: ``add_turn`` each of ``turns`` (``[session, role, text]``, or ``[session, role, text,
+  turn_id]``), print ``ADDED <json>`` with the stored turns and the window, then ``close()`` and
+  exit; with ``"hang": true`` it neither closes nor exits after printing (the test kills it with
+  SIGKILL). With ``"die": ["before" | "after", n]`` the process SIGKILLs itself inside the store's
+  turn append of its ``n``-th ``add_turn`` (0-based), before or after the append lands. With ``"extract":
   {"responses": [...], "batch_turns": n}`` the memory extracts facts with a fake chat model
   answering ``responses`` in turn.
 * ``talk``: ``add_turn`` numbered user turns into ``session`` until the file ``stop`` exists, then
@@ -27,7 +29,9 @@ store as the single source of truth, not the embedding model.
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import sys
 import time
 from datetime import datetime, timedelta, timezone
@@ -84,12 +88,29 @@ def _log(path: str, **row: Any) -> None:
         f.flush()
 
 
+def _die_in_append(mem: HybridMemory, when: str) -> None:
+    """Make the store's next turn append kill this process, ``before`` or ``after`` it lands."""
+    store = mem.store
+    real = store.append_turns
+
+    def dying(turns: Any, *, epoch: int) -> Any:
+        if when == "after":
+            real(turns, epoch=epoch)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    store.append_turns = dying  # type: ignore[method-assign]
+
+
 def add(spec: dict[str, Any], mem: HybridMemory | None = None) -> None:
     mem = open_memory(spec) if mem is None else mem
     user = spec["user"]
+    die = spec.get("die")
     stored = []
-    for session, role, text in spec["turns"]:
-        stored.append(mem.add_turn(user, session, role, text, timestamp=T0).model_dump(mode="json"))
+    for i, (session, role, text, *turn_id) in enumerate(spec["turns"]):
+        if die is not None and die[1] == i:
+            _die_in_append(mem, die[0])
+        turn = mem.add_turn(user, session, role, text, timestamp=T0, turn_id=turn_id[0] if turn_id else None)
+        stored.append(turn.model_dump(mode="json"))
     window = {s: [t.content for t in mem.short_term(user, s)] for s in sorted({t[0] for t in spec["turns"]})}
     print("ADDED " + json.dumps({"turns": stored, "window": window}, ensure_ascii=False), flush=True)
     if spec.get("hang"):

@@ -181,6 +181,39 @@ def test_kill_9_right_after_add_turn_loses_nothing(backend: Backend) -> None:
         assert len(mem.short_term("alice", "s1")) == 4
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_kill_9_inside_add_turn_then_a_retry_in_another_process_stores_each_turn_once(
+    backend: Backend, when: str
+) -> None:
+    """At-least-once delivery: the worker dies mid-write, the request is delivered again elsewhere."""
+    turns = [
+        ["s1", "user", "My flight to Berlin is next Tuesday at 9am.", "m-1"],
+        ["s1", "assistant", "Noted, have a good trip.", "m-2"],
+        ["s1", "user", "I started learning the cello last month.", "m-3"],
+    ]
+    # the third add_turn dies with its memory written and its log append not made (before) or made (after)
+    proc = spawn({"mode": "add", "store": backend.spec, "user": "alice", "turns": turns, "die": [when, 2]})
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err
+
+    retried = run({"mode": "add", "store": backend.spec, "user": "alice", "turns": turns})  # the whole request again
+    again = run({"mode": "add", "store": backend.spec, "user": "alice", "turns": turns})  # and once more
+    texts = [t[2] for t in turns]
+    assert retried["window"]["s1"] == again["window"]["s1"] == texts
+    assert [t["id"] for t in retried["turns"]] == [t["id"] for t in again["turns"]] == ["m-1", "m-2", "m-3"]
+    with backend.memory() as mem:
+        stored = mem.store.list("alice", filter=MemoryFilter(statuses=("active", "superseded", "archived")))
+        report(
+            f"processes: kill -9 inside add_turn ({when} the log append), retried twice, {backend.label}",
+            turns_in_log=len(mem.short_term("alice", "s1")),
+            memories=len(stored),
+        )
+        assert [t.content for t in mem.short_term("alice", "s1")] == texts
+        assert sorted(r.content for r in stored) == sorted([texts[0], texts[2]])  # the user's words, once each
+        (cello,) = [r for r in stored if "cello" in r.content]
+        assert cello.context == "Noted, have a good trip."
+
+
 def _facts(*items: tuple[str, int]) -> str:
     return json.dumps(
         {"memories": [{"content": c, "category": "fact", "importance": 7, "source_turns": [i]} for c, i in items]}

@@ -81,6 +81,7 @@ CREATE TABLE IF NOT EXISTS turns (
     scoring_note TEXT
 );
 CREATE INDEX IF NOT EXISTS turns_by_session ON turns (user_id, session_id, seq);
+CREATE INDEX IF NOT EXISTS turns_by_id ON turns (user_id, id);
 CREATE TABLE IF NOT EXISTS extracted (
     user_id    TEXT NOT NULL,
     session_id TEXT NOT NULL,

@@ -47,8 +47,12 @@ class _TurnLog(_PartitionCache):
     def append_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]:
         """Durably append turns of one user to their sessions' logs (fsynced when this returns).
 
+        A turn whose id the user's logs already hold is not appended again: the stored turn is
+        returned in its place (found in the same transaction, so a retried append from any process
+        adds nothing).
+
         Returns:
-            The turns with ``seq`` set, in the given order.
+            The turns with ``seq`` set, in the given order (a turn already stored: as stored).
 
         Raises:
             UserForgottenError: the user's epoch is no longer ``epoch`` (nothing is written).
@@ -64,11 +68,18 @@ class _TurnLog(_PartitionCache):
         check_id(user)
         for t in items:
             check_id(t.session_id, name="session_id")
+            check_id(t.id, name="turn id")
             check_text(t.content)
         out: builtins.list[Turn] = []
         with self._guard(), self._tx() as c:
             self._check_epochs({user: epoch})
             for t in items:
+                row = c.execute(
+                    f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND id = ?", (user, t.id)
+                ).fetchone()
+                if row is not None:
+                    out.append(_turn(user, row))
+                    continue
                 cur = c.execute(
                     "INSERT INTO turns (user_id, session_id, id, role, content, timestamp, importance, key_frame, "
                     "key_frame_reason, tokens, scoring_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -100,9 +111,7 @@ class _TurnLog(_PartitionCache):
             c.execute("BEGIN")  # one read snapshot for the three reads
             try:
                 rows = c.execute(
-                    "SELECT seq, id, role, content, timestamp, importance, key_frame, tokens, scoring_note, "
-                    "key_frame_reason "
-                    "FROM turns WHERE user_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
+                    f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND session_id = ? AND seq > ? ORDER BY seq",
                     (user_id, session_id, after_seq),
                 ).fetchall()
                 count = int(
@@ -113,23 +122,7 @@ class _TurnLog(_PartitionCache):
                 epoch = self._epoch(user_id)
             finally:
                 c.execute("COMMIT")
-        turns = tuple(
-            Turn(
-                id=str(r[1]),
-                user_id=user_id,
-                session_id=session_id,
-                role=r[2],
-                content=str(r[3]),
-                timestamp=datetime.fromisoformat(str(r[4])),
-                importance=float(r[5]),
-                key_frame=bool(r[6]),
-                tokens=int(r[7]),
-                scoring_note=r[8],
-                key_frame_reason=r[9],
-                seq=int(r[0]),
-            )
-            for r in rows
-        )
+        turns = tuple(_turn(user_id, r) for r in rows)
         return SessionLog(turns=turns, count=count, epoch=epoch)
 
     def delete_session(self, user_id: str, session_id: str) -> int:
@@ -240,3 +233,27 @@ class _TurnLog(_PartitionCache):
                 (user_id, session_id, seq),
             )
         return True
+
+
+#: Columns of a stored turn, in the order :func:`_turn` reads them.
+_TURN_COLUMNS = (
+    "seq, id, role, content, timestamp, importance, key_frame, tokens, scoring_note, key_frame_reason, session_id"
+)
+
+
+def _turn(user_id: str, r: Sequence[object]) -> Turn:
+    """A stored turn from a row of :data:`_TURN_COLUMNS`."""
+    return Turn(
+        id=str(r[1]),
+        user_id=user_id,
+        session_id=str(r[10]),
+        role=r[2],  # type: ignore[arg-type]
+        content=str(r[3]),
+        timestamp=datetime.fromisoformat(str(r[4])),
+        importance=float(r[5]),  # type: ignore[arg-type]
+        key_frame=bool(r[6]),
+        tokens=int(r[7]),  # type: ignore[call-overload]
+        scoring_note=r[8],  # type: ignore[arg-type]
+        key_frame_reason=r[9],  # type: ignore[arg-type]
+        seq=int(r[0]),  # type: ignore[call-overload]
+    )

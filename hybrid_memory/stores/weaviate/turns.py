@@ -69,11 +69,15 @@ class _TurnLog(_Writes):
         """Durably append turns of one user to their sessions' logs.
 
         The user's epoch is checked before the write (refused, nothing written) and after it
-        (what was written is deleted again). A retried append of the same turn id replaces the
-        stored turn instead of adding one.
+        (what was written is deleted again). A turn whose id the user's logs already hold is not
+        appended again: the stored turn is returned in its place (read first, one query). Two
+        processes appending the same new turn id at the same moment both write it, to the same
+        object (its UUID comes from the user and the turn id): the log holds it once, at the
+        ``seq`` of the later write.
 
         Returns:
-            The turns with ``seq`` set, in the given order (strictly increasing per session).
+            The turns with ``seq`` set, in the given order (strictly increasing per session; a turn
+            already stored: as stored).
 
         Raises:
             UserForgottenError: the user's epoch is no longer ``epoch``.
@@ -99,9 +103,16 @@ class _TurnLog(_Writes):
             check_text(t.content)
             ensure_utc(t.timestamp, name="timestamp")
         self._check_epochs({user: epoch})
-        out = [t.model_copy(update={"seq": _SEQ_CLOCK.next((self.collection, user, t.session_id))}) for t in items]
-        objects = [DataObject(properties=_turn_properties(t, epoch), uuid=_turn_uuid(user, t.id)) for t in out]
         h = self._turns(tenant_name(user), write=True)
+        stored = self._stored_turns(h, user, [t.id for t in items], epoch)
+        out: list[Turn] = []
+        for t in items:
+            if t.id not in stored:
+                stored[t.id] = t.model_copy(update={"seq": _SEQ_CLOCK.next((self.collection, user, t.session_id))})
+                out.append(stored[t.id])
+        objects = [DataObject(properties=_turn_properties(t, epoch), uuid=_turn_uuid(user, t.id)) for t in out]
+        if not objects:
+            return [stored[t.id] for t in items]
         try:
             for chunk in _chunks(objects, self.batch_size):
 
@@ -124,7 +135,26 @@ class _TurnLog(_Writes):
         if self._read_epoch(user) != epoch:
             self._delete_objects(h, [str(o.uuid) for o in objects], "undo a forgotten append")
             raise UserForgottenError(user)
-        return out
+        return [stored[t.id] for t in items]
+
+    def _stored_turns(self, h: Any, user_id: str, turn_ids: Sequence[str], epoch: int) -> dict[str, Turn]:
+        """The turns of ``turn_ids`` the user's logs hold under ``epoch``, by id (a missing tenant holds none)."""
+        from weaviate.classes.query import Filter
+
+        uuids = list(dict.fromkeys(_turn_uuid(user_id, t) for t in turn_ids))
+        where = Filter.all_of([Filter.by_id().contains_any(uuids), Filter.by_property("epoch").equal(epoch)])
+
+        def run() -> Any:
+            return h.query.fetch_objects(filters=where, limit=len(uuids))
+
+        try:
+            res = self._call("read stored turns", run)
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return {}
+            raise
+        found = (_turn(o.properties) for o in res.objects)
+        return {t.id: t for t in found if t.user_id == user_id}
 
     def load_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:
         """The session's turns with ``seq > after_seq`` (in log order), its turn count and the epoch.

@@ -1,0 +1,162 @@
+"""A retried ``add_turn`` (same ``turn_id``) adds nothing, in this process or another.
+
+Work is delivered at least once in a many-process app: a worker dies after its write and before
+it answers, a framework runs a step again, a client retries on a timeout. With the id the
+application already has for the message, the retry must find the turn and write nothing: not a
+second turn in the session's log (every process's short-term window), not a second memory, not a
+search context cut from the turn itself. The same id for another turn is refused and leaves
+nothing. The store's ``append_turns`` keeps one turn per id too, whichever process appends.
+LocalStore on a file and a real Weaviate server, each with two store objects on the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from hybrid_memory import HybridMemory, InvalidInputError
+from hybrid_memory.records import Turn
+from hybrid_memory.stores.base import MemoryFilter, MemoryStore
+from hybrid_memory.testing import HashingEmbedder
+
+T0 = datetime(2025, 6, 2, 9, tzinfo=timezone.utc)
+_EVERY = MemoryFilter(statuses=("active", "superseded", "archived"))
+PIP = "Remember: my greyhound is called Pip"
+FED = "Remember: Pip eats twice a day"
+
+
+class DiedError(Exception):
+    """The process died here (raised instead of a real kill; the real kill: tests/reliability)."""
+
+
+@contextmanager
+def two_apps(stores: tuple[MemoryStore, MemoryStore]) -> Iterator[tuple[HybridMemory, HybridMemory]]:
+    """Two app processes, each with its own store object on the same data."""
+    a, b = (HybridMemory(store, embedder=HashingEmbedder()) for store in stores)
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+def turn(turn_id: str, text: str, session: str = "s", minutes: int = 0) -> Turn:
+    return Turn(
+        id=turn_id,
+        user_id="u",
+        session_id=session,
+        role="user",
+        content=text,
+        timestamp=T0 + timedelta(minutes=minutes),
+        importance=0.5,
+        key_frame=False,
+        tokens=5,
+    )
+
+
+def memories(mem: HybridMemory, needle: str) -> list[str]:
+    return [r.content for r in mem.store.list("u", filter=_EVERY) if needle in r.content]
+
+
+def test_append_turns_keeps_one_turn_per_id_whichever_process_appends(stores: tuple[MemoryStore, MemoryStore]) -> None:
+    a, b = stores
+    epoch = a.user_epoch("u")
+    (first,) = a.append_turns([turn("t-1", PIP)], epoch=epoch)
+    # another process retries the same turn a minute later: it gets the stored one back
+    (again,) = b.append_turns([turn("t-1", PIP, minutes=1)], epoch=epoch)
+    assert again == first
+    # a batch with a stored id and a new one, the new one twice: each id once
+    out = b.append_turns([turn("t-1", PIP), turn("t-2", FED, minutes=2), turn("t-2", FED, minutes=2)], epoch=epoch)
+    assert [t.id for t in out] == ["t-1", "t-2", "t-2"]
+    assert out[0] == first and out[1] == out[2] and out[1].seq > first.seq
+    for store in stores:
+        log = store.load_session("u", "s")
+        assert [(t.id, t.content, t.timestamp) for t in log.turns] == [
+            ("t-1", PIP, T0),
+            ("t-2", FED, T0 + timedelta(minutes=2)),
+        ]
+        assert log.count == 2
+    # an id of another session is not moved into this one
+    (other,) = a.append_turns([turn("t-1", "something else", session="s2")], epoch=epoch)
+    assert other == first
+    assert a.load_session("u", "s2").count == 0
+
+
+def test_a_retried_add_turn_adds_nothing_in_this_or_another_process(stores: tuple[MemoryStore, MemoryStore]) -> None:
+    with two_apps(stores) as (app, other):
+        first = app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
+        reply = app.add_turn("u", "s", "assistant", "Lovely name!", timestamp=T0, turn_id="msg-2")
+        assert first.id == "msg-1"
+        for mem in (app, other, app):  # the retry: here, in another process, here again
+            assert mem.add_turn("u", "s", "user", PIP, timestamp=T0 + timedelta(minutes=5), turn_id="msg-1") == first
+            assert mem.add_turn("u", "s", "assistant", "Lovely name!", turn_id="msg-2") == reply
+        later = other.add_turn("u", "s", "user", FED, timestamp=T0 + timedelta(minutes=1), turn_id="msg-3")
+        for mem in (app, other):
+            assert [t.id for t in mem.short_term("u", "s")] == ["msg-1", "msg-2", "msg-3"]
+        assert memories(app, "Pip") == [PIP, FED]  # the reply is context only; each user turn once
+        (fed,) = [r for r in app.store.list("u", filter=_EVERY) if r.content == FED]
+        assert fed.context == "Lovely name!" and fed.metadata["turn_id"] == later.id
+        assert [r.context for r in app.store.list("u", filter=_EVERY) if r.content == PIP] == [""]
+
+
+@pytest.mark.parametrize("where", ["before_the_log", "after_the_log"])
+def test_a_retry_after_the_first_try_died_between_its_writes_stores_the_turn_once(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    with two_apps(stores) as (app, other):
+        app.add_turn("u", "s", "assistant", "What is your dog called?", timestamp=T0, turn_id="msg-0")
+        real = app.store.append_turns
+
+        def dying(turns: Any, *, epoch: int) -> Any:
+            if where == "after_the_log":
+                real(turns, epoch=epoch)
+            raise DiedError  # the memory is written first, then the log
+
+        monkeypatch.setattr(app.store, "append_turns", dying)
+        with pytest.raises(DiedError):
+            app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
+        # the request is delivered again, to another process
+        retried = other.add_turn("u", "s", "user", PIP, timestamp=T0 + timedelta(minutes=1), turn_id="msg-1")
+        assert retried.id == "msg-1"
+        assert [t.id for t in other.short_term("u", "s")] == ["msg-0", "msg-1"]
+        (pip,) = [r for r in other.store.list("u", filter=_EVERY) if "Pip" in r.content]
+        assert pip.content == PIP and pip.context == "What is your dog called?"
+
+
+def test_a_turn_id_of_another_turn_is_refused_and_leaves_nothing(stores: tuple[MemoryStore, MemoryStore]) -> None:
+    with two_apps(stores) as (app, other):
+        app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
+        refused = [
+            (app, "s", "user", "Remember: my cat is called Miso"),  # another text: found in the window
+            (app, "s", "assistant", PIP),  # another role
+            (other, "s2", "user", "Remember: my parrot is called Kiwi"),  # another session: found by the store
+        ]
+        for mem, session, role, text in refused:
+            with pytest.raises(InvalidInputError, match="msg-1"):
+                mem.add_turn("u", session, role, text, timestamp=T0, turn_id="msg-1")
+        for mem in (app, other):
+            assert [t.content for t in mem.short_term("u", "s")] == [PIP]
+            assert mem.short_term("u", "s2") == []
+            assert [r.content for r in mem.store.list("u", filter=_EVERY)] == [PIP]
+
+
+def test_a_forgotten_turn_comes_back_only_when_its_id_is_added_again(stores: tuple[MemoryStore, MemoryStore]) -> None:
+    with two_apps(stores) as (app, other):
+        app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
+        assert other.forget_turn("msg-1", user_id="u", session_id="s") is True
+        assert app.short_term("u", "s") == [] and memories(app, "Pip") == []
+        # the id is free again: adding it is a new turn (the application said it again)
+        again = app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
+        assert [t.id for t in other.short_term("u", "s")] == [again.id] == ["msg-1"]
+
+
+def test_turn_id_is_validated_before_anything_is_written(stores: tuple[MemoryStore, MemoryStore]) -> None:
+    with two_apps(stores) as (app, _):
+        for bad in ("", "   ", "x\x00y", "x" * 10_000, 42):
+            with pytest.raises(InvalidInputError, match="turn_id"):
+                app.add_turn("u", "s", "user", PIP, turn_id=bad)  # type: ignore[arg-type]
+        assert app.short_term("u", "s") == [] and app.store.list("u", filter=_EVERY) == []
