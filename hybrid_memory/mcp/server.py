@@ -345,6 +345,13 @@ def _register(server: MemoryMCPServer) -> None:
         content: Annotated[
             str, Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="What was said, verbatim.")
         ],
+        turn_id: Annotated[
+            _ID | None,
+            Field(
+                description="Optional id of this message, unique in the user's conversations; send the same "
+                "id again when retrying, so the turn is not logged twice."
+            ),
+        ] = None,
     ) -> TurnResult:
         """Log one turn of the conversation into the user's short-term memory.
 
@@ -354,7 +361,7 @@ def _register(server: MemoryMCPServer) -> None:
         are kept as conversation context only, never as memories about the user.
         """
         real, long_term = turn_source(role, content)  # only the user's own words become memories
-        turn = await mem.aadd_turn(me(), session_id, real, content, long_term=long_term)
+        turn = await mem.aadd_turn(me(), session_id, real, content, long_term=long_term, turn_id=turn_id)
         return TurnResult.of(turn)
 
     @server.tool(
