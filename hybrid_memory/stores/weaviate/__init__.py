@@ -39,9 +39,9 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
   analyzer name, embedder name and vector dimension;
 * ``<collection>Turns`` (multi-tenant, the same tenant per user, created lazily) is the durable
   log of the turns ``add_turn`` accepted: one object per turn, UUID ``uuid5(SHA-256(user id), turn id)``
-  (a retried append replaces, never duplicates), properties session id, turn id, role, content,
-  timestamp, importance, key-frame flag, tokens, scoring note, ``seq`` and the forget ``epoch``
-  it was written under; no vector index;
+  (a retried append finds it and adds nothing; two racing appends write the same object),
+  properties session id, turn id, role, content, timestamp, importance, key-frame flag, tokens,
+  scoring note, ``seq`` and the forget ``epoch`` it was written under; no vector index;
 * ``<collection>ForgetEpochs`` (not multi-tenant, no vectors) holds one object per forgotten
   user, UUID ``uuid5(SHA-256(user id))`` (the id is not stored in clear), property ``epoch``;
 * ``<collection>TenantUse`` (not multi-tenant, no vectors) holds the last recorded use of every
