@@ -318,6 +318,18 @@ next memory's search context; a context a racing forget missed was cut out only 
 session, not when it ended the session or closed (left contexts in 2 of 49 and 5 of 60 runs before the window fix,
 0 of 60 after). A
 `LocalStore` update that drops text (an edit, a context cut out) now also empties the WAL.
+
+Fixed since (2026-12-04), found by asking what at-least-once delivery does to a turn: a retried `add_turn` added
+the turn again -- a worker SIGKILLed inside `add_turn` (its memory written, the log append made or not) whose
+request is delivered again to another process, a client retrying on a timeout, and a `create_agent` run that
+LangGraph resumes after its worker died before `after_agent` was checkpointed (the middleware recorded the user
+message and the answer a second time: every process's window showed them twice). `add_turn(turn_id=...)` now finds
+a turn id the log already holds before writing anything and returns the stored turn; both stores keep one turn per
+id (`append_turns` returns the stored turn; on Weaviate a retried append used to move the turn to the end of the
+log); the same id for another session, role or text is refused and leaves nothing; the middleware derives turn ids
+from the session and the message ids (`tests/reliability/test_processes.py`, SIGKILL before and after the log
+append, on both stores; `tests/adapters/langchain/test_langchain_resume.py`, a SQLite-checkpointed agent resumed
+after `os._exit`; `tests/contract/test_turn_retries.py`).
 """
 
 
