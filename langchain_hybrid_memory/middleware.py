@@ -375,9 +375,8 @@ def _sources(turn: tuple[HumanMessage, AIMessage | None], session_id: str) -> li
     again adds nothing.
     """
     messages: list[BaseMessage] = [turn[0]] if turn[1] is None else [turn[0], turn[1]]
-    said: list[tuple[Role, str]] = [("user", message_text(turn[0]))]
-    if turn[1] is not None:
-        said.append(("assistant", message_text(turn[1])))
+    roles: tuple[Role, Role] = ("user", "assistant")
+    said = [(role, message_text(m)) for role, m in zip(roles, messages, strict=False)]
     return [
         (role, text, long_term, message_turn_id(session_id, role, m.id))
         for (role, text, long_term), m in zip(source_turns(said), messages, strict=True)

@@ -11,8 +11,6 @@ LocalStore on a file and a real Weaviate server, each with two store objects on 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -21,7 +19,7 @@ import pytest
 from hybrid_memory import HybridMemory, InvalidInputError
 from hybrid_memory.records import Turn
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
-from hybrid_memory.testing import HashingEmbedder
+from tests.contract.test_forget_turns import plain_apps
 
 T0 = datetime(2025, 6, 2, 9, tzinfo=timezone.utc)
 _EVERY = MemoryFilter(statuses=("active", "superseded", "archived"))
@@ -31,17 +29,6 @@ FED = "Remember: Pip eats twice a day"
 
 class DiedError(Exception):
     """The process died here (raised instead of a real kill; the real kill: tests/reliability)."""
-
-
-@contextmanager
-def two_apps(stores: tuple[MemoryStore, MemoryStore]) -> Iterator[tuple[HybridMemory, HybridMemory]]:
-    """Two app processes, each with its own store object on the same data."""
-    a, b = (HybridMemory(store, embedder=HashingEmbedder()) for store in stores)
-    try:
-        yield a, b
-    finally:
-        a.close()
-        b.close()
 
 
 def turn(turn_id: str, text: str, session: str = "s", minutes: int = 0) -> Turn:
@@ -87,7 +74,7 @@ def test_append_turns_keeps_one_turn_per_id_whichever_process_appends(stores: tu
 
 
 def test_a_retried_add_turn_adds_nothing_in_this_or_another_process(stores: tuple[MemoryStore, MemoryStore]) -> None:
-    with two_apps(stores) as (app, other):
+    with plain_apps(stores) as (app, other):
         first = app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
         reply = app.add_turn("u", "s", "assistant", "Lovely name!", timestamp=T0, turn_id="msg-2")
         assert first.id == "msg-1"
@@ -107,7 +94,7 @@ def test_a_retried_add_turn_adds_nothing_in_this_or_another_process(stores: tupl
 def test_a_retry_after_the_first_try_died_between_its_writes_stores_the_turn_once(
     stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
-    with two_apps(stores) as (app, other):
+    with plain_apps(stores) as (app, other):
         app.add_turn("u", "s", "assistant", "What is your dog called?", timestamp=T0, turn_id="msg-0")
         real = app.store.append_turns
 
@@ -128,7 +115,7 @@ def test_a_retry_after_the_first_try_died_between_its_writes_stores_the_turn_onc
 
 
 def test_a_turn_id_of_another_turn_is_refused_and_leaves_nothing(stores: tuple[MemoryStore, MemoryStore]) -> None:
-    with two_apps(stores) as (app, other):
+    with plain_apps(stores) as (app, other):
         app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
         refused = [
             (app, "s", "user", "Remember: my cat is called Miso"),  # another text: found in the window
@@ -145,7 +132,7 @@ def test_a_turn_id_of_another_turn_is_refused_and_leaves_nothing(stores: tuple[M
 
 
 def test_a_forgotten_turn_comes_back_only_when_its_id_is_added_again(stores: tuple[MemoryStore, MemoryStore]) -> None:
-    with two_apps(stores) as (app, other):
+    with plain_apps(stores) as (app, other):
         app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
         assert other.forget_turn("msg-1", user_id="u", session_id="s") is True
         assert app.short_term("u", "s") == [] and memories(app, "Pip") == []
@@ -155,7 +142,7 @@ def test_a_forgotten_turn_comes_back_only_when_its_id_is_added_again(stores: tup
 
 
 def test_turn_id_is_validated_before_anything_is_written(stores: tuple[MemoryStore, MemoryStore]) -> None:
-    with two_apps(stores) as (app, _):
+    with plain_apps(stores) as (app, _):
         for bad in ("", "   ", "x\x00y", "x" * 10_000, 42):
             with pytest.raises(InvalidInputError, match="turn_id"):
                 app.add_turn("u", "s", "user", PIP, turn_id=bad)  # type: ignore[arg-type]

@@ -105,12 +105,12 @@ class _TurnLog(_Writes):
         self._check_epochs({user: epoch})
         h = self._turns(tenant_name(user), write=True)
         stored = self._stored_turns(h, user, [t.id for t in items], epoch)
-        out: list[Turn] = []
+        new: list[Turn] = []
         for t in items:
             if t.id not in stored:
                 stored[t.id] = t.model_copy(update={"seq": _SEQ_CLOCK.next((self.collection, user, t.session_id))})
-                out.append(stored[t.id])
-        objects = [DataObject(properties=_turn_properties(t, epoch), uuid=_turn_uuid(user, t.id)) for t in out]
+                new.append(stored[t.id])
+        objects = [DataObject(properties=_turn_properties(t, epoch), uuid=_turn_uuid(user, t.id)) for t in new]
         if not objects:
             return [stored[t.id] for t in items]
         try:
