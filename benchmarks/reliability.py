@@ -330,6 +330,17 @@ log); the same id for another session, role or text is refused and leaves nothin
 from the session and the message ids (`tests/reliability/test_processes.py`, SIGKILL before and after the log
 append, on both stores; `tests/adapters/langchain/test_langchain_resume.py`, a SQLite-checkpointed agent resumed
 after `os._exit`; `tests/contract/test_turn_retries.py`).
+
+Fixed since (2026-12-04), the same question asked once more: a retry that arrived *after* its turn left the log
+added it again -- after an operator's `forget_turn` (or a `forget` of its memory) the forgotten turn and its memory
+came back, after `forget_user` the user's turn came back, after `end_session` (or the idle flush) the turn was
+stored a second time. Every delete that takes turns out of a log (`delete_turns`, `delete_session`,
+`delete_user`) now first records a SHA-256 of user, session and turn id for seven days (`retired_turns`; LocalStore
+in the delete's transaction, Weaviate in the tombstone collection), and `add_turn` with a `turn_id` checks it before
+it writes and again after its append (`tests/reliability/test_processes.py`, the retry in a new process after each
+of the three, on both stores: 6 of 6 failed before; `tests/contract/test_turn_retries.py`). Cost on a local
+Weaviate: `add_turn` with a `turn_id` p50 12.6 -> 14.5 ms (two reads), without one unchanged; `end_session` of
+200 turns 8 -> 28 ms, `forget_user` 21 -> 35 ms.
 """
 
 

@@ -356,13 +356,15 @@ class HybridMemory:
                 safe to retry: when the user's log already holds a turn with this id, nothing is
                 written and that turn is returned, so a worker that died after the write, a
                 framework re-running a step or a client retrying on a timeout does not add the
-                turn twice. The same id must come with the same session, role and text. A turn
-                forgotten since (``forget_turn``, ``forget`` of its memory) has left the log: its
-                id then adds it again.
+                turn twice. The same id must come with the same session, role and text. A retry
+                that comes after its turn left the log (forgotten, its session ended or cleared,
+                its user forgotten; up to seven days later) writes nothing either: no forgotten
+                turn comes back, no ended session's turn is stored twice.
 
         Returns:
             The stored :class:`~hybrid_memory.records.Turn` (redacted text, importance, key-frame
-            flag and its ``seq`` in the log).
+            flag and its ``seq`` in the log); for a retry of a turn that left the log, the turn
+            as given, not stored (``seq`` 0).
 
         Raises:
             InvalidInputError: bad ids, role, text or timestamp, or a ``turn_id`` the user's log
@@ -377,6 +379,11 @@ class HybridMemory:
             >>> again = mem.add_turn("alice", "s1", "user", "I moved to Hangzhou", turn_id="msg-41")
             >>> again.id == first.id == "msg-41", len(mem.short_term("alice", "s1"))
             (True, 1)
+            >>> mem.forget_turn("msg-41", user_id="alice", session_id="s1")
+            True
+            >>> late = mem.add_turn("alice", "s1", "user", "I moved to Hangzhou", turn_id="msg-41")
+            >>> late.seq, mem.short_term("alice", "s1")
+            (0, [])
             >>> mem.close()
         """
         self._ensure_open()

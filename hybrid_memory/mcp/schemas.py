@@ -168,6 +168,11 @@ class TurnResult(_Out):
     importance: float = Field(description="0..1 as scored.")
     key_frame: bool = Field(description="True when the turn was important enough to be kept long-term at once.")
     key_frame_reason: str | None = None
+    logged: bool = Field(
+        default=True,
+        description="False for a retry of a turn that was forgotten, or whose conversation ended, since: nothing was "
+        "stored.",
+    )
 
     @classmethod
     def of(cls, t: Turn) -> TurnResult:
@@ -178,6 +183,7 @@ class TurnResult(_Out):
             importance=t.importance,
             key_frame=t.key_frame,
             key_frame_reason=t.key_frame_reason,
+            logged=t.seq > 0,
         )
 
 

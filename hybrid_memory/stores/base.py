@@ -23,7 +23,7 @@ import asyncio
 import builtins
 import hashlib
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, cast, runtime_checkable
 
 from hybrid_memory.errors import InvalidInputError
@@ -40,6 +40,7 @@ from hybrid_memory.values import (
 )
 
 __all__ = [
+    "RETIRED_TURN_TTL",
     "AsyncFromSyncStore",
     "FusionType",
     "MemoryFilter",
@@ -49,6 +50,7 @@ __all__ = [
     "StoreHit",
     "Vector",
     "as_matrix",
+    "retired_turn_key",
     "update_present",
 ]
 
@@ -87,6 +89,24 @@ def check_watermark_move(expected: int, seq: int) -> None:
 def user_hash(user_id: str) -> str:
     """SHA-256 hex digest of a user id: how backends key per-user state without the id in clear."""
     return hashlib.sha256(user_id.encode("utf-8")).hexdigest()
+
+
+#: How long a store remembers the ids of turns that left their logs (:meth:`MemoryStore.retired_turns`):
+#: the longest delay of a retried ``add_turn`` after which it cannot bring its turn back.
+RETIRED_TURN_TTL = timedelta(days=7)
+
+
+def retired_turn_key(user_id: str, session_id: str, turn_id: str) -> str:
+    """SHA-256 hex digest naming a turn that left its log (none of the three ids is kept in clear).
+
+    Example:
+        >>> retired_turn_key("alice", "s1", "m1") == retired_turn_key("alice", "s1", "m1")
+        True
+        >>> retired_turn_key("alice", "s1", "m1") == retired_turn_key("alice", "s2", "m1")
+        False
+    """
+    parts = (user_id, session_id, turn_id)
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
 
 
 @runtime_checkable
@@ -147,8 +167,21 @@ class MemoryStore(Protocol):
 
         Returns the stored turns with ``seq`` set (increasing in append order). A turn whose id
         the user's logs already hold is not appended again: the stored turn is returned in its
-        place, so a retried append adds nothing. Refused with UserForgottenError (nothing
-        written) when the user's epoch is no longer ``epoch``.
+        place, so a retried append adds nothing (a turn that has left the log since is appended
+        again: the caller checks :meth:`retired_turns`). Refused with UserForgottenError
+        (nothing written) when the user's epoch is no longer ``epoch``.
+        """
+        ...
+
+    def retired_turns(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> builtins.set[str]:
+        """Of these turn ids of the session, those whose turn left its log within :data:`RETIRED_TURN_TTL`.
+
+        A turn leaves its log by :meth:`delete_turns` (a forgotten turn), :meth:`delete_session`
+        (an ended or cleared session) or :meth:`delete_user`; each records the deleted turns
+        under :func:`retired_turn_key` (a hash: no id or text in clear) before it deletes them.
+        ``add_turn`` checks it before and after it writes a turn with the caller's id, so a late
+        retry brings back neither a forgotten turn nor a second copy of an ended session's turn.
+        Missing ids are fine.
         """
         ...
 
@@ -157,7 +190,10 @@ class MemoryStore(Protocol):
         ...
 
     def delete_session(self, user_id: str, session_id: str) -> int:
-        """Delete the session's turn log (long-term memories stay); return how many turns it held."""
+        """Delete the session's turn log (long-term memories stay); return how many turns it held.
+
+        Its turns are retired first (:meth:`retired_turns`).
+        """
         ...
 
     def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
@@ -165,8 +201,8 @@ class MemoryStore(Protocol):
 
         What :meth:`HybridMemory.forget <hybrid_memory.memory.HybridMemory.forget>` of a memory
         written from turns calls, so the short-term window, fact extraction and summaries of
-        any process no longer see them. The rest of each log, its watermarks and the long-term
-        memories stay; missing ids are fine.
+        any process no longer see them. The turns are retired first (:meth:`retired_turns`). The
+        rest of each log, its watermarks and the long-term memories stay; missing ids are fine.
         """
         ...
 
@@ -232,6 +268,8 @@ class MemoryStore(Protocol):
 
     def delete_user(self, user_id: str) -> int:
         """Delete everything of ``user_id`` (memories and turn logs) and bump its forget epoch.
+
+        The user's turns are retired first (:meth:`retired_turns`).
 
         Returns the number of memories deleted.
         """
@@ -320,6 +358,11 @@ class AsyncFromSyncStore:
     async def aappend_turns(self, turns: Sequence[Turn], *, epoch: int) -> builtins.list[Turn]:  # noqa: D102
         store = self._sync
         return await asyncio.to_thread(lambda: store.append_turns(turns, epoch=epoch))
+
+    async def aretired_turns(  # noqa: D102
+        self, user_id: str, session_id: str, turn_ids: Sequence[str]
+    ) -> builtins.set[str]:
+        return await asyncio.to_thread(self._sync.retired_turns, user_id, session_id, turn_ids)
 
     async def aload_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:  # noqa: D102
         store = self._sync

@@ -124,7 +124,7 @@ class DirectWrites:
             scoring_note=fallback_note(batch),
         )
         pii = f"PII redacted ({red.summary()})" if red is not None and red.changed else None
-        return self.sessions.append(turn, pii_note=pii, long_term=long_term)
+        return self.sessions.append(turn, pii_note=pii, long_term=long_term, keyed=turn_id is not None)
 
     def _score_missing(
         self, items: Sequence[str | Mapping[str, Any]], drafts: list[MemoryRecord]

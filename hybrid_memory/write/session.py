@@ -59,6 +59,7 @@ is never held across a store, embedder or LLM call.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 import uuid
@@ -89,6 +90,8 @@ __all__ = ["Sessions"]
 _Key = tuple[str, str]
 #: Every status a stored memory can have (a search context is rewritten whatever the status).
 _ANY_STATUS: tuple[Status, ...] = get_args(Status)
+
+logger = logging.getLogger("hybrid_memory.write")
 
 
 @dataclasses.dataclass
@@ -174,6 +177,7 @@ class Sessions:
         #: Sessions with a summary job queued in this process (a second one would find nothing to do).
         self._summary_queued: set[_Key] = set()
         self._last_turn_at: dict[_Key, datetime] = {}
+        self._warned_retired = False
         self._scorer = scorer
         self._observer = observer
         self._heuristic = HeuristicImportanceScorer(key_frame_threshold=config.buffer.key_frame_importance)
@@ -288,14 +292,18 @@ class Sessions:
         return np.stack([known[t.id] for t in turns])
 
     # ------------------------------------------------------------------ turns
-    def append(self, turn: Turn, *, pii_note: str | None = None, long_term: bool = True) -> Turn:
+    def append(self, turn: Turn, *, pii_note: str | None = None, long_term: bool = True, keyed: bool = False) -> Turn:
         """Write ``turn`` (scored and redacted) to long-term memory and the session's log; return it stored.
 
         ``long_term=False``: the session's log only (conversation context, never a memory).
 
         A turn whose id the log already holds (a retried ``add_turn`` with the caller's id) writes
         nothing and returns the stored turn; one found in another session, or with another role
-        or text, is refused.
+        or text, is refused. ``keyed``: the id is the caller's, so the turn may be a retry of one
+        that has left the log since (forgotten, its session ended or cleared, its user
+        forgotten): such a turn is checked before and after the write
+        (:meth:`~hybrid_memory.stores.base.MemoryStore.retired_turns`), nothing of it is kept, and
+        it is returned as given, with ``seq`` 0.
 
         Raises:
             UserForgottenError: the user was forgotten (by any process) while the turn was written.
@@ -309,6 +317,8 @@ class Sessions:
                 logged = self._logged(turn, w.ids[turn.id])
                 if logged is not None:
                     return logged
+            if keyed and self._retired(turn):
+                return turn
             context = last_words(w.last_content or "", self.config.writer.context_words)
             source = w.last_turn if context else None
             # Long-term first, then the log: a turn in the window is always recallable too.
@@ -320,6 +330,10 @@ class Sessions:
             (stored,) = self.store.append_turns([turn], epoch=epoch)
             if stored.model_copy(update={"seq": turn.seq}) != turn:  # the log held this id already
                 return self._kept(turn, stored, written)
+            if keyed and self._retired(turn):  # forgotten or ended by another process while this wrote
+                self.store.delete_turns(user_id, [turn.id])
+                self._undo_added(turn, written)
+                return turn
             # Into the cache without a re-read; the next sync reads the log from before it, so a turn
             # another process appended or deleted meanwhile is not missed (see _sync).
             w.appended = (w.seq, w.count, stored.id)
@@ -363,11 +377,40 @@ class Sessions:
         try:
             _same_turn(turn, stored)
         except InvalidInputError:
-            mine = [o.record.id for o in written if o.action == "added" and o.record is not None]
-            if mine:
-                self.store.delete(turn.user_id, mine)
+            self._undo_added(turn, written)
             raise
         return stored
+
+    def _undo_added(self, turn: Turn, written: Sequence[WriteOutcome]) -> None:
+        """Delete the memories this call added for ``turn`` (one it merged into an existing memory stays)."""
+        mine = [o.record.id for o in written if o.action == "added" and o.record is not None]
+        if mine:
+            self.store.delete(turn.user_id, mine)
+
+    def _retired(self, turn: Turn) -> bool:
+        """Whether ``turn``'s id has left its session's log (a late retry); logged when so.
+
+        A store written against an older contract, without ``retired_turns``, is warned about
+        once and treated as holding none.
+        """
+        retired_turns = getattr(self.store, "retired_turns", None)
+        if retired_turns is None:
+            if not self._warned_retired:
+                self._warned_retired = True
+                logger.warning(
+                    "%s has no retired_turns(): a late add_turn retry can add a turn that left the log again "
+                    "(see hybrid_memory.testing.store_contract)",
+                    type(self.store).__name__,
+                )
+            return False
+        if turn.id not in retired_turns(turn.user_id, turn.session_id, [turn.id]):
+            return False
+        logger.info(
+            "add_turn: turn id %r left session %r's log (forgotten or ended); the retry writes nothing",
+            turn.id,
+            turn.session_id,
+        )
+        return True
 
     def _promote(
         self, turn: Turn, context: str, source: tuple[str, int] | None, epoch: int, metadata: dict[str, Any]

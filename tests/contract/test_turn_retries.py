@@ -5,7 +5,9 @@ it answers, a framework runs a step again, a client retries on a timeout. With t
 application already has for the message, the retry must find the turn and write nothing: not a
 second turn in the session's log (every process's short-term window), not a second memory, not a
 search context cut from the turn itself. The same id for another turn is refused and leaves
-nothing. The store's ``append_turns`` keeps one turn per id too, whichever process appends.
+nothing. The store's ``append_turns`` keeps one turn per id too, whichever process appends. A
+retry that comes after its turn left the log (forgotten, its session ended or cleared, its user
+forgotten) brings nothing back: the store keeps a hash of each retired turn for seven days.
 LocalStore on a file and a real Weaviate server, each with two store objects on the same data.
 """
 
@@ -19,6 +21,7 @@ import pytest
 from hybrid_memory import HybridMemory, InvalidInputError
 from hybrid_memory.records import Turn
 from hybrid_memory.stores.base import MemoryFilter, MemoryStore
+from hybrid_memory.testing import HashingEmbedder
 from tests.contract.test_forget_turns import plain_apps
 
 T0 = datetime(2025, 6, 2, 9, tzinfo=timezone.utc)
@@ -131,14 +134,86 @@ def test_a_turn_id_of_another_turn_is_refused_and_leaves_nothing(stores: tuple[M
             assert [r.content for r in mem.store.list("u", filter=_EVERY)] == [PIP]
 
 
-def test_a_forgotten_turn_comes_back_only_when_its_id_is_added_again(stores: tuple[MemoryStore, MemoryStore]) -> None:
+def gone(turn: Turn) -> bool:
+    """What a retry of a turn that left its log returns: the turn as given, not stored (``seq`` 0)."""
+    return turn.seq == 0
+
+
+@pytest.mark.parametrize("how", ["forget_turn", "forget_its_memory", "end_session", "clear_session", "forget_user"])
+def test_a_late_retry_brings_back_no_turn_that_left_the_log(stores: tuple[MemoryStore, MemoryStore], how: str) -> None:
     with plain_apps(stores) as (app, other):
+        app.add_turn("u", "s", "assistant", "What is your dog called?", timestamp=T0, turn_id="msg-0")
         app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
-        assert other.forget_turn("msg-1", user_id="u", session_id="s") is True
-        assert app.short_term("u", "s") == [] and memories(app, "Pip") == []
-        # the id is free again: adding it is a new turn (the application said it again)
-        again = app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
-        assert [t.id for t in other.short_term("u", "s")] == [again.id] == ["msg-1"]
+        (pip,) = [r for r in app.store.list("u", filter=_EVERY) if r.content == PIP]
+        if how == "forget_turn":
+            assert other.forget_turn("msg-1", user_id="u", session_id="s") is True
+        elif how == "forget_its_memory":
+            other.forget(pip.id, user_id="u")
+        elif how == "end_session":
+            other.end_session("u", "s")
+        elif how == "clear_session":
+            other.clear_session("u", "s")
+        else:
+            other.forget_user("u")
+        kept = [r.content for r in app.store.list("u", filter=_EVERY) if "Pip" in r.content]
+        # the request is delivered again, here and in the other process, minutes later
+        for mem in (app, other):
+            retried = mem.add_turn("u", "s", "user", PIP, timestamp=T0 + timedelta(minutes=5), turn_id="msg-1")
+            assert gone(retried) and retried.id == "msg-1" and retried.content == PIP
+            assert "msg-1" not in [t.id for t in mem.short_term("u", "s")]
+            assert [r.content for r in mem.store.list("u", filter=_EVERY) if "Pip" in r.content] == kept
+        assert kept == ([PIP] if how in ("end_session", "clear_session") else [])  # ended: once, not twice
+        # the application's next message is a new id: it is added as usual
+        fed = other.add_turn("u", "s", "user", FED, timestamp=T0 + timedelta(minutes=6), turn_id="msg-3")
+        assert fed.seq > 0 and [t.id for t in app.short_term("u", "s")][-1] == "msg-3"
+
+
+def test_an_id_retired_in_one_session_is_free_in_another(stores: tuple[MemoryStore, MemoryStore]) -> None:
+    with plain_apps(stores) as (app, other):
+        app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="1")
+        other.end_session("u", "s")
+        # an application numbering its messages per conversation: "1" of the next one is a new turn
+        again = app.add_turn("u", "s2", "user", FED, timestamp=T0, turn_id="1")
+        assert again.seq > 0 and [t.content for t in other.short_term("u", "s2")] == [FED]
+
+
+def test_a_retry_racing_a_forget_of_its_turn_keeps_nothing(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first try lands and is forgotten after the retry checked the id and before it appended."""
+    with plain_apps(stores) as (app, other):
+        real = app.store.append_turns
+
+        def late(turns: Any, *, epoch: int) -> Any:
+            monkeypatch.setattr(app.store, "append_turns", real)
+            other.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")  # the first try
+            assert other.forget_turn("msg-1", user_id="u", session_id="s") is True
+            return real(turns, epoch=epoch)
+
+        monkeypatch.setattr(app.store, "append_turns", late)
+        retried = app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
+        assert gone(retried)
+        for mem in (app, other):
+            assert mem.short_term("u", "s") == [] and memories(mem, "Pip") == []
+
+
+def test_retired_turns_are_recorded_by_every_delete_and_seen_by_every_store_object(
+    stores: tuple[MemoryStore, MemoryStore],
+) -> None:
+    a, b = stores
+    epoch = a.user_epoch("u")
+    a.append_turns([turn(f"t-{i}", f"turn {i}", minutes=i) for i in range(4)], epoch=epoch)
+    a.append_turns([turn("t-9", "elsewhere", session="s2")], epoch=epoch)
+    assert b.retired_turns("u", "s", ["t-0", "t-1", "t-9", "never"]) == set()
+    assert a.delete_turns("u", ["t-0", "missing"]) == 1
+    assert b.retired_turns("u", "s", ["t-0", "t-1"]) == {"t-0"}
+    assert b.retired_turns("u", "s2", ["t-0"]) == set()  # per session
+    assert b.retired_turns("v", "s", ["t-0"]) == set()  # per user
+    assert b.delete_session("u", "s") == 3
+    assert a.retired_turns("u", "s", ["t-0", "t-1", "t-2", "t-3", "t-9"]) == {"t-0", "t-1", "t-2", "t-3"}
+    b.delete_user("u")
+    assert a.retired_turns("u", "s2", ["t-9", "t-1"]) == {"t-9"}
+    assert a.retired_turns("u", "s", []) == set()
 
 
 def test_turn_id_is_validated_before_anything_is_written(stores: tuple[MemoryStore, MemoryStore]) -> None:
@@ -147,3 +222,26 @@ def test_turn_id_is_validated_before_anything_is_written(stores: tuple[MemorySto
             with pytest.raises(InvalidInputError, match="turn_id"):
                 app.add_turn("u", "s", "user", PIP, turn_id=bad)  # type: ignore[arg-type]
         assert app.short_term("u", "s") == [] and app.store.list("u", filter=_EVERY) == []
+
+
+def test_a_store_without_retired_turns_is_warned_about_once_and_still_works(
+    stores: tuple[MemoryStore, MemoryStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A third-party store written before ``retired_turns`` joined the contract."""
+
+    class OlderStore:
+        def __init__(self, inner: MemoryStore) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("retired_turns", "aretired_turns"):
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+    older = OlderStore(stores[0])
+    with HybridMemory(older, embedder=HashingEmbedder()) as mem, caplog.at_level("WARNING", "hybrid_memory.write"):  # type: ignore[arg-type]
+        first = mem.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
+        assert mem.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1") == first  # in the log: found
+        mem.add_turn("u", "s", "user", FED, timestamp=T0, turn_id="msg-2")
+    warnings = [r for r in caplog.records if "retired_turns" in r.getMessage()]
+    assert len(warnings) == 1 and "OlderStore" in warnings[0].getMessage()

@@ -505,7 +505,8 @@ def test_a_retried_append_returns_the_stored_turn(weaviate_store: WeaviateStore)
     again = weaviate_store.append_turns([t], epoch=0)  # e.g. the caller retried after a timeout
     log = weaviate_store.load_session("alice", "s1")
     assert log.count == 1 and log.turns == tuple(first) == tuple(again)  # not moved to the end of the log
-    # after a forget of the user the id is new again (the epoch filter of the read)
+    # after a forget of the user the store appends the id again (the epoch filter of the read;
+    # add_turn asks retired_turns first)
     weaviate_store.delete_user("alice")
     [fresh] = weaviate_store.append_turns([t], epoch=weaviate_store.user_epoch("alice"))
     assert weaviate_store.load_session("alice", "s1").turns == (fresh,)

@@ -148,3 +148,16 @@ async def test_add_turn_retried_with_its_turn_id_is_logged_once(mem: HybridMemor
     assert clash.isError and "msg-7" in str(clash.content)
     assert [t.id for t in mem.short_term("alice", "s1")] == ["msg-7"]
     assert [r.content for r in mem.list_memories("alice")] == ["Remember: I am vegetarian."]
+    assert first.structuredContent is not None and first.structuredContent["logged"] is True
+
+
+async def test_add_turn_retried_after_its_turn_was_forgotten_stores_nothing(mem: HybridMemory) -> None:
+    """A retry that arrives after the user had the turn forgotten must not bring it back."""
+    args = {"session_id": "s1", "role": "user", "content": "Remember: I am vegetarian.", "turn_id": "msg-7"}
+    async with connect(mem) as client:
+        first = await client.call_tool("add_turn", args)
+        forgot = await client.call_tool("forget_turn", {"session_id": "s1", "turn_id": "msg-7"})
+        late = await client.call_tool("add_turn", args)
+    assert not first.isError and not forgot.isError and not late.isError
+    assert late.structuredContent is not None and late.structuredContent["logged"] is False
+    assert mem.short_term("alice", "s1") == [] and mem.list_memories("alice") == []

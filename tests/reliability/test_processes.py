@@ -214,6 +214,48 @@ def test_kill_9_inside_add_turn_then_a_retry_in_another_process_stores_each_turn
         assert cello.context == "Noted, have a good trip."
 
 
+@pytest.mark.parametrize("how", ["forget_turn", "end_session", "forget_user"])
+def test_a_late_retry_in_another_process_brings_back_no_turn_that_left_the_log(backend: Backend, how: str) -> None:
+    """The retry arrives after an operator forgot the turn, the session ended or the user was forgotten."""
+    turns = [
+        ["s1", "user", "My flight to Berlin is next Tuesday at 9am.", "m-1"],
+        ["s1", "assistant", "Noted, have a good trip.", "m-2"],
+        ["s1", "user", "I started learning the cello last month.", "m-3"],
+    ]
+    run({"mode": "add", "store": backend.spec, "user": "alice", "turns": turns})
+    with backend.memory() as operator:  # another process: the operator
+        if how == "forget_turn":
+            assert operator.forget_turn("m-3", user_id="alice", session_id="s1") is True
+        elif how == "end_session":
+            operator.end_session("alice", "s1")
+        else:
+            operator.forget_user("alice")
+    retried = run({"mode": "add", "store": backend.spec, "user": "alice", "turns": turns})  # the whole request again
+    with backend.memory() as mem:
+        every = mem.store.list("alice", filter=MemoryFilter(statuses=_EVERY))
+        stored = sorted(r.content for r in every if r.content in {t[2] for t in turns})  # not a session summary
+        window = [t.content for t in mem.short_term("alice", "s1")]
+    report(
+        f"processes: a retry after {how}, {backend.label}",
+        turns_in_log=len(window),
+        memories=len(stored),
+        retried_turns_stored=sum(t["seq"] > 0 for t in retried["turns"]),
+    )
+    texts = [t[2] for t in turns]
+    if how == "forget_turn":
+        assert window == texts[:2] and stored == [texts[0]]
+        assert [t["seq"] > 0 for t in retried["turns"]] == [True, True, False]
+    elif how == "end_session":
+        assert window == [] and stored == sorted([texts[0], texts[2]])  # each once, as before the end
+        assert [t["seq"] for t in retried["turns"]] == [0, 0, 0]
+    else:
+        assert window == [] and stored == []
+        assert [t["seq"] for t in retried["turns"]] == [0, 0, 0]
+
+
+_EVERY = ("active", "superseded", "archived")
+
+
 def _facts(*items: tuple[str, int]) -> str:
     return json.dumps(
         {"memories": [{"content": c, "category": "fact", "importance": 7, "source_turns": [i]} for c, i in items]}

@@ -37,7 +37,7 @@ from hybrid_memory.stores.local.connection import _WIPE_KEY, DEFAULT_WIPE_TIMEOU
 from hybrid_memory.stores.local.partition import _NO_SCORES, _FilterFields, _similarities, _unit_rows, _unit_vector
 from hybrid_memory.stores.local.rows import _RECORD_COLUMNS, _chunks, _iso, _marks, _record, _row, _where
 from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS, _create_or_migrate
-from hybrid_memory.stores.local.turns import _TurnLog
+from hybrid_memory.stores.local.turns import _retire, _TurnLog
 from hybrid_memory.stores.nearest import Neighbour
 from hybrid_memory.text.analyzer import Analyzer
 from hybrid_memory.values import MemoryFilter, SearchRequest, StoreHit, Vector, as_matrix
@@ -454,6 +454,8 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
     def delete_user(self, user_id: str) -> int:
         """Delete every memory and turn of ``user_id``, bump its forget epoch, leave no copy of its text.
 
+        The user's turns are retired first (:meth:`retired_turns`: hashes only).
+
         One transaction: a concurrent write that read the old epoch is refused afterwards. Then
         the file is rewritten (``VACUUM``: copies a rebalance left in the gap of pages that stay)
         and the WAL truncated; a reader pinning the WAL or another writer holding the file makes
@@ -465,6 +467,7 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         check_id(user_id)
         with self._guard():
             with self._tx() as c:
+                _retire(c, user_id, c.execute("SELECT session_id, id FROM turns WHERE user_id = ?", (user_id,)))
                 n = c.execute("DELETE FROM memories WHERE user_id = ?", (user_id,)).rowcount
                 rows = n + sum(
                     c.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,)).rowcount

@@ -5,19 +5,28 @@ it across processes); ``forget_epochs`` holds each forgotten user's epoch under 
 user id (so a forgotten id is not kept in clear); ``extracted`` holds each session's extraction
 watermark (the ``seq`` of the last turn whose facts were extracted) and ``summarized`` its summary
 watermark (moved by a compare-and-set inside one ``BEGIN IMMEDIATE`` transaction, so of two
-processes marking the same range exactly one succeeds). Writes that carry ``epochs`` check them
+processes marking the same range exactly one succeeds); ``retired_turns`` holds, for
+:data:`~hybrid_memory.stores.base.RETIRED_TURN_TTL`, a hash of each turn a delete took out of
+its log (written in the delete's transaction, read in the append's). Writes that carry ``epochs`` check them
 inside their own transaction (:meth:`_TurnLog._check_epochs`).
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 
 from hybrid_memory.errors import InvalidInputError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import check_ids, check_watermark_move, user_hash
+from hybrid_memory.stores.base import (
+    RETIRED_TURN_TTL,
+    check_ids,
+    check_watermark_move,
+    retired_turn_key,
+    user_hash,
+)
 from hybrid_memory.stores.local.cache import _PartitionCache
 from hybrid_memory.stores.local.rows import _chunks, _iso, _marks
 from hybrid_memory.values import SessionLog
@@ -100,6 +109,14 @@ class _TurnLog(_PartitionCache):
                 out.append(t.model_copy(update={"seq": int(cur.lastrowid or 0)}))
         return out
 
+    def retired_turns(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> builtins.set[str]:
+        """Of these turn ids of the session, those a delete took out of its log in the last seven days."""
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        ids = check_ids(turn_ids)
+        with self._guard():
+            return {i for i in ids if _is_retired(self._conn, user_id, session_id, i)}
+
     def load_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:
         """The session's turns with ``seq > after_seq``, its turn count and the user's epoch (one snapshot)."""
         check_id(user_id)
@@ -126,11 +143,18 @@ class _TurnLog(_PartitionCache):
         return SessionLog(turns=turns, count=count, epoch=epoch)
 
     def delete_session(self, user_id: str, session_id: str) -> int:
-        """Delete the session's turn log (long-term memories stay); return how many turns it held."""
+        """Delete the session's turn log (long-term memories stay); return how many turns it held.
+
+        Its turns are retired in the same transaction (:meth:`retired_turns`).
+        """
         check_id(user_id)
         check_id(session_id, name="session_id")
         with self._guard():
             with self._tx() as c:
+                rows = c.execute(
+                    "SELECT session_id, id FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)
+                ).fetchall()
+                _retire(c, user_id, rows)
                 n = int(
                     c.execute("DELETE FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)).rowcount
                 )
@@ -142,8 +166,9 @@ class _TurnLog(_PartitionCache):
     def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
         """Delete these turns of ``user_id`` from their sessions' logs; return how many were there.
 
-        The deleted cells are overwritten and the WAL truncated, as for :meth:`delete`. The rest
-        of each log, its watermarks and the long-term memories stay; missing ids are fine.
+        The turns are retired in the same transaction (:meth:`retired_turns`). The deleted cells
+        are overwritten and the WAL truncated, as for :meth:`delete`. The rest of each log, its
+        watermarks and the long-term memories stay; missing ids are fine.
         """
         check_id(user_id)
         ids = check_ids(turn_ids)
@@ -151,6 +176,15 @@ class _TurnLog(_PartitionCache):
             return 0
         with self._guard():
             with self._tx() as c:
+                for chunk in _chunks(ids):
+                    _retire(
+                        c,
+                        user_id,
+                        c.execute(
+                            f"SELECT session_id, id FROM turns WHERE user_id = ? AND id IN ({_marks(chunk)})",
+                            (user_id, *chunk),
+                        ).fetchall(),
+                    )
                 n = sum(
                     int(
                         c.execute(
@@ -233,6 +267,27 @@ class _TurnLog(_PartitionCache):
                 (user_id, session_id, seq),
             )
         return True
+
+
+def _retire(c: sqlite3.Connection, user_id: str, rows: Iterable[Sequence[object]]) -> None:
+    """Inside a delete's transaction: record ``(session_id, id)`` rows as retired; prune expired ones."""
+    now = datetime.now(timezone.utc)
+    c.executemany(
+        "INSERT INTO retired_turns (key, retired_at) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET retired_at = excluded.retired_at",
+        [(retired_turn_key(user_id, str(r[0]), str(r[1])), _iso(now)) for r in rows],
+    )
+    c.execute("DELETE FROM retired_turns WHERE retired_at < ?", (_iso(now - RETIRED_TURN_TTL),))
+
+
+def _is_retired(c: sqlite3.Connection, user_id: str, session_id: str, turn_id: str) -> bool:
+    """Whether the turn was retired from its log within :data:`~hybrid_memory.stores.base.RETIRED_TURN_TTL`."""
+    cutoff = _iso(datetime.now(timezone.utc) - RETIRED_TURN_TTL)
+    row = c.execute(
+        "SELECT 1 FROM retired_turns WHERE key = ? AND retired_at >= ?",
+        (retired_turn_key(user_id, session_id, turn_id), cutoff),
+    ).fetchone()
+    return row is not None
 
 
 #: Columns of a stored turn, in the order :func:`_turn` reads them.

@@ -930,8 +930,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
     def delete_user(self, user_id: str) -> int:
         """Delete everything of ``user_id`` and change its forget epoch.
 
-        In this order: bump the epoch, remove the memory and turn tenants and the user's dead
-        letters (in this store's file), bump the epoch again, remove the tenants again. A write
+        In this order: retire the user's turns (:meth:`retired_turns`), bump the epoch, remove
+        the memory and turn tenants and the user's dead letters (in this store's file), bump the epoch again, remove the tenants again. A write
         racing the forget (from any process) either lands before one of the removals or sees a
         moved epoch after it wrote and deletes what it wrote (module docstring).
 
@@ -948,6 +948,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             cols.use(self.collection).tenants.remove([tenant])  # a missing tenant is not an error
             cols.use(self.turns_collection).tenants.remove([tenant])
 
+        self._retire_user(user_id)
         with self._write_lock:
             for sweep in range(2):
                 self._bump_epoch(user_id)

@@ -34,6 +34,12 @@ Every step reads and writes at the store's consistency levels (QUORUM by default
 across processes). A replay killed between W and C leaves its letters queued (the queue is settled
 last), so the next replay drops them and deletes again what the killed one put back.
 
+Retired turns (:meth:`~hybrid_memory.stores.base.MemoryStore.retired_turns`) share the collection:
+``delete_turns``, ``delete_session`` and ``delete_user`` first write one object per turn they
+take out of a log, UUID ``uuid5`` of :func:`~hybrid_memory.stores.base.retired_turn_key` (a hash
+of the user, session and turn ids), dated like a tombstone and pruned with them; ``add_turn``
+reads them before and after it writes a turn with the caller's id.
+
 Pruning: a ``delete`` removes tombstones older than :data:`TOMBSTONE_TTL` (seven days), at most
 once per :data:`_PRUNE_INTERVAL` per store object. Dead letters queued longer ago than
 :data:`REPLAY_HORIZON` are held back until an explicit ``replay_dead_letters(include_stale=True)``;
@@ -48,16 +54,17 @@ import secrets
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from hybrid_memory.errors import StoreError
-from hybrid_memory.stores.base import user_hash
+from hybrid_memory.records import check_id
+from hybrid_memory.stores.base import RETIRED_TURN_TTL, check_ids, retired_turn_key, user_hash
 from hybrid_memory.stores.weaviate.client import _ID_CHUNK, _chunks
 from hybrid_memory.stores.weaviate.dead_letters import _Pending
-from hybrid_memory.stores.weaviate.errors import is_collection_missing, object_error
+from hybrid_memory.stores.weaviate.errors import is_collection_missing, is_tenant_missing, object_error
 from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, tenant_name
 from hybrid_memory.stores.weaviate.tenants import _Tenancy
 
@@ -100,6 +107,11 @@ def _same_clock(token: str) -> bool:
 def _tombstone_uuid(user_id: str, record_id: str) -> str:
     """Object UUID of the tombstone of one memory (from a SHA-256 of the user id, never the id)."""
     return str(uuid.uuid5(_UUID_NAMESPACE, f"tombstone:{user_hash(user_id)}:{record_id}"))
+
+
+def _retired_uuid(user_id: str, session_id: str, turn_id: str) -> str:
+    """Object UUID of the record that a turn left its log (from a hash of the three ids)."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"retired-turn:{retired_turn_key(user_id, session_id, turn_id)}"))
 
 
 class _Tombstones(_Tenancy):
@@ -181,9 +193,12 @@ class _Tombstones(_Tenancy):
 
     def _tombstone_rows(self, user_id: str, ids: Sequence[str]) -> dict[str, tuple[str, datetime | None]]:
         """``(token, deleted_at)`` of the tombstones of these memories of ``user_id``, by record id."""
+        return self._rows_by_uuid({_tombstone_uuid(user_id, i): i for i in dict.fromkeys(ids)})
+
+    def _rows_by_uuid(self, by_uuid: Mapping[str, str]) -> dict[str, tuple[str, datetime | None]]:
+        """``(token, deleted_at)`` of the tombstone objects at these UUIDs, by the value each UUID maps to."""
         from weaviate.classes.query import Filter
 
-        by_uuid = {_tombstone_uuid(user_id, i): i for i in dict.fromkeys(ids)}
         coll = self._coll(self.tombstones_collection)
         out: dict[str, tuple[str, datetime | None]] = {}
         for chunk in _chunks(list(by_uuid), _ID_CHUNK):
@@ -236,6 +251,10 @@ class _Tombstones(_Tenancy):
 
     def _bury(self, user_id: str, ids: Sequence[str]) -> None:
         """Write a new tombstone (a fresh token) for each of these memories; prune old ones now and then."""
+        self._write_tombstones([_tombstone_uuid(user_id, i) for i in dict.fromkeys(ids)])
+
+    def _write_tombstones(self, uuids: Sequence[str]) -> None:
+        """Write a tombstone object (a fresh token, dated now) at each UUID; prune old ones now and then."""
         from weaviate.classes.data import DataObject
 
         if not self._tombstones_ready:  # a store built without ensure_schema() on an older schema
@@ -244,11 +263,8 @@ class _Tombstones(_Tenancy):
         coll = self._coll(self.tombstones_collection, write=True)
         now = datetime.now(timezone.utc)
         token = f"{_clock_id()}.{secrets.token_hex(8)}"
-        for chunk in _chunks(list(dict.fromkeys(ids)), self.batch_size):
-            objs = [
-                DataObject(properties={"token": token, "deleted_at": now}, uuid=_tombstone_uuid(user_id, i))
-                for i in chunk
-            ]
+        for chunk in _chunks(list(dict.fromkeys(uuids)), self.batch_size):
+            objs = [DataObject(properties={"token": token, "deleted_at": now}, uuid=u) for u in chunk]
 
             def run(objs: list[Any] = objs) -> None:
                 res = coll.data.insert_many(objs)
@@ -259,6 +275,60 @@ class _Tombstones(_Tenancy):
         if time.monotonic() - self._last_prune >= _PRUNE_INTERVAL:
             self._last_prune = time.monotonic()
             self._prune_tombstones(now - TOMBSTONE_TTL)
+
+    # -- retired turns -------------------------------------------------------------------------
+    def retired_turns(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> set[str]:
+        """Of these turn ids of the session, those a delete took out of its log within :data:`RETIRED_TURN_TTL`."""
+        self._check_open()
+        check_id(user_id)
+        check_id(session_id, name="session_id")
+        ids = check_ids(turn_ids)
+        if not ids:
+            return set()
+        cutoff = datetime.now(timezone.utc) - RETIRED_TURN_TTL
+        rows = self._rows_by_uuid({_retired_uuid(user_id, session_id, i): i for i in ids})
+        return {i for i, (_, when) in rows.items() if when is not None and when >= cutoff}
+
+    def _retire(self, user_id: str, turns: Iterable[tuple[str, str]]) -> None:
+        """Record that these ``(session_id, turn_id)`` turns of ``user_id`` leave their logs (before they do)."""
+        self._write_tombstones([_retired_uuid(user_id, s, t) for s, t in turns])
+
+    def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
+        """Retire these turns (those the log holds), then delete them (:meth:`_TurnLog.delete_turns`)."""
+        self._check_open()
+        check_id(user_id)
+        ids = check_ids(turn_ids)
+        if ids:
+            h = self._turns(tenant_name(user_id))
+            found = self._stored_turns(h, user_id, ids, self._read_epoch(user_id))
+            self._retire(user_id, [(t.session_id, t.id) for t in found.values()])
+        return super().delete_turns(user_id, ids)
+
+    def delete_session(self, user_id: str, session_id: str) -> int:
+        """Retire the session's turns, then delete its log (:meth:`_TurnLog.delete_session`)."""
+        self._retire(user_id, [(session_id, t.id) for t in self.load_session(user_id, session_id).turns])
+        return super().delete_session(user_id, session_id)
+
+    def _retire_user(self, user_id: str) -> None:
+        """Before a forget of the user: retire every turn its tenant holds (of any epoch)."""
+        h = self._turns(tenant_name(user_id))
+        try:
+            objects = self._call(
+                "list turns to retire",
+                lambda: list(h.iterator(return_properties=["session_id", "turn_id", "epoch"], cache_size=1000)),
+            )
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return
+            raise
+        self._retire(
+            user_id,
+            [
+                (str(o.properties["session_id"]), str(o.properties["turn_id"]))
+                for o in objects
+                if int(o.properties.get("epoch") or 0) >= 0  # not a watermark object
+            ],
+        )
 
     def _prune_tombstones(self, before: datetime) -> None:
         """Delete the tombstones written before ``before`` (of every user)."""
