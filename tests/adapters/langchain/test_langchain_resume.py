@@ -119,3 +119,47 @@ def test_a_run_resumed_after_the_worker_died_while_recording_stores_each_turn_on
     finally:
         mem.close()
         saver.conn.close()
+
+
+@pytest.mark.parametrize("how", ["forget_turn", "forget_user", "end_session"])
+def test_a_run_resumed_after_its_turns_left_the_log_brings_nothing_back(tmp_path: Path, how: str) -> None:
+    """The worker died after recording; before the thread is resumed the turns were forgotten or ended."""
+    db, checkpoints = tmp_path / "memory.db", tmp_path / "checkpoints.sqlite"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    died = subprocess.run(
+        [sys.executable, "-c", WORKER, str(db), str(checkpoints), "after", SAID, ANSWER],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert died.returncode == 9, died.stderr
+
+    mem = HybridMemory(LocalStore(db), embedder=HashingEmbedder())
+    saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
+    try:
+        recorded = mem.short_term("alice", "t1")
+        assert [t.content for t in recorded] == [SAID, ANSWER]
+        if how == "forget_turn":  # the user asked to forget what they said
+            assert mem.forget_turn(recorded[0].id, user_id="alice", session_id="t1") is True
+        elif how == "forget_user":
+            mem.forget_user("alice")
+        else:  # the idle flush ended the session
+            mem.end_session("alice", "t1")
+        agent = create_agent(
+            GenericFakeChatModel(messages=iter([])), middleware=[HybridMemoryMiddleware(mem)], checkpointer=saver
+        )
+        agent.invoke(None, config=CONFIG)
+        assert not agent.get_state(CONFIG).next
+        kept = [r.content for r in mem.list_memories("alice", filter=_EVERY) if "Pip" in r.content]
+        window = [t.content for t in mem.short_term("alice", "t1")]
+        if how == "forget_turn":
+            assert window == [ANSWER] and kept == []
+        elif how == "forget_user":
+            assert window == [] and kept == []
+        else:
+            assert window == [] and kept == [SAID]  # stored once, as before the session ended
+    finally:
+        mem.close()
+        saver.conn.close()
