@@ -311,7 +311,9 @@ class _Tombstones(_Tenancy):
 
     def _retire_user(self, user_id: str) -> None:
         """Before a forget of the user: retire every turn its tenant holds (of any epoch)."""
-        h = self._turns(tenant_name(user_id))
+        # Not self._turns: that notes a use of the tenant, which a background flush could write
+        # back after the forget removed the tenant's use note.
+        h = super(_Tenancy, self)._turns(tenant_name(user_id))
         try:
             objects = self._call(
                 "list turns to retire",
