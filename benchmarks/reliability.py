@@ -331,16 +331,19 @@ from the session and the message ids (`tests/reliability/test_processes.py`, SIG
 append, on both stores; `tests/adapters/langchain/test_langchain_resume.py`, a SQLite-checkpointed agent resumed
 after `os._exit`; `tests/contract/test_turn_retries.py`).
 
-Fixed since (2026-12-04), the same question asked once more: a retry that arrived *after* its turn left the log
+Fixed since (2026-12-04), the same question asked once more: a retry that arrived *after* its turn was forgotten
 added it again -- after an operator's `forget_turn` (or a `forget` of its memory) the forgotten turn and its memory
-came back, after `forget_user` the user's turn came back, after `end_session` (or the idle flush) the turn was
-stored a second time. Every delete that takes turns out of a log (`delete_turns`, `delete_session`,
-`delete_user`) now first records a SHA-256 of user, session and turn id for seven days (`retired_turns`; LocalStore
-in the delete's transaction, Weaviate in the tombstone collection), and `add_turn` with a `turn_id` checks it before
-it writes and again after its append (`tests/reliability/test_processes.py`, the retry in a new process after each
-of the three, on both stores: 6 of 6 failed before; `tests/contract/test_turn_retries.py`). Cost on a local
-Weaviate: `add_turn` with a `turn_id` p50 12.6 -> 14.5 ms (two reads), without one unchanged; `end_session` of
-200 turns 8 -> 28 ms, `forget_user` 21 -> 35 ms.
+came back, after `forget_user` the user's turns came back (also those of a session that had ended before), and a
+`create_agent` thread resumed after such a forget recorded the forgotten message again. Every delete that takes
+turns out of a log (`delete_turns`, `delete_session`, `delete_user`) now first records a SHA-256 of user and turn
+id for seven days, as forgotten or ended, with the user's forget epoch (`retired_turns`; LocalStore in the delete's
+transaction, Weaviate in the tombstone collection), and `add_turn` with a `turn_id` refuses a forgotten one (or an
+ended one whose user was forgotten since) before it writes and again after its append. Ending a session forgets
+nothing: an id said again afterwards is a turn of the new window, so ids numbered anew per conversation lose
+nothing (`tests/reliability/test_processes.py`, the retry in a new process after `forget_turn` and `forget_user`
+on both stores, 4 of 4 failed before; `tests/adapters/langchain/test_langchain_resume.py`;
+`tests/contract/test_turn_retries.py`). Cost on a local Weaviate: `add_turn` with a `turn_id` p50 12.6 -> 14.5 ms
+(two reads), without one unchanged; `end_session` of 200 turns 8 -> 28 ms, `forget_user` 21 -> 35 ms.
 """
 
 

@@ -357,14 +357,14 @@ class HybridMemory:
                 written and that turn is returned, so a worker that died after the write, a
                 framework re-running a step or a client retrying on a timeout does not add the
                 turn twice. The same id must come with the same session, role and text. A retry
-                that comes after its turn left the log (forgotten, its session ended or cleared,
-                its user forgotten; up to seven days later) writes nothing either: no forgotten
-                turn comes back, no ended session's turn is stored twice.
+                that comes after the turn or its user was forgotten (up to seven days later)
+                writes nothing either: no forgotten turn comes back. After a session ended (or
+                was cleared) the id is free: it adds a turn to the new window.
 
         Returns:
             The stored :class:`~hybrid_memory.records.Turn` (redacted text, importance, key-frame
-            flag and its ``seq`` in the log); for a retry of a turn that left the log, the turn
-            as given, not stored (``seq`` 0).
+            flag and its ``seq`` in the log); for a retry of a forgotten turn, the turn as given,
+            not stored (``seq`` 0).
 
         Raises:
             InvalidInputError: bad ids, role, text or timestamp, or a ``turn_id`` the user's log

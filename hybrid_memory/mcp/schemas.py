@@ -170,8 +170,7 @@ class TurnResult(_Out):
     key_frame_reason: str | None = None
     logged: bool = Field(
         default=True,
-        description="False for a retry of a turn that was forgotten, or whose conversation ended, since: nothing was "
-        "stored.",
+        description="False for a retry of a turn that was forgotten since: nothing was stored.",
     )
 
     @classmethod

@@ -96,17 +96,16 @@ def user_hash(user_id: str) -> str:
 RETIRED_TURN_TTL = timedelta(days=7)
 
 
-def retired_turn_key(user_id: str, session_id: str, turn_id: str) -> str:
-    """SHA-256 hex digest naming a turn that left its log (none of the three ids is kept in clear).
+def retired_turn_key(user_id: str, turn_id: str) -> str:
+    """SHA-256 hex digest naming a turn that left its log (neither id is kept in clear).
 
     Example:
-        >>> retired_turn_key("alice", "s1", "m1") == retired_turn_key("alice", "s1", "m1")
+        >>> retired_turn_key("alice", "m1") == retired_turn_key("alice", "m1")
         True
-        >>> retired_turn_key("alice", "s1", "m1") == retired_turn_key("alice", "s2", "m1")
+        >>> retired_turn_key("alice", "m1") == retired_turn_key("bob", "m1")
         False
     """
-    parts = (user_id, session_id, turn_id)
-    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{user_id}\x00{turn_id}".encode()).hexdigest()
 
 
 @runtime_checkable
@@ -173,15 +172,20 @@ class MemoryStore(Protocol):
         """
         ...
 
-    def retired_turns(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> builtins.set[str]:
-        """Of these turn ids of the session, those whose turn left its log within :data:`RETIRED_TURN_TTL`.
+    def retired_turns(self, user_id: str, turn_ids: Sequence[str], *, epoch: int) -> builtins.set[str]:
+        """Of these turn ids of ``user_id``, those a retried ``add_turn`` under ``epoch`` must not add back.
 
-        A turn leaves its log by :meth:`delete_turns` (a forgotten turn), :meth:`delete_session`
-        (an ended or cleared session) or :meth:`delete_user`; each records the deleted turns
-        under :func:`retired_turn_key` (a hash: no id or text in clear) before it deletes them.
-        ``add_turn`` checks it before and after it writes a turn with the caller's id, so a late
-        retry brings back neither a forgotten turn nor a second copy of an ended session's turn.
-        Missing ids are fine.
+        Each delete that takes turns out of a log records them, under :func:`retired_turn_key`
+        (a hash: no id or text in clear), with the user's forget epoch, for
+        :data:`RETIRED_TURN_TTL`: :meth:`delete_turns` records its ids (found or not) as
+        *forgotten*, :meth:`delete_user` the turns in the user's logs, :meth:`delete_session`
+        its turns as *ended*. Returned: the forgotten ids, and the ended ones recorded under an
+        epoch below ``epoch`` (the user's epoch the caller read: the user was forgotten since the
+        session ended). An ended turn whose user was not forgotten is not
+        returned: a retry adds it to a new log, as a new turn (so an id reused after a session
+        ended or was cleared loses nothing). A forgotten record never becomes an ended one.
+        ``add_turn`` checks this before and after it writes a turn with the caller's id. Missing
+        ids are fine.
         """
         ...
 
@@ -192,7 +196,7 @@ class MemoryStore(Protocol):
     def delete_session(self, user_id: str, session_id: str) -> int:
         """Delete the session's turn log (long-term memories stay); return how many turns it held.
 
-        Its turns are retired first (:meth:`retired_turns`).
+        Its turns are recorded as ended first (:meth:`retired_turns`).
         """
         ...
 
@@ -201,7 +205,7 @@ class MemoryStore(Protocol):
 
         What :meth:`HybridMemory.forget <hybrid_memory.memory.HybridMemory.forget>` of a memory
         written from turns calls, so the short-term window, fact extraction and summaries of
-        any process no longer see them. The turns are retired first (:meth:`retired_turns`). The
+        any process no longer see them. The ids are recorded as forgotten first, found or not (:meth:`retired_turns`). The
         rest of each log, its watermarks and the long-term memories stay; missing ids are fine.
         """
         ...
@@ -269,7 +273,7 @@ class MemoryStore(Protocol):
     def delete_user(self, user_id: str) -> int:
         """Delete everything of ``user_id`` (memories and turn logs) and bump its forget epoch.
 
-        The user's turns are retired first (:meth:`retired_turns`).
+        The turns in the user's logs are recorded as forgotten first (:meth:`retired_turns`).
 
         Returns the number of memories deleted.
         """
@@ -360,9 +364,10 @@ class AsyncFromSyncStore:
         return await asyncio.to_thread(lambda: store.append_turns(turns, epoch=epoch))
 
     async def aretired_turns(  # noqa: D102
-        self, user_id: str, session_id: str, turn_ids: Sequence[str]
+        self, user_id: str, turn_ids: Sequence[str], *, epoch: int
     ) -> builtins.set[str]:
-        return await asyncio.to_thread(self._sync.retired_turns, user_id, session_id, turn_ids)
+        store = self._sync
+        return await asyncio.to_thread(lambda: store.retired_turns(user_id, turn_ids, epoch=epoch))
 
     async def aload_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:  # noqa: D102
         store = self._sync

@@ -824,22 +824,28 @@ class StoreContract:
         assert back.model_copy(update={"seq": 0}) == retry and back.seq > stored.seq
 
     def test_turns_that_leave_their_logs_are_retired(self, store: MemoryStore) -> None:
-        # add_turn reads this so a late retry brings back no forgotten turn and no ended session's turn.
+        # add_turn reads this so a late retry brings back no forgotten turn.
         a, b, c = (turn("alice", "s1", text) for text in ("one", "two", "three"))
         d = turn("alice", "s2", "four")
         append(store, a, b, c, d)
-        assert store.retired_turns("alice", "s1", [a.id, b.id, "never-stored"]) == set()
-        assert store.delete_turns("alice", [a.id]) == 1
-        assert store.retired_turns("alice", "s1", [a.id, b.id]) == {a.id}
-        assert store.retired_turns("alice", "s2", [a.id]) == set()  # per session
-        assert store.retired_turns("bob", "s1", [a.id]) == set()  # per user
-        assert store.delete_session("alice", "s1") == 2
-        assert store.retired_turns("alice", "s1", [a.id, b.id, c.id, d.id]) == {a.id, b.id, c.id}
-        store.delete_user("alice")
-        assert store.retired_turns("alice", "s2", [d.id]) == {d.id}
-        assert store.retired_turns("alice", "s2", []) == set()
+
+        def retired(*ids: str, user: str = "alice") -> set[str]:
+            return store.retired_turns(user, list(ids), epoch=store.user_epoch(user))
+
+        assert retired(a.id, b.id, "never-stored") == set()
+        assert store.delete_turns("alice", [a.id, "never-stored"]) == 1
+        assert retired(a.id, b.id, "never-stored") == {a.id, "never-stored"}  # forgotten, found or not
+        assert retired(a.id, user="bob") == set()  # per user
+        assert store.delete_session("alice", "s1") == 2  # ended: nothing forgotten
+        assert retired(a.id, b.id, c.id, d.id) == {a.id}
+        store.delete_user("alice")  # the ended turns, and d still in its log, are forgotten with the user
+        assert retired(a.id, b.id, c.id, d.id) == {a.id, b.id, c.id, d.id}
+        assert store.retired_turns("alice", [b.id, d.id], epoch=0) == {d.id}  # b ended under epoch 0 itself
+        assert retired() == set()
         with pytest.raises(InvalidInputError):
-            store.retired_turns("alice", "s2", "not-a-list")
+            store.retired_turns("alice", "not-a-list", epoch=0)
+        with pytest.raises(InvalidInputError):
+            store.retired_turns("alice", [a.id], epoch=-1)
 
     def test_seqs_increase_in_append_order_and_after_seq_reads_the_rest(self, store: MemoryStore) -> None:
         stored: list[Turn] = []
@@ -1015,7 +1021,7 @@ class StoreContract:
             assert await twins.asummarized_upto("alice", "s1") == stored[0].seq
             [gone] = await twins.aappend_turns([turn("alice", "s1", "async turn, forgotten")], epoch=0)
             assert await twins.adelete_turns("alice", [gone.id]) == 1
-            assert await twins.aretired_turns("alice", "s1", [gone.id, stored[0].id]) == {gone.id}
+            assert await twins.aretired_turns("alice", [gone.id, stored[0].id], epoch=0) == {gone.id}
             assert await twins.adelete_session("alice", "s1") == 1
             assert await twins.adelete_user("alice") == 1
             with pytest.raises(UserForgottenError):

@@ -300,8 +300,7 @@ class Sessions:
         A turn whose id the log already holds (a retried ``add_turn`` with the caller's id) writes
         nothing and returns the stored turn; one found in another session, or with another role
         or text, is refused. ``keyed``: the id is the caller's, so the turn may be a retry of one
-        that has left the log since (forgotten, its session ended or cleared, its user
-        forgotten): such a turn is checked before and after the write
+        forgotten since (the turn, or its user): such a turn is checked before and after the write
         (:meth:`~hybrid_memory.stores.base.MemoryStore.retired_turns`), nothing of it is kept, and
         it is returned as given, with ``seq`` 0.
 
@@ -317,7 +316,7 @@ class Sessions:
                 logged = self._logged(turn, w.ids[turn.id])
                 if logged is not None:
                     return logged
-            if keyed and self._retired(turn):
+            if keyed and self._retired(turn, epoch):
                 return turn
             context = last_words(w.last_content or "", self.config.writer.context_words)
             source = w.last_turn if context else None
@@ -330,7 +329,7 @@ class Sessions:
             (stored,) = self.store.append_turns([turn], epoch=epoch)
             if stored.model_copy(update={"seq": turn.seq}) != turn:  # the log held this id already
                 return self._kept(turn, stored, written)
-            if keyed and self._retired(turn):  # forgotten or ended by another process while this wrote
+            if keyed and self._retired(turn, epoch):  # forgotten by another process while this wrote
                 self.store.delete_turns(user_id, [turn.id])
                 self._undo_added(turn, written)
                 return turn
@@ -387,8 +386,8 @@ class Sessions:
         if mine:
             self.store.delete(turn.user_id, mine)
 
-    def _retired(self, turn: Turn) -> bool:
-        """Whether ``turn``'s id has left its session's log (a late retry); logged when so.
+    def _retired(self, turn: Turn, epoch: int) -> bool:
+        """Whether ``turn`` is a late retry of a forgotten turn; logged when so.
 
         A store written against an older contract, without ``retired_turns``, is warned about
         once and treated as holding none.
@@ -403,12 +402,10 @@ class Sessions:
                     type(self.store).__name__,
                 )
             return False
-        if turn.id not in retired_turns(turn.user_id, turn.session_id, [turn.id]):
+        if turn.id not in retired_turns(turn.user_id, [turn.id], epoch=epoch):
             return False
-        logger.info(
-            "add_turn: turn id %r left session %r's log (forgotten or ended); the retry writes nothing",
-            turn.id,
-            turn.session_id,
+        logger.warning(
+            "add_turn: turn id %r (session %r) was forgotten; the retry writes nothing", turn.id, turn.session_id
         )
         return True
 

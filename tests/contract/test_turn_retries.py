@@ -6,8 +6,9 @@ application already has for the message, the retry must find the turn and write 
 second turn in the session's log (every process's short-term window), not a second memory, not a
 search context cut from the turn itself. The same id for another turn is refused and leaves
 nothing. The store's ``append_turns`` keeps one turn per id too, whichever process appends. A
-retry that comes after its turn left the log (forgotten, its session ended or cleared, its user
-forgotten) brings nothing back: the store keeps a hash of each retired turn for seven days.
+retry that comes after its turn was forgotten (the turn, or its user) brings nothing back: the
+store keeps a hash of each turn that left a log for seven days. One whose session only ended is
+added to the new window (ending a session forgets nothing; an id numbered anew is not dropped).
 LocalStore on a file and a real Weaviate server, each with two store objects on the same data.
 """
 
@@ -139,8 +140,8 @@ def gone(turn: Turn) -> bool:
     return turn.seq == 0
 
 
-@pytest.mark.parametrize("how", ["forget_turn", "forget_its_memory", "end_session", "clear_session", "forget_user"])
-def test_a_late_retry_brings_back_no_turn_that_left_the_log(stores: tuple[MemoryStore, MemoryStore], how: str) -> None:
+@pytest.mark.parametrize("how", ["forget_turn", "forget_its_memory", "forget_user", "end_then_forget_user"])
+def test_a_late_retry_brings_back_no_forgotten_turn(stores: tuple[MemoryStore, MemoryStore], how: str) -> None:
     with plain_apps(stores) as (app, other):
         app.add_turn("u", "s", "assistant", "What is your dog called?", timestamp=T0, turn_id="msg-0")
         app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="msg-1")
@@ -149,32 +150,34 @@ def test_a_late_retry_brings_back_no_turn_that_left_the_log(stores: tuple[Memory
             assert other.forget_turn("msg-1", user_id="u", session_id="s") is True
         elif how == "forget_its_memory":
             other.forget(pip.id, user_id="u")
-        elif how == "end_session":
-            other.end_session("u", "s")
-        elif how == "clear_session":
-            other.clear_session("u", "s")
-        else:
+        elif how == "forget_user":
             other.forget_user("u")
-        kept = [r.content for r in app.store.list("u", filter=_EVERY) if "Pip" in r.content]
+        else:  # the turn left the log with its session, then its user was forgotten
+            other.end_session("u", "s")
+            other.forget_user("u")
         # the request is delivered again, here and in the other process, minutes later
         for mem in (app, other):
             retried = mem.add_turn("u", "s", "user", PIP, timestamp=T0 + timedelta(minutes=5), turn_id="msg-1")
             assert gone(retried) and retried.id == "msg-1" and retried.content == PIP
             assert "msg-1" not in [t.id for t in mem.short_term("u", "s")]
-            assert [r.content for r in mem.store.list("u", filter=_EVERY) if "Pip" in r.content] == kept
-        assert kept == ([PIP] if how in ("end_session", "clear_session") else [])  # ended: once, not twice
+            assert memories(mem, "Pip") == []
         # the application's next message is a new id: it is added as usual
         fed = other.add_turn("u", "s", "user", FED, timestamp=T0 + timedelta(minutes=6), turn_id="msg-3")
         assert fed.seq > 0 and [t.id for t in app.short_term("u", "s")][-1] == "msg-3"
 
 
-def test_an_id_retired_in_one_session_is_free_in_another(stores: tuple[MemoryStore, MemoryStore]) -> None:
+@pytest.mark.parametrize("how", ["end_session", "clear_session"])
+def test_an_id_said_again_after_its_session_ended_is_a_turn_of_the_new_window(
+    stores: tuple[MemoryStore, MemoryStore], how: str
+) -> None:
+    """Ending a session forgets nothing: a late retry, or an id numbered anew, is not dropped."""
     with plain_apps(stores) as (app, other):
         app.add_turn("u", "s", "user", PIP, timestamp=T0, turn_id="1")
-        other.end_session("u", "s")
-        # an application numbering its messages per conversation: "1" of the next one is a new turn
-        again = app.add_turn("u", "s2", "user", FED, timestamp=T0, turn_id="1")
-        assert again.seq > 0 and [t.content for t in other.short_term("u", "s2")] == [FED]
+        getattr(other, how)("u", "s")
+        again = app.add_turn("u", "s", "user", FED, timestamp=T0 + timedelta(minutes=1), turn_id="1")
+        assert again.seq > 0
+        assert [t.content for t in other.short_term("u", "s")] == [FED]
+        assert memories(other, "Pip") == [PIP, FED]
 
 
 def test_a_retry_racing_a_forget_of_its_turn_keeps_nothing(
@@ -201,19 +204,21 @@ def test_retired_turns_are_recorded_by_every_delete_and_seen_by_every_store_obje
     stores: tuple[MemoryStore, MemoryStore],
 ) -> None:
     a, b = stores
-    epoch = a.user_epoch("u")
-    a.append_turns([turn(f"t-{i}", f"turn {i}", minutes=i) for i in range(4)], epoch=epoch)
-    a.append_turns([turn("t-9", "elsewhere", session="s2")], epoch=epoch)
-    assert b.retired_turns("u", "s", ["t-0", "t-1", "t-9", "never"]) == set()
-    assert a.delete_turns("u", ["t-0", "missing"]) == 1
-    assert b.retired_turns("u", "s", ["t-0", "t-1"]) == {"t-0"}
-    assert b.retired_turns("u", "s2", ["t-0"]) == set()  # per session
-    assert b.retired_turns("v", "s", ["t-0"]) == set()  # per user
-    assert b.delete_session("u", "s") == 3
-    assert a.retired_turns("u", "s", ["t-0", "t-1", "t-2", "t-3", "t-9"]) == {"t-0", "t-1", "t-2", "t-3"}
-    b.delete_user("u")
-    assert a.retired_turns("u", "s2", ["t-9", "t-1"]) == {"t-9"}
-    assert a.retired_turns("u", "s", []) == set()
+    a.append_turns([turn(f"t-{i}", f"turn {i}", minutes=i) for i in range(4)], epoch=0)
+    a.append_turns([turn("t-9", "elsewhere", session="s2")], epoch=0)
+
+    def retired(store: MemoryStore, *ids: str) -> set[str]:
+        return store.retired_turns("u", list(ids), epoch=store.user_epoch("u"))
+
+    everything = ("t-0", "t-1", "t-2", "t-3", "t-9")
+    assert retired(b, *everything, "never") == set()
+    assert a.delete_turns("u", ["t-0", "never-logged"]) == 1
+    assert retired(b, "t-0", "t-1", "never-logged") == {"t-0", "never-logged"}  # found or not
+    assert b.retired_turns("v", ["t-0"], epoch=0) == set()  # per user
+    assert b.delete_session("u", "s") == 3  # ended, not forgotten: a retry may add them again
+    assert retired(a, *everything) == {"t-0"}  # and t-0 stays forgotten
+    b.delete_user("u")  # now the ended ones and the logged one are forgotten too
+    assert retired(a, *everything) == set(everything)
 
 
 def test_turn_id_is_validated_before_anything_is_written(stores: tuple[MemoryStore, MemoryStore]) -> None:

@@ -4,7 +4,8 @@ Tables: ``meta`` (schema version, analyzer and embedder names, embedder dimensio
 wipe), ``memories`` (one row per memory with its analysed text and unit vector), ``turns`` (the
 durable turn log), ``extracted`` and ``summarized`` (each session's fact-extraction and summary
 watermarks; created in place in older files), ``retired_turns`` (a hash of each turn that left
-its log in the last seven days, so a late retry cannot add it again; created in place too), ``forget_epochs`` and ``user_versions`` (per-user
+its log in the last seven days, forgotten or ended, so a late retry cannot bring a forgotten turn
+back; created in place too), ``forget_epochs`` and ``user_versions`` (per-user
 counters under a SHA-256 of the user id), ``snapshots`` (schema 2: each user's search index as contiguous arrays, so a cold
 process loads it with one query instead of rebuilding it from the rows; see :mod:`.cache`) and
 ``snapshot_vectors`` (schema 3: the snapshot's vector matrix in parts of whole rows, outside the
@@ -97,6 +98,8 @@ CREATE TABLE IF NOT EXISTS summarized (
 );
 CREATE TABLE IF NOT EXISTS retired_turns (
     key        TEXT PRIMARY KEY,
+    forgotten  INTEGER NOT NULL,
+    epoch      INTEGER NOT NULL,
     retired_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS retired_turns_by_time ON retired_turns (retired_at);

@@ -454,7 +454,7 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
     def delete_user(self, user_id: str) -> int:
         """Delete every memory and turn of ``user_id``, bump its forget epoch, leave no copy of its text.
 
-        The user's turns are retired first (:meth:`retired_turns`: hashes only).
+        The turns in the user's logs are recorded as forgotten first (:meth:`retired_turns`: hashes only).
 
         One transaction: a concurrent write that read the old epoch is refused afterwards. Then
         the file is rewritten (``VACUUM``: copies a rebalance left in the gap of pages that stay)
@@ -467,7 +467,8 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         check_id(user_id)
         with self._guard():
             with self._tx() as c:
-                _retire(c, user_id, c.execute("SELECT session_id, id FROM turns WHERE user_id = ?", (user_id,)))
+                logged = c.execute("SELECT id FROM turns WHERE user_id = ?", (user_id,))
+                _retire(c, user_id, [str(r[0]) for r in logged], forgotten=True, epoch=self._epoch(user_id))
                 n = c.execute("DELETE FROM memories WHERE user_id = ?", (user_id,)).rowcount
                 rows = n + sum(
                     c.execute(f"DELETE FROM {table} WHERE user_id = ?", (user_id,)).rowcount

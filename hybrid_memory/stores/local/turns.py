@@ -7,7 +7,8 @@ watermark (the ``seq`` of the last turn whose facts were extracted) and ``summar
 watermark (moved by a compare-and-set inside one ``BEGIN IMMEDIATE`` transaction, so of two
 processes marking the same range exactly one succeeds); ``retired_turns`` holds, for
 :data:`~hybrid_memory.stores.base.RETIRED_TURN_TTL`, a hash of each turn a delete took out of
-its log (written in the delete's transaction, read in the append's). Writes that carry ``epochs`` check them
+its log, whether it was forgotten or its session ended, and the user's epoch then (written in
+the delete's transaction). Writes that carry ``epochs`` check them
 inside their own transaction (:meth:`_TurnLog._check_epochs`).
 """
 
@@ -109,13 +110,13 @@ class _TurnLog(_PartitionCache):
                 out.append(t.model_copy(update={"seq": int(cur.lastrowid or 0)}))
         return out
 
-    def retired_turns(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> builtins.set[str]:
-        """Of these turn ids of the session, those a delete took out of its log in the last seven days."""
+    def retired_turns(self, user_id: str, turn_ids: Sequence[str], *, epoch: int) -> builtins.set[str]:
+        """Of these turn ids, those a retried ``add_turn`` under ``epoch`` must not add back (the protocol's rules)."""
         check_id(user_id)
-        check_id(session_id, name="session_id")
         ids = check_ids(turn_ids)
+        _check_epoch(epoch)
         with self._guard():
-            return {i for i in ids if _is_retired(self._conn, user_id, session_id, i)}
+            return {i for i in ids if _is_retired(self._conn, user_id, i, epoch)}
 
     def load_session(self, user_id: str, session_id: str, *, after_seq: int = 0) -> SessionLog:
         """The session's turns with ``seq > after_seq``, its turn count and the user's epoch (one snapshot)."""
@@ -145,16 +146,14 @@ class _TurnLog(_PartitionCache):
     def delete_session(self, user_id: str, session_id: str) -> int:
         """Delete the session's turn log (long-term memories stay); return how many turns it held.
 
-        Its turns are retired in the same transaction (:meth:`retired_turns`).
+        Its turns are recorded as ended in the same transaction (:meth:`retired_turns`).
         """
         check_id(user_id)
         check_id(session_id, name="session_id")
         with self._guard():
             with self._tx() as c:
-                rows = c.execute(
-                    "SELECT session_id, id FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)
-                ).fetchall()
-                _retire(c, user_id, rows)
+                rows = c.execute("SELECT id FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id))
+                _retire(c, user_id, [str(r[0]) for r in rows], forgotten=False, epoch=self._epoch(user_id))
                 n = int(
                     c.execute("DELETE FROM turns WHERE user_id = ? AND session_id = ?", (user_id, session_id)).rowcount
                 )
@@ -166,7 +165,7 @@ class _TurnLog(_PartitionCache):
     def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
         """Delete these turns of ``user_id`` from their sessions' logs; return how many were there.
 
-        The turns are retired in the same transaction (:meth:`retired_turns`). The deleted cells
+        The ids are recorded as forgotten in the same transaction, found or not (:meth:`retired_turns`). The deleted cells
         are overwritten and the WAL truncated, as for :meth:`delete`. The rest of each log, its
         watermarks and the long-term memories stay; missing ids are fine.
         """
@@ -176,15 +175,7 @@ class _TurnLog(_PartitionCache):
             return 0
         with self._guard():
             with self._tx() as c:
-                for chunk in _chunks(ids):
-                    _retire(
-                        c,
-                        user_id,
-                        c.execute(
-                            f"SELECT session_id, id FROM turns WHERE user_id = ? AND id IN ({_marks(chunk)})",
-                            (user_id, *chunk),
-                        ).fetchall(),
-                    )
+                _retire(c, user_id, ids, forgotten=True, epoch=self._epoch(user_id))
                 n = sum(
                     int(
                         c.execute(
@@ -269,25 +260,34 @@ class _TurnLog(_PartitionCache):
         return True
 
 
-def _retire(c: sqlite3.Connection, user_id: str, rows: Iterable[Sequence[object]]) -> None:
-    """Inside a delete's transaction: record ``(session_id, id)`` rows as retired; prune expired ones."""
-    now = datetime.now(timezone.utc)
+def _retire(c: sqlite3.Connection, user_id: str, turn_ids: Iterable[str], *, forgotten: bool, epoch: int) -> None:
+    """Inside a delete's transaction: record turns as forgotten or ended under ``epoch``; prune expired records.
+
+    A forgotten turn's record is never turned back into an ended one.
+    """
+    now = _iso(datetime.now(timezone.utc))
     c.executemany(
-        "INSERT INTO retired_turns (key, retired_at) VALUES (?, ?) "
-        "ON CONFLICT (key) DO UPDATE SET retired_at = excluded.retired_at",
-        [(retired_turn_key(user_id, str(r[0]), str(r[1])), _iso(now)) for r in rows],
+        "INSERT INTO retired_turns (key, forgotten, epoch, retired_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET forgotten = max(forgotten, excluded.forgotten), epoch = excluded.epoch, "
+        "retired_at = excluded.retired_at",
+        [(retired_turn_key(user_id, t), int(forgotten), epoch, now) for t in turn_ids],
     )
-    c.execute("DELETE FROM retired_turns WHERE retired_at < ?", (_iso(now - RETIRED_TURN_TTL),))
+    c.execute("DELETE FROM retired_turns WHERE retired_at < ?", (_iso(datetime.now(timezone.utc) - RETIRED_TURN_TTL),))
 
 
-def _is_retired(c: sqlite3.Connection, user_id: str, session_id: str, turn_id: str) -> bool:
-    """Whether the turn was retired from its log within :data:`~hybrid_memory.stores.base.RETIRED_TURN_TTL`."""
+def _check_epoch(epoch: object) -> None:
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise InvalidInputError(f"epoch must be a non-negative int, got {epoch!r}")
+
+
+def _is_retired(c: sqlite3.Connection, user_id: str, turn_id: str, epoch: int) -> bool:
+    """Whether a retry of the turn must not add it back (forgotten, or ended before a forget of its user)."""
     cutoff = _iso(datetime.now(timezone.utc) - RETIRED_TURN_TTL)
     row = c.execute(
-        "SELECT 1 FROM retired_turns WHERE key = ? AND retired_at >= ?",
-        (retired_turn_key(user_id, session_id, turn_id), cutoff),
+        "SELECT forgotten, epoch FROM retired_turns WHERE key = ? AND retired_at >= ?",
+        (retired_turn_key(user_id, turn_id), cutoff),
     ).fetchone()
-    return row is not None
+    return row is not None and (bool(row[0]) or int(row[1]) < epoch)
 
 
 #: Columns of a stored turn, in the order :func:`_turn` reads them.

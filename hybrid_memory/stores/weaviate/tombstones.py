@@ -37,8 +37,9 @@ last), so the next replay drops them and deletes again what the killed one put b
 Retired turns (:meth:`~hybrid_memory.stores.base.MemoryStore.retired_turns`) share the collection:
 ``delete_turns``, ``delete_session`` and ``delete_user`` first write one object per turn they
 take out of a log, UUID ``uuid5`` of :func:`~hybrid_memory.stores.base.retired_turn_key` (a hash
-of the user, session and turn ids), dated like a tombstone and pruned with them; ``add_turn``
-reads them before and after it writes a turn with the caller's id.
+of the user and turn ids), ``token`` ``forgotten:<epoch>`` or ``ended:<epoch>``, dated like a
+tombstone and pruned with them; ``add_turn`` reads them before and after it writes a turn with
+the caller's id.
 
 Pruning: a ``delete`` removes tombstones older than :data:`TOMBSTONE_TTL` (seven days), at most
 once per :data:`_PRUNE_INTERVAL` per store object. Dead letters queued longer ago than
@@ -54,12 +55,12 @@ import secrets
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from hybrid_memory.errors import StoreError
+from hybrid_memory.errors import InvalidInputError, StoreError
 from hybrid_memory.records import check_id
 from hybrid_memory.stores.base import RETIRED_TURN_TTL, check_ids, retired_turn_key, user_hash
 from hybrid_memory.stores.weaviate.client import _ID_CHUNK, _chunks
@@ -109,9 +110,13 @@ def _tombstone_uuid(user_id: str, record_id: str) -> str:
     return str(uuid.uuid5(_UUID_NAMESPACE, f"tombstone:{user_hash(user_id)}:{record_id}"))
 
 
-def _retired_uuid(user_id: str, session_id: str, turn_id: str) -> str:
-    """Object UUID of the record that a turn left its log (from a hash of the three ids)."""
-    return str(uuid.uuid5(_UUID_NAMESPACE, f"retired-turn:{retired_turn_key(user_id, session_id, turn_id)}"))
+def _retired_uuid(user_id: str, turn_id: str) -> str:
+    """Object UUID of the record that a turn left its log (from a hash of both ids)."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, f"retired-turn:{retired_turn_key(user_id, turn_id)}"))
+
+
+#: ``token`` of a retired turn's record: ``<kind>:<the user's epoch then>``.
+_FORGOTTEN, _ENDED = "forgotten", "ended"
 
 
 class _Tombstones(_Tenancy):
@@ -253,8 +258,11 @@ class _Tombstones(_Tenancy):
         """Write a new tombstone (a fresh token) for each of these memories; prune old ones now and then."""
         self._write_tombstones([_tombstone_uuid(user_id, i) for i in dict.fromkeys(ids)])
 
-    def _write_tombstones(self, uuids: Sequence[str]) -> None:
-        """Write a tombstone object (a fresh token, dated now) at each UUID; prune old ones now and then."""
+    def _write_tombstones(self, uuids: Sequence[str], token: str | None = None) -> None:
+        """Write a tombstone object (dated now) at each UUID; prune old ones now and then.
+
+        ``token``: a fresh clock token by default (memory tombstones); a retired turn's kind and epoch.
+        """
         from weaviate.classes.data import DataObject
 
         if not self._tombstones_ready:  # a store built without ensure_schema() on an older schema
@@ -262,7 +270,7 @@ class _Tombstones(_Tenancy):
             self._tombstones_ready = True
         coll = self._coll(self.tombstones_collection, write=True)
         now = datetime.now(timezone.utc)
-        token = f"{_clock_id()}.{secrets.token_hex(8)}"
+        token = token or f"{_clock_id()}.{secrets.token_hex(8)}"
         for chunk in _chunks(list(dict.fromkeys(uuids)), self.batch_size):
             objs = [DataObject(properties={"token": token, "deleted_at": now}, uuid=u) for u in chunk]
 
@@ -277,60 +285,74 @@ class _Tombstones(_Tenancy):
             self._prune_tombstones(now - TOMBSTONE_TTL)
 
     # -- retired turns -------------------------------------------------------------------------
-    def retired_turns(self, user_id: str, session_id: str, turn_ids: Sequence[str]) -> set[str]:
-        """Of these turn ids of the session, those a delete took out of its log within :data:`RETIRED_TURN_TTL`."""
+    def retired_turns(self, user_id: str, turn_ids: Sequence[str], *, epoch: int) -> set[str]:
+        """Of these turn ids of ``user_id``, those a retried ``add_turn`` under ``epoch`` must not add back.
+
+        The protocol's rules: the forgotten ones, and the ended ones recorded under an earlier epoch.
+        """
         self._check_open()
         check_id(user_id)
-        check_id(session_id, name="session_id")
         ids = check_ids(turn_ids)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidInputError(f"epoch must be a non-negative int, got {epoch!r}")
         if not ids:
             return set()
-        cutoff = datetime.now(timezone.utc) - RETIRED_TURN_TTL
-        rows = self._rows_by_uuid({_retired_uuid(user_id, session_id, i): i for i in ids})
-        return {i for i, (_, when) in rows.items() if when is not None and when >= cutoff}
+        return {i for i, (kind, at) in self._retired(user_id, ids).items() if kind == _FORGOTTEN or at < epoch}
 
-    def _retire(self, user_id: str, turns: Iterable[tuple[str, str]]) -> None:
-        """Record that these ``(session_id, turn_id)`` turns of ``user_id`` leave their logs (before they do)."""
-        self._write_tombstones([_retired_uuid(user_id, s, t) for s, t in turns])
+    def _retired(self, user_id: str, turn_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """``(kind, epoch)`` of the records of these turns younger than :data:`RETIRED_TURN_TTL`, by turn id."""
+        cutoff = datetime.now(timezone.utc) - RETIRED_TURN_TTL
+        out: dict[str, tuple[str, int]] = {}
+        for i, (token, when) in self._rows_by_uuid({_retired_uuid(user_id, t): t for t in turn_ids}).items():
+            kind, _, at = token.partition(":")
+            if when is not None and when >= cutoff and kind in (_FORGOTTEN, _ENDED) and at.isdigit():
+                out[i] = (kind, int(at))
+        return out
+
+    def _retire(self, user_id: str, turn_ids: Sequence[str], *, forgotten: bool) -> None:
+        """Record these turns of ``user_id`` as forgotten or ended (before they leave their logs).
+
+        A forgotten turn's record is never turned back into an ended one.
+        """
+        ids = list(dict.fromkeys(turn_ids))
+        if not ids:
+            return
+        epoch = self._read_epoch(user_id)
+        if not forgotten:
+            kept = {i for i, (kind, _) in self._retired(user_id, ids).items() if kind == _FORGOTTEN}
+            ids = [i for i in ids if i not in kept]
+        token = f"{_FORGOTTEN if forgotten else _ENDED}:{epoch}"
+        self._write_tombstones([_retired_uuid(user_id, t) for t in ids], token)
 
     def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
-        """Retire these turns (those the log holds), then delete them (:meth:`_TurnLog.delete_turns`)."""
+        """Record these ids as forgotten (found or not), then delete them (:meth:`_TurnLog.delete_turns`)."""
         self._check_open()
         check_id(user_id)
         ids = check_ids(turn_ids)
-        if ids:
-            h = self._turns(tenant_name(user_id))
-            found = self._stored_turns(h, user_id, ids, self._read_epoch(user_id))
-            self._retire(user_id, [(t.session_id, t.id) for t in found.values()])
+        self._retire(user_id, ids, forgotten=True)
         return super().delete_turns(user_id, ids)
 
     def delete_session(self, user_id: str, session_id: str) -> int:
-        """Retire the session's turns, then delete its log (:meth:`_TurnLog.delete_session`)."""
-        self._retire(user_id, [(session_id, t.id) for t in self.load_session(user_id, session_id).turns])
+        """Record the session's turns as ended, then delete its log (:meth:`_TurnLog.delete_session`)."""
+        self._retire(user_id, [t.id for t in self.load_session(user_id, session_id).turns], forgotten=False)
         return super().delete_session(user_id, session_id)
 
     def _retire_user(self, user_id: str) -> None:
-        """Before a forget of the user: retire every turn its tenant holds (of any epoch)."""
+        """Before a forget of the user: record every turn its tenant holds (of any epoch) as forgotten."""
         # Not self._turns: that notes a use of the tenant, which a background flush could write
         # back after the forget removed the tenant's use note.
         h = super(_Tenancy, self)._turns(tenant_name(user_id))
         try:
             objects = self._call(
                 "list turns to retire",
-                lambda: list(h.iterator(return_properties=["session_id", "turn_id", "epoch"], cache_size=1000)),
+                lambda: list(h.iterator(return_properties=["turn_id", "epoch"], cache_size=1000)),
             )
         except StoreError as exc:
             if is_tenant_missing(exc):
                 return
             raise
-        self._retire(
-            user_id,
-            [
-                (str(o.properties["session_id"]), str(o.properties["turn_id"]))
-                for o in objects
-                if int(o.properties.get("epoch") or 0) >= 0  # not a watermark object
-            ],
-        )
+        logged = [str(o.properties["turn_id"]) for o in objects if int(o.properties.get("epoch") or 0) >= 0]
+        self._retire(user_id, logged, forgotten=True)  # (epoch < 0: a watermark object, not a turn)
 
     def _prune_tombstones(self, before: datetime) -> None:
         """Delete the tombstones written before ``before`` (of every user)."""
