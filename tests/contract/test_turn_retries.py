@@ -140,7 +140,9 @@ def gone(turn: Turn) -> bool:
     return turn.seq == 0
 
 
-@pytest.mark.parametrize("how", ["forget_turn", "forget_its_memory", "forget_user", "end_then_forget_user"])
+@pytest.mark.parametrize(
+    "how", ["forget_turn", "forget_its_memory", "forget_user", "end_then_forget_turn", "end_then_forget_user"]
+)
 def test_a_late_retry_brings_back_no_forgotten_turn(stores: tuple[MemoryStore, MemoryStore], how: str) -> None:
     with plain_apps(stores) as (app, other):
         app.add_turn("u", "s", "assistant", "What is your dog called?", timestamp=T0, turn_id="msg-0")
@@ -152,6 +154,9 @@ def test_a_late_retry_brings_back_no_forgotten_turn(stores: tuple[MemoryStore, M
             other.forget(pip.id, user_id="u")
         elif how == "forget_user":
             other.forget_user("u")
+        elif how == "end_then_forget_turn":  # the turn left the log with its session, then was forgotten
+            other.end_session("u", "s")
+            assert other.forget_turn("msg-1", user_id="u", session_id="s") is True
         else:  # the turn left the log with its session, then its user was forgotten
             other.end_session("u", "s")
             other.forget_user("u")
