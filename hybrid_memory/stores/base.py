@@ -73,6 +73,16 @@ def check_ids(ids: object) -> builtins.list[str]:
     return builtins.list(dict.fromkeys(ids))
 
 
+def check_epoch(epoch: object) -> None:
+    """A forget epoch passed to a store (shared input check of the backends).
+
+    Raises:
+        InvalidInputError: not a non-negative int.
+    """
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise InvalidInputError(f"epoch must be a non-negative int, got {epoch!r}")
+
+
 def check_watermark_move(expected: int, seq: int) -> None:
     """The arguments of a watermark compare-and-set (shared input check of the backends).
 
@@ -205,8 +215,9 @@ class MemoryStore(Protocol):
 
         What :meth:`HybridMemory.forget <hybrid_memory.memory.HybridMemory.forget>` of a memory
         written from turns calls, so the short-term window, fact extraction and summaries of
-        any process no longer see them. The ids are recorded as forgotten first, found or not (:meth:`retired_turns`). The
-        rest of each log, its watermarks and the long-term memories stay; missing ids are fine.
+        any process no longer see them. The ids are recorded as forgotten first, found or not
+        (:meth:`retired_turns`). The rest of each log, its watermarks and the long-term memories
+        stay; missing ids are fine.
         """
         ...
 

@@ -23,6 +23,7 @@ from hybrid_memory.errors import InvalidInputError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
 from hybrid_memory.stores.base import (
     RETIRED_TURN_TTL,
+    check_epoch,
     check_ids,
     check_watermark_move,
     retired_turn_key,
@@ -114,7 +115,7 @@ class _TurnLog(_PartitionCache):
         """Of these turn ids, those a retried ``add_turn`` under ``epoch`` must not add back (the protocol's rules)."""
         check_id(user_id)
         ids = check_ids(turn_ids)
-        _check_epoch(epoch)
+        check_epoch(epoch)
         with self._guard():
             return {i for i in ids if _is_retired(self._conn, user_id, i, epoch)}
 
@@ -165,9 +166,10 @@ class _TurnLog(_PartitionCache):
     def delete_turns(self, user_id: str, turn_ids: Sequence[str]) -> int:
         """Delete these turns of ``user_id`` from their sessions' logs; return how many were there.
 
-        The ids are recorded as forgotten in the same transaction, found or not (:meth:`retired_turns`). The deleted cells
-        are overwritten and the WAL truncated, as for :meth:`delete`. The rest of each log, its
-        watermarks and the long-term memories stay; missing ids are fine.
+        The ids are recorded as forgotten in the same transaction, found or not
+        (:meth:`retired_turns`). The deleted cells are overwritten and the WAL truncated, as for
+        :meth:`delete`. The rest of each log, its watermarks and the long-term memories stay;
+        missing ids are fine.
         """
         check_id(user_id)
         ids = check_ids(turn_ids)
@@ -265,19 +267,14 @@ def _retire(c: sqlite3.Connection, user_id: str, turn_ids: Iterable[str], *, for
 
     A forgotten turn's record is never turned back into an ended one.
     """
-    now = _iso(datetime.now(timezone.utc))
+    now = datetime.now(timezone.utc)
     c.executemany(
         "INSERT INTO retired_turns (key, forgotten, epoch, retired_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (key) DO UPDATE SET forgotten = max(forgotten, excluded.forgotten), epoch = excluded.epoch, "
         "retired_at = excluded.retired_at",
-        [(retired_turn_key(user_id, t), int(forgotten), epoch, now) for t in turn_ids],
+        [(retired_turn_key(user_id, t), int(forgotten), epoch, _iso(now)) for t in turn_ids],
     )
-    c.execute("DELETE FROM retired_turns WHERE retired_at < ?", (_iso(datetime.now(timezone.utc) - RETIRED_TURN_TTL),))
-
-
-def _check_epoch(epoch: object) -> None:
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-        raise InvalidInputError(f"epoch must be a non-negative int, got {epoch!r}")
+    c.execute("DELETE FROM retired_turns WHERE retired_at < ?", (_iso(now - RETIRED_TURN_TTL),))
 
 
 def _is_retired(c: sqlite3.Connection, user_id: str, turn_id: str, epoch: int) -> bool:

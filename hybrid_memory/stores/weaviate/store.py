@@ -930,8 +930,9 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
     def delete_user(self, user_id: str) -> int:
         """Delete everything of ``user_id`` and change its forget epoch.
 
-        In this order: retire the user's turns (:meth:`retired_turns`), bump the epoch, remove
-        the memory and turn tenants and the user's dead letters (in this store's file), bump the epoch again, remove the tenants again. A write
+        In this order: record the user's logged turns as forgotten (:meth:`retired_turns`), bump
+        the epoch, remove the memory and turn tenants and the user's dead letters (in this
+        store's file), bump the epoch again, remove the tenants again. A write
         racing the forget (from any process) either lands before one of the removals or sees a
         moved epoch after it wrote and deletes what it wrote (module docstring).
 

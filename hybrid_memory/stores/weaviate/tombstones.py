@@ -60,9 +60,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from hybrid_memory.errors import InvalidInputError, StoreError
+from hybrid_memory.errors import StoreError
 from hybrid_memory.records import check_id
-from hybrid_memory.stores.base import RETIRED_TURN_TTL, check_ids, retired_turn_key, user_hash
+from hybrid_memory.stores.base import RETIRED_TURN_TTL, check_epoch, check_ids, retired_turn_key, user_hash
 from hybrid_memory.stores.weaviate.client import _ID_CHUNK, _chunks
 from hybrid_memory.stores.weaviate.dead_letters import _Pending
 from hybrid_memory.stores.weaviate.errors import is_collection_missing, is_tenant_missing, object_error
@@ -293,8 +293,7 @@ class _Tombstones(_Tenancy):
         self._check_open()
         check_id(user_id)
         ids = check_ids(turn_ids)
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise InvalidInputError(f"epoch must be a non-negative int, got {epoch!r}")
+        check_epoch(epoch)
         if not ids:
             return set()
         return {i for i, (kind, at) in self._retired(user_id, ids).items() if kind == _FORGOTTEN or at < epoch}

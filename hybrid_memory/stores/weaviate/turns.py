@@ -31,7 +31,7 @@ from typing import Any
 
 from hybrid_memory.errors import InvalidInputError, StoreError, StoreUnavailableError, UserForgottenError
 from hybrid_memory.records import Turn, check_id, check_text, ensure_utc
-from hybrid_memory.stores.base import check_ids, check_watermark_move, user_hash
+from hybrid_memory.stores.base import check_epoch, check_ids, check_watermark_move, user_hash
 from hybrid_memory.stores.weaviate.client import _chunks
 from hybrid_memory.stores.weaviate.errors import is_tenant_missing, object_error
 from hybrid_memory.stores.weaviate.mapping import _UUID_NAMESPACE, _turn, _turn_properties, _turn_uuid, tenant_name
@@ -89,8 +89,7 @@ class _TurnLog(_Writes):
         if isinstance(turns, (str, bytes)) or not isinstance(turns, Sequence):
             raise InvalidInputError("turns must be a sequence of Turn")
         items = list(turns)
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise InvalidInputError(f"epoch must be a non-negative int, got {epoch!r}")
+        check_epoch(epoch)
         if not items:
             return []
         if not all(isinstance(t, Turn) for t in items) or len({t.user_id for t in items}) != 1:

@@ -72,8 +72,8 @@ WORKER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("when", ["before", "after"])
-def test_a_run_resumed_after_the_worker_died_while_recording_stores_each_turn_once(tmp_path: Path, when: str) -> None:
+def die_while_recording(tmp_path: Path, when: str) -> tuple[Path, Path]:
+    """Run the agent in a child that exits inside the turn append (``when``: before or after it lands)."""
     db, checkpoints = tmp_path / "memory.db", tmp_path / "checkpoints.sqlite"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     died = subprocess.run(
@@ -85,6 +85,12 @@ def test_a_run_resumed_after_the_worker_died_while_recording_stores_each_turn_on
         timeout=300,
     )
     assert died.returncode == 9, died.stderr
+    return db, checkpoints
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_run_resumed_after_the_worker_died_while_recording_stores_each_turn_once(tmp_path: Path, when: str) -> None:
+    db, checkpoints = die_while_recording(tmp_path, when)
 
     mem = HybridMemory(LocalStore(db), embedder=HashingEmbedder())
     saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
@@ -124,17 +130,7 @@ def test_a_run_resumed_after_the_worker_died_while_recording_stores_each_turn_on
 @pytest.mark.parametrize("how", ["forget_turn", "forget_user", "end_session"])
 def test_a_run_resumed_after_its_turns_were_forgotten_brings_nothing_back(tmp_path: Path, how: str) -> None:
     """The worker died after recording; before the thread was resumed its turns were forgotten (or ended)."""
-    db, checkpoints = tmp_path / "memory.db", tmp_path / "checkpoints.sqlite"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    died = subprocess.run(
-        [sys.executable, "-c", WORKER, str(db), str(checkpoints), "after", SAID, ANSWER],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert died.returncode == 9, died.stderr
+    db, checkpoints = die_while_recording(tmp_path, "after")
 
     mem = HybridMemory(LocalStore(db), embedder=HashingEmbedder())
     saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
