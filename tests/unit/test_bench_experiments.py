@@ -1,4 +1,4 @@
-"""The answer follow-up, MMR, context-property, word-pair and keyword-feedback variants of ``benchmarks/experiments.py`` and its report writer."""
+"""The answer follow-up, MMR, context-property, word-pair, keyword-feedback and word-vector expansion variants of ``benchmarks/experiments.py`` and its report writer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 
 from benchmarks.experiments import (
     PairAnalyzer,
+    WordVectors,
     _answer_follow,
     _doc_freq,
     _field_scores,
@@ -19,8 +20,10 @@ from benchmarks.experiments import (
     _spread,
     write_markdown,
 )
+from benchmarks.harness.cache import CachedEmbedder
 from benchmarks.harness.datasets import Doc, Group
 from benchmarks.harness.pure import PureIndex
+from hybrid_memory.embeddings import CallableEmbedder
 from hybrid_memory.text.analyzer import Analyzer
 
 GROUP = Group(
@@ -145,3 +148,30 @@ def test_keyword_feedback_finds_a_memory_through_the_words_it_shares_with_the_fi
     # "orchestra" is the one expansion term: "the" is a stopword, "play" and "city" are in one memory only
     # BM25 of "orchestra" is higher in the shorter memory; min-max normalised like a leg, so the first hit gets 0
     assert fed == {"violin": 1.0, "rehearsal": 0.5}
+
+
+def test_word_vector_expansion_searches_the_memory_words_nearest_to_each_question_word(tmp_path: Path) -> None:
+    toy = {  # unit vectors: "pottery" is near "activities" (cosine 0.8), nothing else is
+        "activities": [1.0, 0.0, 0.0, 0.0],
+        "pottery": [0.8, 0.6, 0.0, 0.0],
+        "class": [0.0, 1.0, 0.0, 0.0],
+        "noodles": [0.0, 0.0, 1.0, 0.0],
+        "lunch": [0.0, 0.0, 1.0, 0.0],
+    }
+    emb = CachedEmbedder(
+        CallableEmbedder(lambda ts: [toy.get(t, [0.0, 0.0, 0.0, 1.0]) for t in ts], name="toy-words"),
+        cache_dir=tmp_path,
+    )
+    ids = ["pottery", "noodles", "plain"]
+    texts = ["I signed up for a pottery class", "noodles for lunch", "we talked about activities"]
+    idx = PureIndex(ids, texts, np.eye(3, 4, dtype=np.float32), Analyzer())
+    words = WordVectors(emb, texts, idx)  # "for", "about", "we" are stopwords
+    assert words.words == ["activities", "class", "lunch", "noodles", "pottery", "signed", "talked"]
+    first = _mix_legs(idx, idx, "Which activities?", np.zeros(4, dtype=np.float32), 0.0, 10)
+    assert first == {"plain": 1.0}  # the keyword leg alone: only one memory says "activities"
+    grown = words.expanded("Which activities?", first, 0.0, "wexp_2_0.5_0.5")
+    # "pottery" (cosine 0.8) is the one word at 0.5 or more; "activities" itself is the question's own term
+    assert grown == {"plain": 1.0, "pottery": 0.5}  # one expanded memory: min-max gives it the whole leg
+    assert words.expanded("Which activities?", first, 0.0, "wexp_2_0.9_0.5") == first  # no word at 0.9
+    assert words.expanded("好吗？", first, 0.0, "wexp_2_0.5_0.5") == first  # Han text is not expanded
+    emb.close()
