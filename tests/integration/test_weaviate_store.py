@@ -42,6 +42,7 @@ from hybrid_memory.stores.weaviate import (
 from hybrid_memory.stores.weaviate import schema as weaviate_schema
 from hybrid_memory.stores.weaviate import store as weaviate_store_module
 from hybrid_memory.stores.weaviate import tombstones as tombstones_module
+from hybrid_memory.stores.weaviate import turns as turns_module
 from hybrid_memory.stores.weaviate.mapping import _turn_properties
 from hybrid_memory.text.analyzer import Analyzer
 from tests.weaviate_fixtures import WeaviateEndpoint, unavailable
@@ -510,6 +511,27 @@ def test_a_retried_append_returns_the_stored_turn(weaviate_store: WeaviateStore)
     weaviate_store.delete_user("alice")
     [fresh] = weaviate_store.append_turns([t], epoch=weaviate_store.user_epoch("alice"))
     assert weaviate_store.load_session("alice", "s1").turns == (fresh,)
+
+
+def test_a_log_longer_than_a_page_is_read_whole_and_every_turn_is_retired_when_it_ends(
+    weaviate_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = weaviate_store
+    monkeypatch.setattr(turns_module, "_TURN_PAGE", 3)
+    appended = [store.append_turns([turn("alice", "s1", f"turn {i}")], epoch=0)[0] for i in range(7)]
+    # a turn with the seq of the third, the last of the first page: equal seqs span the page boundary
+    twin = turn("alice", "s1", "same seq as turn 2").model_copy(update={"seq": appended[2].seq})
+    h = store.client.collections.use(store.turns_collection).with_tenant(tenant_name("alice"))
+    h.data.insert(properties=_turn_properties(twin, 0), uuid=str(uuid.uuid4()))
+    log = store.load_session("alice", "s1")
+    want = sorted([*appended, twin], key=lambda t: t.seq)
+    assert log.count == 8 and [t.id for t in log.turns] == [t.id for t in sorted(log.turns, key=lambda t: t.seq)]
+    assert {t.id for t in log.turns} == {t.id for t in want}
+    assert sorted(store._logged_turn_ids("alice", "s1")) == sorted(t.id for t in want)  # the ids-only read
+    assert store.delete_session("alice", "s1") == 8
+    store.delete_user("alice")  # the turns, ended under the old epoch, now count as retired
+    ids = [t.id for t in want]
+    assert store.retired_turns("alice", ids, epoch=store.user_epoch("alice")) == set(ids)
 
 
 def test_a_turn_that_appears_late_with_a_smaller_seq_shows_in_the_count(weaviate_store: WeaviateStore) -> None:

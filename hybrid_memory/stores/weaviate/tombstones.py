@@ -333,7 +333,7 @@ class _Tombstones(_Tenancy):
 
     def delete_session(self, user_id: str, session_id: str) -> int:
         """Record the session's turns as ended, then delete its log (:meth:`_TurnLog.delete_session`)."""
-        self._retire(user_id, [t.id for t in self.load_session(user_id, session_id).turns], forgotten=False)
+        self._retire(user_id, self._logged_turn_ids(user_id, session_id), forgotten=False)
         return super().delete_session(user_id, session_id)
 
     def _retire_user(self, user_id: str) -> None:

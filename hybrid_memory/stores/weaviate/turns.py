@@ -62,6 +62,13 @@ def _mark_epoch(epoch: int) -> int:
     return -1 - epoch
 
 
+def _session_scope(session_id: str, epoch: int) -> Any:
+    """The filter of a session's turns written under ``epoch``."""
+    from weaviate.classes.query import Filter
+
+    return Filter.all_of([Filter.by_property("session_id").equal(session_id), Filter.by_property("epoch").equal(epoch)])
+
+
 class _TurnLog(_Writes):
     """Durable, ordered turn logs per user and session."""
 
@@ -165,46 +172,21 @@ class _TurnLog(_Writes):
         ``count != cached + len(turns)`` must reload the whole log (module docstring).
         """
         self._check_open()
-        from weaviate.classes.query import Filter, Sort
-
         check_id(user_id)
         check_id(session_id, name="session_id")
         if isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0:
             raise InvalidInputError("after_seq must be a non-negative int")
         epoch = self._read_epoch(user_id)
         h = self._turns(tenant_name(user_id))
-        scope = Filter.all_of(
-            [Filter.by_property("session_id").equal(session_id), Filter.by_property("epoch").equal(epoch)]
-        )
-        order = Sort.by_property("seq", ascending=True).by_id(ascending=True)
-        turns: list[Turn] = []
-        seen: set[str] = set()
-        floor, inclusive = after_seq, False
-        while True:
-            bound = Filter.by_property("seq")
-            page_filter = Filter.all_of(
-                [scope, bound.greater_or_equal(floor) if inclusive else bound.greater_than(floor)]
-            )
-
-            def run(page_filter: Any = page_filter) -> Any:
-                return h.query.fetch_objects(filters=page_filter, sort=order, limit=_TURN_PAGE)
-
-            try:
-                res = self._call("load session", run)
-            except StoreError as exc:
-                if is_tenant_missing(exc):
-                    return SessionLog(turns=(), count=0, epoch=epoch)
-                raise
-            for o in res.objects:
-                if str(o.uuid) in seen:
-                    continue
-                seen.add(str(o.uuid))
-                t = _turn(o.properties)
-                if t.user_id == user_id and t.session_id == session_id:  # defence in depth
-                    turns.append(t)
-            if len(res.objects) < _TURN_PAGE:
-                break
-            floor, inclusive = int(res.objects[-1].properties["seq"]), True  # equal seqs may span pages
+        scope = _session_scope(session_id, epoch)
+        try:
+            objects = self._session_objects(h, scope, after_seq, None)
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return SessionLog(turns=(), count=0, epoch=epoch)
+            raise
+        turns = [_turn(o.properties) for o in objects]
+        turns = [t for t in turns if t.user_id == user_id and t.session_id == session_id]  # defence in depth
         if turns:
             _SEQ_CLOCK.observe((self.collection, user_id, session_id), turns[-1].seq)
         if after_seq == 0:
@@ -217,6 +199,57 @@ class _TurnLog(_Writes):
                     raise
                 count = 0  # removed by a forget just now: the epoch tells the reader on its next load
         return SessionLog(turns=tuple(turns), count=count, epoch=epoch)
+
+    def _session_objects(self, h: Any, scope: Any, after_seq: int, properties: Sequence[str] | None) -> list[Any]:
+        """The objects ``scope`` matches with ``seq > after_seq``, in log order, read by pages of :data:`_TURN_PAGE`.
+
+        Keyset pagination on ``seq`` (then id): a page starts at the last page's largest ``seq``,
+        inclusive, since equal seqs may span pages; objects already read are skipped.
+        ``properties``: the properties to return (``None``: all of them).
+        """
+        from weaviate.classes.query import Filter, Sort
+
+        order = Sort.by_property("seq", ascending=True).by_id(ascending=True)
+        wanted = None if properties is None else list(dict.fromkeys([*properties, "seq"]))
+        out: list[Any] = []
+        seen: set[str] = set()
+        floor, inclusive = after_seq, False
+        while True:
+            bound = Filter.by_property("seq")
+            page_filter = Filter.all_of(
+                [scope, bound.greater_or_equal(floor) if inclusive else bound.greater_than(floor)]
+            )
+
+            def run(page_filter: Any = page_filter) -> Any:
+                return h.query.fetch_objects(
+                    filters=page_filter, sort=order, limit=_TURN_PAGE, return_properties=wanted
+                )
+
+            res = self._call("load session", run)
+            for o in res.objects:
+                if str(o.uuid) not in seen:
+                    seen.add(str(o.uuid))
+                    out.append(o)
+            if len(res.objects) < _TURN_PAGE:
+                return out
+            floor, inclusive = int(res.objects[-1].properties["seq"]), True
+
+    def _logged_turn_ids(self, user_id: str, session_id: str) -> list[str]:
+        """Ids of the turns :meth:`load_session` would return, read without their text (cheaper)."""
+        scope = _session_scope(session_id, self._read_epoch(user_id))
+        try:
+            objects = self._session_objects(
+                self._turns(tenant_name(user_id)), scope, 0, ["turn_id", "user_id", "session_id"]
+            )
+        except StoreError as exc:
+            if is_tenant_missing(exc):
+                return []
+            raise
+        return [
+            str(o.properties["turn_id"])
+            for o in objects
+            if o.properties.get("user_id") == user_id and o.properties.get("session_id") == session_id
+        ]
 
     def delete_session(self, user_id: str, session_id: str) -> int:
         """Delete the session's turn log (long-term memories stay); return how many turns it held."""
