@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from hybrid_memory.memory import HybridMemory
 from hybrid_memory.read.placement import BlockLedger, is_stable, place
 from hybrid_memory.records import FusedContext, Turn, check_id, check_text
-from hybrid_memory.write.sources import Role, source_turns
+from hybrid_memory.write.sources import Role, message_turn_id, source_turns
 from langchain_hybrid_memory._identity import check_bound_user
 from langchain_hybrid_memory._utils import message_text, require_core
 
@@ -64,30 +64,35 @@ class _SessionHistory(BaseChatMessageHistory):
         turns = await asyncio.to_thread(self.memory.short_term, self.user_id, self.session_id)
         return [_turn_to_message(t) for t in turns]
 
-    @staticmethod
-    def _turns(messages: Sequence[BaseMessage]) -> list[tuple[Role, str, bool]]:
-        """``(role, text, long_term)`` of the messages with text, all validated before any is added.
+    def _turns(self, messages: Sequence[BaseMessage]) -> list[tuple[Role, str, bool, str | None]]:
+        """``(role, text, long_term, turn_id)`` of the messages with text, all validated before any is added.
 
         An AI message that only calls tools carries no text to remember. Validating first keeps
         ``save_context`` atomic: a bad output never leaves the input half-recorded. Only the
         user's own words may become long-term memories (:func:`~hybrid_memory.write.sources.turn_source`):
         AI, tool and system text and ReAct scaffolding are kept as conversation context only.
+        A message with an ``id`` gets a turn id derived from the session and that id
+        (:func:`~hybrid_memory.write.sources.message_turn_id`), so adding the same message again
+        (a retried or resumed run) adds nothing and brings back no turn that was forgotten.
         """
-        turns = [(_role_of(m), message_text(m)) for m in messages]
-        turns = [(r, t) for r, t in turns if t.strip()]
-        for _, text in turns:
+        kept = [(m, _role_of(m), message_text(m)) for m in messages]
+        kept = [(m, r, t) for m, r, t in kept if t.strip()]
+        for _, _, text in kept:
             check_text(text)
-        return source_turns(turns)
+        return [
+            (role, text, long_term, message_turn_id(self.session_id, role, m.id))
+            for (role, text, long_term), (m, _, _) in zip(source_turns([(r, t) for _, r, t in kept]), kept, strict=True)
+        ]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         check_bound_user(self.user_id, "HybridChatMemory")
-        for role, text, long_term in self._turns(messages):
-            self.memory.add_turn(self.user_id, self.session_id, role, text, long_term=long_term)
+        for role, text, long_term, turn_id in self._turns(messages):
+            self.memory.add_turn(self.user_id, self.session_id, role, text, long_term=long_term, turn_id=turn_id)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         check_bound_user(self.user_id, "HybridChatMemory")
-        for role, text, long_term in self._turns(messages):
-            await self.memory.aadd_turn(self.user_id, self.session_id, role, text, long_term=long_term)
+        for role, text, long_term, turn_id in self._turns(messages):
+            await self.memory.aadd_turn(self.user_id, self.session_id, role, text, long_term=long_term, turn_id=turn_id)
 
     def clear(self) -> None:
         check_bound_user(self.user_id, "HybridChatMemory")
@@ -122,7 +127,9 @@ class HybridChatMemory(BaseChatMemory):
     scored, durable in the store's turn log and (above the small-talk gate) in long-term memory at
     once: a restarted process or another worker continues the same window, and other sessions
     recall them. ``clear()`` empties this session's short-term window only; long-term memories
-    stay (use ``memory.forget_user`` to erase a user).
+    stay (use ``memory.forget_user`` to erase a user). A message added to ``chat_memory`` (the
+    history ``RunnableWithMessageHistory`` uses) with an ``id`` gets a turn id derived from it, so
+    a retried run records it once, and not again once it was forgotten.
 
     The core comes first, positionally or as ``memory=`` (as in every adapter of this package).
 

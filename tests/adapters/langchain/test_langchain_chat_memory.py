@@ -207,3 +207,33 @@ def test_llm_chain_string_prompt_several_turns(mem: HybridMemory) -> None:
     chain_for("s2").invoke({"question": "Is Lucia allergic to shellfish?"}, config={"callbacks": [rec]})
     assert rec.prompts[-1].startswith("<memory-context>")
     assert "allergic to shellfish" in rec.prompts[-1].split("</memory-context>")[0]
+
+
+def test_messages_with_ids_are_recorded_once_and_a_forgotten_one_stays_forgotten(mem: HybridMemory) -> None:
+    """``RunnableWithMessageHistory`` adds a run's messages to the history; a retried run adds them again."""
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+
+    memory = HybridChatMemory(memory=mem, user_id="u1", session_id="s1")
+    chain = RunnableWithMessageHistory(
+        FakeListChatModel(responses=["Noted.", "Noted again."]), lambda session_id: memory.chat_memory
+    )
+    said = HumanMessage(content=FACT, id="msg-1")  # the application's own message id
+    config = {"configurable": {"session_id": "s1"}}
+    chain.invoke([said], config=config)
+    chain.invoke([said], config=config)  # the same request retried (the answer is a new message)
+    turns = mem.short_term("u1", "s1")
+    assert [t.content for t in turns] == [FACT, "Noted.", "Noted again."]  # the user's words once
+    assert [r.content for r in mem.list_memories("u1")].count(FACT) == 1
+
+    assert mem.forget_turn(turns[0].id, user_id="u1", session_id="s1")
+    memory.chat_memory.add_messages([said])  # a late retry after "forget what I just said"
+    assert FACT not in [t.content for t in mem.short_term("u1", "s1")]
+    assert not any("shellfish" in r.content for r in mem.list_memories("u1"))
+
+    # scoped by session: the same message in another conversation is a turn there
+    other = HybridChatMemory(memory=mem, user_id="u1", session_id="s2")
+    other.chat_memory.add_messages([said])
+    assert [t.content for t in mem.short_term("u1", "s2")] == [FACT]
+    # without an id each add is a new turn, as before
+    other.chat_memory.add_messages([HumanMessage(content="hello"), HumanMessage(content="hello")])
+    assert [t.content for t in mem.short_term("u1", "s2")] == [FACT, "hello", "hello"]
