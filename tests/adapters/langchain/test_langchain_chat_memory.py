@@ -237,3 +237,17 @@ def test_messages_with_ids_are_recorded_once_and_a_forgotten_one_stays_forgotten
     # without an id each add is a new turn, as before
     other.chat_memory.add_messages([HumanMessage(content="hello"), HumanMessage(content="hello")])
     assert [t.content for t in mem.short_term("u1", "s2")] == [FACT, "hello", "hello"]
+
+
+async def test_a_retried_async_run_records_the_message_once(mem: HybridMemory) -> None:
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+
+    memory = HybridChatMemory(memory=mem, user_id="u1", session_id="s1")
+    chain = RunnableWithMessageHistory(
+        FakeListChatModel(responses=["Noted.", "Noted again."]), lambda session_id: memory.chat_memory
+    )
+    said = HumanMessage(content=FACT, id="msg-1")
+    config = {"configurable": {"session_id": "s1"}}
+    await chain.ainvoke([said], config=config)  # aadd_messages
+    await chain.ainvoke([said], config=config)
+    assert [t.content for t in mem.short_term("u1", "s1")] == [FACT, "Noted.", "Noted again."]
