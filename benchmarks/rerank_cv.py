@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,18 @@ def variants() -> dict[str, dict[str, str]]:
     return out
 
 
-def run(data_dir: Path, names: list[str] | None = None) -> dict[str, dict[str, float]]:
-    """Headline metric of every variant (or of ``names``) on every dataset."""
+def run(
+    data_dir: Path,
+    names: list[str] | None = None,
+    *,
+    table: dict[str, dict[str, str]] | None = None,
+    keys: tuple[str, ...] = _KEYS,
+) -> dict[str, dict[str, float]]:
+    """Headline metric of every variant (or of ``names``) on every dataset.
+
+    ``table``: the variants as ``HYBRID_MEMORY_RERANK__<key>`` settings (default :func:`variants`);
+    ``keys``: the settings a variant may make (the others are unset, i.e. the defaults).
+    """
     from benchmarks.__main__ import load_all
     from benchmarks.harness.cache import CachedEmbedder
     from benchmarks.harness.runner import BenchOptions, run_benchmark
@@ -74,13 +85,13 @@ def run(data_dir: Path, names: list[str] | None = None) -> dict[str, dict[str, f
     data = load_all(data_dir)
     emb = CachedEmbedder(default_embedder())
     opts = BenchOptions(baselines=False, peers=False, tokens=False)
-    saved = {k: os.environ.get(f"HYBRID_MEMORY_RERANK__{k}") for k in _KEYS}
+    saved = {k: os.environ.get(f"HYBRID_MEMORY_RERANK__{k}") for k in keys}
     scores: dict[str, dict[str, float]] = {}
     try:
-        for name, env in variants().items():
+        for name, env in (variants() if table is None else table).items():
             if names is not None and name not in names:
                 continue
-            for key in _KEYS:
+            for key in keys:
                 if key in env:
                     os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = env[key]
                 else:
@@ -109,6 +120,25 @@ def cross_validate(scores: dict[str, dict[str, float]], default: str = DEFAULT) 
     return out
 
 
+def cv_tables(
+    scores: dict[str, dict[str, float]], cv: dict[str, Any], label: str, verdict_of: Callable[[str], str] | None = None
+) -> list[str]:
+    """Markdown lines: every variant's headline scores and mean (and ``verdict_of`` it), then the cross-validation."""
+    extra = (" verdict |", "---|") if verdict_of is not None else ("", "")
+    lines = [
+        f"| {label} | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | mean |{extra[0]}",
+        f"|---|---|---|---|---|{extra[1]}",
+    ]
+    for n, s in scores.items():
+        mean = sum(s.values()) / len(s)
+        tail = f" {verdict_of(n)} |" if verdict_of is not None else ""
+        lines.append(f"| {n} | {s['locomo']:.3f} | {s['longmemeval']:.3f} | {s['memorybank']:.3f} | {mean:.3f} |{tail}")
+    lines += ["", "| held out | chosen on the other two | held-out score | default on it |", "|---|---|---|---|"]
+    for d, c in cv.items():
+        lines.append(f"| {d} | {c['chosen']} | {c['held_out']:.3f} | {c['default']:.3f} |")
+    return lines
+
+
 def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
     lines = [
         "# Re-rank weights and guard through the API, cross-validated (`python -m benchmarks.rerank_cv`)",
@@ -119,15 +149,8 @@ def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
         "whose relevance exceeds candidate k + 1's by g (`rerank.guard_margin` / `rerank.guard_gap`); "
         "headline metric per dataset.",
         "",
-        "| weights | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | mean |",
-        "|---|---|---|---|---|",
+        *cv_tables(scores, cv, "weights"),
     ]
-    for n, s in scores.items():
-        mean = sum(s.values()) / len(s)
-        lines.append(f"| {n} | {s['locomo']:.3f} | {s['longmemeval']:.3f} | {s['memorybank']:.3f} | {mean:.3f} |")
-    lines += ["", "| held out | chosen on the other two | held-out score | default on it |", "|---|---|---|---|"]
-    for d, c in cv.items():
-        lines.append(f"| {d} | {c['chosen']} | {c['held_out']:.3f} | {c['default']:.3f} |")
     kept = [n for n in scores if "**kept**" in verdict(n, scores, cv)]
     lines += [
         "",
@@ -146,12 +169,12 @@ SECTION_START = "<!-- rerank_cv: start -->"
 SECTION_END = "<!-- rerank_cv: end -->"
 
 
-def verdict(name: str, scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+def verdict(name: str, scores: dict[str, dict[str, float]], cv: dict[str, Any], default: str = DEFAULT) -> str:
     """What became of a variant: kept only if chosen and its held-out scores gain and never drop."""
     chosen_in = [d for d, c in cv.items() if c["chosen"] == name]
     drops = [d for d in chosen_in if cv[d]["held_out"] < cv[d]["default"]]
     gains = [d for d in chosen_in if cv[d]["held_out"] > cv[d]["default"]]
-    if name == DEFAULT:
+    if name == default:
         return "reference (the default)"
     if gains and not drops:
         return f"chosen when {', '.join(chosen_in)} is held out, held-out gain on {', '.join(gains)}: **kept**"
@@ -162,12 +185,28 @@ def verdict(name: str, scores: dict[str, dict[str, float]], cv: dict[str, Any]) 
         )
     if chosen_in:
         return f"chosen when {', '.join(chosen_in)} is held out, held-out drop on {', '.join(drops)}: not kept"
-    worse = [d for d in HEADLINE if scores[name][d] < scores[DEFAULT][d]]
+    worse = [d for d in HEADLINE if scores[name][d] < scores[default][d]]
     if worse:
         return f"below the default on {', '.join(worse)}: not kept"
-    if all(scores[name][d] == scores[DEFAULT][d] for d in HEADLINE):
+    if all(scores[name][d] == scores[default][d] for d in HEADLINE):
         return "same scores as the default on every dataset: not kept"
     return "not chosen on any two datasets: not kept"
+
+
+def section_rows(scores: dict[str, dict[str, float]], cv: dict[str, Any], names: list[str], default: str) -> list[str]:
+    """The experiments.md table of ``names`` (those scored): headline per dataset and the verdict."""
+    lines = [
+        "| variant | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | verdict |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name in names:
+        if name in scores:
+            s = scores[name]
+            lines.append(
+                f"| `{name}` | {s['locomo']:.3f} | {s['longmemeval']:.3f} | {s['memorybank']:.3f} | "
+                f"{verdict(name, scores, cv, default)} |"
+            )
+    return lines
 
 
 def experiments_section(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
@@ -180,16 +219,8 @@ def experiments_section(scores: dict[str, dict[str, float]], cv: dict[str, Any])
         "clearly relevant candidates rank first, at most k); headline metric per dataset; chosen on two datasets, "
         "scored on the third; details in [rerank_cv.md](rerank_cv.md). Reproduce: `python -m benchmarks.rerank_cv`.",
         "",
-        "| variant | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | verdict |",
-        "|---|---:|---:|---:|---|",
+        *section_rows(scores, cv, [DEFAULT, *GUARDS], DEFAULT),
     ]
-    for name in [DEFAULT, *GUARDS]:
-        if name in scores:
-            s = scores[name]
-            lines.append(
-                f"| `{name}` | {s['locomo']:.3f} | {s['longmemeval']:.3f} | {s['memorybank']:.3f} | "
-                f"{verdict(name, scores, cv)} |"
-            )
     return "\n".join([*lines, SECTION_END])
 
 
