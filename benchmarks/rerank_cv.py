@@ -71,10 +71,11 @@ def run(
     *,
     table: dict[str, dict[str, str]] | None = None,
     keys: tuple[str, ...] = _KEYS,
+    section: str = "RERANK",
 ) -> dict[str, dict[str, float]]:
     """Headline metric of every variant (or of ``names``) on every dataset.
 
-    ``table``: the variants as ``HYBRID_MEMORY_RERANK__<key>`` settings (default :func:`variants`);
+    ``table``: the variants as ``HYBRID_MEMORY_<section>__<key>`` settings (default :func:`variants`);
     ``keys``: the settings a variant may make (the others are unset, i.e. the defaults).
     """
     from benchmarks.__main__ import load_all
@@ -85,7 +86,7 @@ def run(
     data = load_all(data_dir)
     emb = CachedEmbedder(default_embedder())
     opts = BenchOptions(baselines=False, peers=False, tokens=False)
-    saved = {k: os.environ.get(f"HYBRID_MEMORY_RERANK__{k}") for k in keys}
+    saved = {k: os.environ.get(f"HYBRID_MEMORY_{section}__{k}") for k in keys}
     scores: dict[str, dict[str, float]] = {}
     try:
         for name, env in (variants() if table is None else table).items():
@@ -93,9 +94,9 @@ def run(
                 continue
             for key in keys:
                 if key in env:
-                    os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = env[key]
+                    os.environ[f"HYBRID_MEMORY_{section}__{key}"] = env[key]
                 else:
-                    os.environ.pop(f"HYBRID_MEMORY_RERANK__{key}", None)
+                    os.environ.pop(f"HYBRID_MEMORY_{section}__{key}", None)
             scores[name] = {
                 d: float(run_benchmark(data[d], embedder=emb, options=opts)[metric]) for d, metric in HEADLINE.items()
             }
@@ -104,9 +105,9 @@ def run(
         emb.close()
         for key, value in saved.items():
             if value is None:
-                os.environ.pop(f"HYBRID_MEMORY_RERANK__{key}", None)
+                os.environ.pop(f"HYBRID_MEMORY_{section}__{key}", None)
             else:
-                os.environ[f"HYBRID_MEMORY_RERANK__{key}"] = value
+                os.environ[f"HYBRID_MEMORY_{section}__{key}"] = value
     return scores
 
 

@@ -1,0 +1,187 @@
+"""One numeric setting through the API, cross-validated across the three dev datasets (issue 17 part 6).
+
+A study runs the default pipeline of :func:`benchmarks.harness.runner.run_benchmark` (no baselines,
+peers or token counts) once per value of one setting, set through the environment
+(``HYBRID_MEMORY_<SECTION>__<FIELD>``, which the runner's configuration reads); the value with the
+best mean headline on two datasets is scored on the third (ties go to the default). The studies:
+
+* ``w_time``: ``rerank.w_time``. A question that names a period ("5月2日", "last week") also
+  searches that period, and the re-rank adds ``w_time`` to the memories created in it
+  (:mod:`hybrid_memory.text.temporal`). The default, 0.2, was chosen on the store-level
+  experiments (``time_window_w`` in ``experiments.md``). Writes ``time_cv.{json,md}``.
+* ``candidates``: ``retrieval.candidates``, how many hybrid hits the re-rank scores per recall
+  (each leg of the store search still fetches at least 100, so the fusion's normalisation is the
+  same; only the pool the re-rank may reorder changes). Writes ``candidates_cv.{json,md}``.
+
+    python -m benchmarks.setting_cv w_time --out benchmarks/results
+    python -m benchmarks.setting_cv candidates --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.rerank_cv import cross_validate, cv_tables, run, section_rows, update_experiments, verdict  # noqa: E402
+from hybrid_memory.config import RerankConfig, RetrievalConfig  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting and the grid a study runs it over.
+
+    Attributes:
+        short: The study's name and the label of its variants (``"w_time 0.2"``).
+        section: Configuration section as the environment spells it (``RERANK``).
+        field: The setting as the environment spells it (``W_TIME``).
+        values: The grid (the library default among them).
+        default: The library default.
+        file: Result file stem under ``--out``.
+        title: What the setting is, for headings (``"The time-window weight"``).
+        dotted: The setting's configuration path (``rerank.w_time``).
+        what: What the setting does, for the result file's preamble.
+    """
+
+    short: str
+    section: str
+    field: str
+    values: tuple[float, ...]
+    default: float
+    file: str
+    title: str
+    dotted: str
+    what: str
+
+    def name(self, value: float) -> str:
+        """The variant's label: ``"<short> <value>"``, with ``" (default)"`` for the library default."""
+        return f"{self.short} {value:g}" + (" (default)" if value == self.default else "")
+
+    @property
+    def default_name(self) -> str:
+        return self.name(self.default)
+
+    @property
+    def marks(self) -> tuple[str, str]:
+        """The markers of the study's section in ``experiments.md``."""
+        return f"<!-- {self.file}: start -->", f"<!-- {self.file}: end -->"
+
+
+STUDIES = {
+    "w_time": Setting(
+        short="w_time",
+        section="RERANK",
+        field="W_TIME",
+        values=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0),
+        default=RerankConfig().w_time,
+        file="time_cv",
+        title="The time-window weight",
+        dotted="rerank.w_time",
+        what="(added to memories created in a period the question names)",
+    ),
+    "candidates": Setting(
+        short="candidates",
+        section="RETRIEVAL",
+        field="CANDIDATES",
+        values=(10, 15, 20, 30, 50, 100),
+        default=RetrievalConfig().candidates,
+        file="candidates_cv",
+        title="The re-ranked candidates",
+        dotted="retrieval.candidates",
+        what="(hybrid hits the re-rank scores per recall; each leg still fetches at least 100)",
+    ),
+}
+
+
+def table(study: Setting) -> dict[str, dict[str, str]]:
+    """Every variant as the ``HYBRID_MEMORY_<SECTION>__<FIELD>`` setting it makes."""
+    return {study.name(v): {study.field: f"{v:g}"} for v in study.values}
+
+
+def markdown(study: Setting, scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+    default = study.default_name
+    lines = [
+        f"# {study.title} through the API, cross-validated (`python -m benchmarks.setting_cv {study.short}`)",
+        "",
+        "Default pipeline (`HybridMemory.recall`: alpha 0.4, search context, re-rank 0.6/0.2/0.1/0.1), default "
+        f"embedder, `{study.dotted}` {study.what} from the grid; "
+        "headline metric per dataset; chosen on two datasets (best mean, ties to the default), scored on the third.",
+        "",
+        *cv_tables(scores, cv, study.short, lambda n: verdict(n, scores, cv, default)),
+    ]
+    kept = [n for n in scores if "**kept**" in verdict(n, scores, cv, default)]
+    lines += ["", conclusion(study, scores, cv, kept), ""]
+    return "\n".join(lines)
+
+
+def conclusion(study: Setting, scores: dict[str, dict[str, float]], cv: dict[str, Any], kept: list[str]) -> str:
+    """One sentence: what is kept, and where tuning on two datasets loses on the third."""
+    if kept:
+        return f"Kept: {', '.join(kept)}."
+    stays = f"Kept: nothing; the default stays ({study.short} {study.default:g})"
+    drops = [d for d, c in cv.items() if c["held_out"] < c["default"]]
+    if not drops:
+        return f"{stays}: no value scores above it on a held-out dataset."
+    wants = []
+    for d in cv:
+        top = max(s[d] for s in scores.values())
+        best = " / ".join(n.removeprefix(f"{study.short} ") for n, s in scores.items() if s[d] == top)
+        wants.append(f"{d} {best}")
+    return (
+        f"{stays}. Tuned on two datasets, {study.short} loses on the third "
+        f"({', '.join(drops)} held out): the datasets want different values (best: {'; '.join(wants)}), so the "
+        "dev-tuned default is itself an optimistic estimate."
+    )
+
+
+def experiments_section(study: Setting, scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+    """The rows for experiments.md (the idea measured alone, with its cross-validated fate)."""
+    start, end = study.marks
+    lines = [
+        start,
+        f"## {study.title} (through the API, cross-validated)",
+        "",
+        f"`{study.dotted}` over a grid, the rest of the default pipeline unchanged; chosen on two datasets, scored on "
+        f"the third; details in [{study.file}.md]({study.file}.md). "
+        f"Reproduce: `python -m benchmarks.setting_cv {study.short}`.",
+        "",
+        *section_rows(scores, cv, list(scores), study.default_name),
+    ]
+    return "\n".join([*lines, end])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("study", choices=sorted(STUDIES))
+    p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--render-only", action="store_true", help="rewrite the Markdown from the study's JSON in --out")
+    args = p.parse_args(argv)
+    study = STUDIES[args.study]
+    if args.render_only:
+        if args.out is None:
+            p.error("--render-only needs --out")
+        scores = json.loads((args.out / f"{study.file}.json").read_text())["scores"]
+    else:
+        scores = run(args.data_dir, table=table(study), keys=(study.field,), section=study.section)
+    cv = cross_validate(scores, study.default_name)
+    text = markdown(study, scores, cv)
+    print(text)
+    if args.out is not None:
+        (args.out / f"{study.file}.json").write_text(
+            json.dumps({"scores": scores, "cross_validated": cv}, indent=2) + "\n"
+        )
+        (args.out / f"{study.file}.md").write_text(text)
+        update_experiments(args.out / "experiments.md", experiments_section(study, scores, cv), *study.marks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
