@@ -391,6 +391,7 @@ CV_STUDIES = {
     "rerank_cv": "re-rank weights and guard ([rerank_cv.md](rerank_cv.md))",
     "time_cv": "time-window weight `rerank.w_time` through the API ([time_cv.md](time_cv.md))",
     "candidates_cv": "re-ranked candidates `retrieval.candidates` through the API ([candidates_cv.md](candidates_cv.md))",
+    "half_life_cv": "recency half-life `rerank.half_life_days` through the API ([half_life_cv.md](half_life_cv.md))",
     "feedback_cv": "dense feedback through the API ([feedback_cv.md](feedback_cv.md))",
     "feedback_cv:bm25": "BM25 k1 / b through the API ([feedback_cv.md](feedback_cv.md))",
     "ensemble": "USE + e5 embedder share ([ensemble.md](ensemble.md))",
@@ -400,7 +401,17 @@ CV_STUDIES = {
 
 
 #: The result files :func:`cv_section` reads.
-CV_FILES = ("fusion_cv", "rerank_cv", "time_cv", "candidates_cv", "feedback_cv", "ensemble", "query_cv", "gate")
+CV_FILES = (
+    "fusion_cv",
+    "rerank_cv",
+    "time_cv",
+    "candidates_cv",
+    "half_life_cv",
+    "feedback_cv",
+    "ensemble",
+    "query_cv",
+    "gate",
+)
 
 
 def _cv_rows(name: str, res: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]] | None:

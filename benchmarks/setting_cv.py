@@ -12,9 +12,12 @@ best mean headline on two datasets is scored on the third (ties go to the defaul
 * ``candidates``: ``retrieval.candidates``, how many hybrid hits the re-rank scores per recall
   (each leg of the store search still fetches at least 100, so the fusion's normalisation is the
   same; only the pool the re-rank may reorder changes). Writes ``candidates_cv.{json,md}``.
+* ``half_life``: ``rerank.half_life_days``, the half-life of the re-rank's recency term (days since
+  a memory's last update or use). Writes ``half_life_cv.{json,md}``.
 
     python -m benchmarks.setting_cv w_time --out benchmarks/results
     python -m benchmarks.setting_cv candidates --out benchmarks/results
+    python -m benchmarks.setting_cv half_life --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -96,6 +99,17 @@ STUDIES = {
         title="The re-ranked candidates",
         dotted="retrieval.candidates",
         what="(hybrid hits the re-rank scores per recall; each leg still fetches at least 100)",
+    ),
+    "half_life": Setting(
+        short="half_life",
+        section="RERANK",
+        field="HALF_LIFE_DAYS",
+        values=(1.0, 3.0, 7.0, 14.0, 30.0, 90.0),
+        default=RerankConfig().half_life_days,
+        file="half_life_cv",
+        title="The recency half-life",
+        dotted="rerank.half_life_days",
+        what="(recency = 0.5 ** (days since the last update or use / half-life), weight 0.1)",
     ),
 }
 
