@@ -109,6 +109,9 @@ class BenchOptions:
         peer_flush_tokens: ``token_flush_size`` values of the LlamaIndex baseline (one method each).
         tokens: Count full-context and injected tokens (runs ``build_context`` per question).
         progress: Print progress to stderr.
+        on_question: Called with the group, the question, the default pipeline's ranking and
+            its metrics for every scored question (e.g. to list the misses:
+            ``python -m benchmarks.misses``).
     """
 
     alpha: float | None = None
@@ -121,6 +124,7 @@ class BenchOptions:
     peer_flush_tokens: tuple[int, ...] = DEFAULT_FLUSH_TOKENS
     tokens: bool = True
     progress: bool = False
+    on_question: Callable[[Group, Question, Ranking, Mapping[str, float]], None] | None = None
 
 
 @dataclass
@@ -538,6 +542,8 @@ def run_benchmark(
         for m in [default, *methods]:
             for q in group.questions:
                 rows[m.name].append((q, question_metrics(dataset.name, group, q, m.rankings[q.id], m.depth)))
+                if m is default and opts.on_question is not None:
+                    opts.on_question(group, q, m.rankings[q.id], rows[m.name][-1][1])
         for name, fn in peer_plan.items():
             _log(opts, f"[{dataset.name}]   peer {name}")
             got = fn(group, questions, emb, depth)
