@@ -86,7 +86,8 @@ def run(
     data = load_all(data_dir)
     emb = CachedEmbedder(default_embedder())
     opts = BenchOptions(baselines=False, peers=False, tokens=False)
-    saved = {k: os.environ.get(f"HYBRID_MEMORY_{section}__{k}") for k in keys}
+    var = {k: f"HYBRID_MEMORY_{section}__{k}" for k in keys}
+    saved = {k: os.environ.get(v) for k, v in var.items()}
     scores: dict[str, dict[str, float]] = {}
     try:
         for name, env in (variants() if table is None else table).items():
@@ -94,9 +95,9 @@ def run(
                 continue
             for key in keys:
                 if key in env:
-                    os.environ[f"HYBRID_MEMORY_{section}__{key}"] = env[key]
+                    os.environ[var[key]] = env[key]
                 else:
-                    os.environ.pop(f"HYBRID_MEMORY_{section}__{key}", None)
+                    os.environ.pop(var[key], None)
             scores[name] = {
                 d: float(run_benchmark(data[d], embedder=emb, options=opts)[metric]) for d, metric in HEADLINE.items()
             }
@@ -105,9 +106,9 @@ def run(
         emb.close()
         for key, value in saved.items():
             if value is None:
-                os.environ.pop(f"HYBRID_MEMORY_{section}__{key}", None)
+                os.environ.pop(var[key], None)
             else:
-                os.environ[f"HYBRID_MEMORY_{section}__{key}"] = value
+                os.environ[var[key]] = value
     return scores
 
 

@@ -33,8 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from pydantic import BaseModel  # noqa: E402
+
 from benchmarks.rerank_cv import cross_validate, cv_tables, run, section_rows, update_experiments, verdict  # noqa: E402
-from hybrid_memory.config import RerankConfig, RetrievalConfig  # noqa: E402
+from hybrid_memory.config import HybridMemoryConfig  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -43,25 +45,38 @@ class Setting:
 
     Attributes:
         short: The study's name and the label of its variants (``"w_time 0.2"``).
-        section: Configuration section as the environment spells it (``RERANK``).
-        field: The setting as the environment spells it (``W_TIME``).
+        dotted: The setting's configuration path (``rerank.w_time``); the environment variable
+            and the library default follow from it.
         values: The grid (the library default among them).
-        default: The library default.
         file: Result file stem under ``--out``.
         title: What the setting is, for headings (``"The time-window weight"``).
-        dotted: The setting's configuration path (``rerank.w_time``).
         what: What the setting does, for the result file's preamble.
     """
 
     short: str
-    section: str
-    field: str
+    dotted: str
     values: tuple[float, ...]
-    default: float
     file: str
     title: str
-    dotted: str
     what: str
+
+    @property
+    def section(self) -> str:
+        """The configuration section as the environment spells it (``RERANK``)."""
+        return self.dotted.split(".")[0].upper()
+
+    @property
+    def field(self) -> str:
+        """The setting as the environment spells it (``W_TIME``)."""
+        return self.dotted.split(".")[1].upper()
+
+    @property
+    def default(self) -> float:
+        """The library default (the field's declared default, whatever the environment says)."""
+        section, field = self.dotted.split(".")
+        model = HybridMemoryConfig.model_fields[section].annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel)
+        return float(model.model_fields[field].default)
 
     def name(self, value: float) -> str:
         """The variant's label: ``"<short> <value>"``, with ``" (default)"`` for the library default."""
@@ -78,39 +93,33 @@ class Setting:
 
 
 STUDIES = {
-    "w_time": Setting(
-        short="w_time",
-        section="RERANK",
-        field="W_TIME",
-        values=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0),
-        default=RerankConfig().w_time,
-        file="time_cv",
-        title="The time-window weight",
-        dotted="rerank.w_time",
-        what="(added to memories created in a period the question names)",
-    ),
-    "candidates": Setting(
-        short="candidates",
-        section="RETRIEVAL",
-        field="CANDIDATES",
-        values=(10, 15, 20, 30, 50, 100),
-        default=RetrievalConfig().candidates,
-        file="candidates_cv",
-        title="The re-ranked candidates",
-        dotted="retrieval.candidates",
-        what="(hybrid hits the re-rank scores per recall; each leg still fetches at least 100)",
-    ),
-    "half_life": Setting(
-        short="half_life",
-        section="RERANK",
-        field="HALF_LIFE_DAYS",
-        values=(1.0, 3.0, 7.0, 14.0, 30.0, 90.0),
-        default=RerankConfig().half_life_days,
-        file="half_life_cv",
-        title="The recency half-life",
-        dotted="rerank.half_life_days",
-        what="(recency = 0.5 ** (days since the last update or use / half-life), weight 0.1)",
-    ),
+    s.short: s
+    for s in (
+        Setting(
+            "w_time",
+            "rerank.w_time",
+            (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0),
+            "time_cv",
+            "The time-window weight",
+            "(added to memories created in a period the question names)",
+        ),
+        Setting(
+            "candidates",
+            "retrieval.candidates",
+            (10, 15, 20, 30, 50, 100),
+            "candidates_cv",
+            "The re-ranked candidates",
+            "(hybrid hits the re-rank scores per recall; each leg still fetches at least 100)",
+        ),
+        Setting(
+            "half_life",
+            "rerank.half_life_days",
+            (1.0, 3.0, 7.0, 14.0, 30.0, 90.0),
+            "half_life_cv",
+            "The recency half-life",
+            "(recency = 0.5 ** (days since the last update or use / half-life), weight 0.1)",
+        ),
+    )
 }
 
 

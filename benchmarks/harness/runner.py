@@ -541,9 +541,10 @@ def run_benchmark(
                     close()
         for m in [default, *methods]:
             for q in group.questions:
-                rows[m.name].append((q, question_metrics(dataset.name, group, q, m.rankings[q.id], m.depth)))
+                metrics = question_metrics(dataset.name, group, q, m.rankings[q.id], m.depth)
+                rows[m.name].append((q, metrics))
                 if m is default and opts.on_question is not None:
-                    opts.on_question(group, q, m.rankings[q.id], rows[m.name][-1][1])
+                    opts.on_question(group, q, m.rankings[q.id], metrics)
         for name, fn in peer_plan.items():
             _log(opts, f"[{dataset.name}]   peer {name}")
             got = fn(group, questions, emb, depth)
