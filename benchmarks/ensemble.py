@@ -9,8 +9,13 @@ this measures every share of e5 on the three dev files through the public API wi
 the share by leave-one-dataset-out cross-validation: for each dataset, the share that is best on the
 mean of the other two (ties: the smaller e5 share, the cheaper change), scored on the one left out.
 
+A stronger dense leg may want another alpha than the one tuned for USE, so every share also runs at
+the alphas of :data:`ALPHAS`, and a second cross-validation chooses share and alpha together (ties:
+the smaller share, then the alpha nearest the default).
+
 Needs the ``local`` and ``e5-onnx`` extras. Vectors come from the benchmark cache
-(``~/.cache/hybrid-memory-bench``), so a second run takes a few minutes. Reproduce::
+(``~/.cache/hybrid-memory-bench``), so a second run takes about 20 minutes (32 settings, three
+dev files each). Reproduce::
 
     python -m benchmarks.ensemble --out benchmarks/results
 
@@ -41,6 +46,30 @@ from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, Embedder, 
 
 #: e5's share of the cosine; 0 is USE alone, 1 is e5 alone.
 SHARES = (0.0, 1 / 3, 0.5, 2 / 3, 0.8, 6 / 7, 8 / 9, 1.0)
+#: Alphas every share runs at (1.0 = pure vector); the library default is one of them.
+ALPHAS = (0.25, 0.4, 0.5, 0.6)
+
+
+def default_alpha() -> float:
+    """The library's default ``retrieval.alpha``."""
+    from hybrid_memory.config import HybridMemoryConfig
+
+    return float(HybridMemoryConfig().retrieval.alpha)
+
+
+def point(share: float | str, alpha: float) -> str:
+    """The joint grid's key of one (e5 share, alpha) setting, e.g. ``"0.800 @ alpha 0.5"``."""
+    return f"{float(share):.3f} @ alpha {alpha:g}"
+
+
+def _parse(key: str) -> tuple[float, float]:
+    share, alpha = key.split(" @ alpha ")
+    return float(share), float(alpha)
+
+
+def _parse_any(key: str) -> float:
+    """The e5 share of a joint-grid or share-grid key."""
+    return _parse(key)[0] if " @ alpha " in key else float(key)
 
 
 def _pair(use: Embedder, e5: Embedder, share: float) -> Embedder:
@@ -62,40 +91,64 @@ def datasets(data_dir: Path) -> dict[str, Dataset]:
     }
 
 
-def grid(sets: dict[str, Dataset]) -> dict[str, Any]:
-    """Headline metric (and median injected tokens) per share and dataset, through the API."""
+def joint_grid(sets: dict[str, Dataset]) -> dict[str, Any]:
+    """Headline metric (and median injected tokens) per (share, alpha) and dataset, through the API."""
     use, e5 = make_embedder("default"), make_embedder("e5-onnx")
     out: dict[str, Any] = {}
-    opts = BenchOptions(baselines=False, peers=False, tokens=True, progress=False)
     for share in SHARES:
-        row: dict[str, Any] = {}
-        for name, ds in sets.items():
-            rep = run_benchmark(ds, embedder=_pair(use, e5, share), options=opts)
-            injected = ((rep.get("tokens") or {}).get("injected") or {}).get("median")
-            row[name] = {"metric": HEADLINE[name], "value": rep.get(HEADLINE[name]), "median_tokens": injected}
-        log(f"e5 share {share:.3f}: " + ", ".join(f"{n} {r['value']:.3f}" for n, r in row.items()))
-        out[f"{share:.3f}"] = row
+        for alpha in ALPHAS:
+            opts = BenchOptions(alpha=alpha, baselines=False, peers=False, tokens=True, progress=False)
+            row: dict[str, Any] = {}
+            for name, ds in sets.items():
+                rep = run_benchmark(ds, embedder=_pair(use, e5, share), options=opts)
+                injected = ((rep.get("tokens") or {}).get("injected") or {}).get("median")
+                row[name] = {"metric": HEADLINE[name], "value": rep.get(HEADLINE[name]), "median_tokens": injected}
+            log(f"{point(share, alpha)}: " + ", ".join(f"{n} {r['value']:.3f}" for n, r in row.items()))
+            out[point(share, alpha)] = row
     return out
 
 
-def cross_validate(table: dict[str, Any]) -> dict[str, Any]:
-    """Leave one dataset out: the share best on the other two's mean, scored on the one left out."""
+def at_default_alpha(joint: dict[str, Any], alpha: float) -> dict[str, Any]:
+    """The share-only grid: the joint grid's rows at the default ``alpha``, keyed by share."""
+    return {f"{_parse(k)[0]:.3f}": row for k, row in joint.items() if _parse(k)[1] == alpha}
+
+
+def _cheaper(key: str, alpha: float) -> tuple[float, float]:
+    """Tie-break: the smaller e5 share, then the alpha nearest the default (larger is preferred)."""
+    a = _parse(key)[1] if " @ alpha " in key else alpha
+    return -_parse_any(key), -abs(a - alpha)
+
+
+def cross_validate(table: dict[str, Any], *, alpha: float | None = None) -> dict[str, Any]:
+    """Leave one dataset out: the setting best on the other two's mean, scored on the one left out.
+
+    ``table`` is keyed by share (:func:`at_default_alpha`) or by :func:`point` (then ``alpha`` is the
+    default alpha, the reference and the tie-break).
+    """
     names = list(next(iter(table.values())))
+    ref_alpha = default_alpha() if alpha is None else alpha
+    reference = "0.000" if "0.000" in table else point(0.0, ref_alpha)
     out: dict[str, Any] = {}
     for held in names:
         others = [n for n in names if n != held]
-        best = max(table, key=lambda s: (sum(table[s][n]["value"] for n in others) / len(others), -float(s)))
+        best = max(
+            table,
+            key=lambda s: (sum(table[s][n]["value"] for n in others) / len(others), _cheaper(s, ref_alpha)),
+        )
         out[held] = {
             "chosen_share": best,
             "held_out": table[best][held]["value"],
-            "use_alone": table["0.000"][held]["value"],
+            "use_alone": table[reference][held]["value"],
         }
     return out
 
 
-def best_share(table: dict[str, Any]) -> str:
-    """The share best on the mean of all three dev files (ties: the smaller share)."""
-    return max(table, key=lambda s: (sum(r["value"] for r in table[s].values()) / len(table[s]), -float(s)))
+def best_share(table: dict[str, Any], alpha: float | None = None) -> str:
+    """The setting best on the mean of all three dev files (ties: the smaller share, then the alpha nearest the default)."""
+    ref_alpha = default_alpha() if alpha is None else alpha
+    return max(
+        table, key=lambda s: (sum(r["value"] for r in table[s].values()) / len(table[s]), _cheaper(s, ref_alpha))
+    )
 
 
 def quiet_speed() -> dict[str, float] | None:
@@ -120,6 +173,23 @@ def quiet_speed() -> dict[str, float] | None:
     }
 
 
+#: A speed run counts as idle when the machine's 1-minute load before it was below this.
+IDLE_LOAD = 1.0
+
+
+def verdict_speed(res: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The concatenation's speed the verdict uses, and whether it is the idle-machine estimate.
+
+    The run's own measurement when the machine was idle before it (load < :data:`IDLE_LOAD`), else
+    the estimate from the two models' idle runs (:func:`quiet_speed`), when there is one.
+    """
+    measured = res["speed"]["concatenation"]
+    quiet = res.get("quiet_speed")
+    if measured["loadavg_before"][0] < IDLE_LOAD or quiet is None:
+        return measured, False
+    return quiet, True
+
+
 def verdict(res: dict[str, Any]) -> str:
     """What the numbers say about making the concatenation the default (a rule, not a hand-written opinion).
 
@@ -127,23 +197,26 @@ def verdict(res: dict[str, Any]) -> str:
     alone, the probe's Recall@1 drops by at most 0.05 at the chosen share, and its speed meets the
     issue's bar.
     """
-    share = best_share(res["grid"])
-    cv = res["cross_validation"]
+    joint = "joint" in res
+    share = best_share(res["joint"] if joint else res["grid"], res.get("default_alpha"))
+    cv = res["joint_cross_validation" if joint else "cross_validation"]
     worse = [n for n, c in cv.items() if c["held_out"] < c["use_alone"]]
     better = [n for n, c in cv.items() if c["held_out"] > c["use_alone"]]
-    sp = res.get("quiet_speed") or res["speed"]["concatenation"]
+    sp, estimated = verdict_speed(res)
     fast = sp["batched_per_s"] >= TARGET_BATCHED_PER_S and sp["query_p95_ms"] <= TARGET_QUERY_P95_MS
-    use_probe, pair_probe = res["probe"]["e5 share 0.000"], res["probe"][f"e5 share {share}"]
+    reference = point(0.0, res["default_alpha"]) if joint else "0.000"
+    use_probe, pair_probe = res["probe"][f"e5 share {reference}"], res["probe"][f"e5 share {share}"]
     probe_ok = pair_probe["recall@1"] >= use_probe["recall@1"] - 0.05
-    row = res["grid"][share]
+    table = res["joint"] if joint else res["grid"]
+    row = table[share]
     parts = [
-        f"* Best share on all three dev files: **{share}** ("
-        + ", ".join(f"{n} {r['value']:.3f} vs {res['grid']['0.000'][n]['value']:.3f}" for n, r in row.items())
+        f"* Best {'share and alpha' if joint else 'share'} on all three dev files: **{share}** ("
+        + ", ".join(f"{n} {r['value']:.3f} vs {table[reference][n]['value']:.3f}" for n, r in row.items())
         + " for the default model alone).",
         "* Left out: higher on " + (", ".join(better) or "none") + "; lower on " + (", ".join(worse) or "none") + ".",
         f"* Probe at that share: Recall@1 {pair_probe['recall@1']:.3f} (default model {use_probe['recall@1']:.3f}), "
         f"Recall@5 {pair_probe['recall@5']:.3f} ({use_probe['recall@5']:.3f}).",
-        f"* Speed of the concatenation{' (idle-machine estimate)' if 'quiet_speed' in res else ''}: "
+        f"* Speed of the concatenation{' (idle-machine estimate)' if estimated else ' (measured)'}: "
         f"{sp['batched_per_s']} sentences/s batched, query p95 {sp['query_p95_ms']} ms "
         f"({'meets' if fast else 'misses'} the bar).",
     ]
@@ -168,29 +241,68 @@ def speed(sets: dict[str, Dataset], repeats: int, share: float) -> dict[str, Any
 
 def render(res: dict[str, Any]) -> str:
     names = list(next(iter(res["grid"].values())))
+    joint = res.get("joint")
     lines = [
         "# USE-multilingual + e5-small int8 as one embedder (`python -m benchmarks.ensemble`)",
         "",
         "`ConcatEmbedder([(USE, 1 - s), (e5 int8, s)])`: the cosine is the weighted mean of both models' cosines. "
         "The dev files through the public API with default settings (the `hybrid-memory bench` runner), for each "
-        "share `s` of e5 (0 = the default model alone, 1 = e5 alone).",
+        "share `s` of e5 (0 = the default model alone, 1 = e5 alone)"
+        + (
+            f" and each alpha of {', '.join(f'{a:g}' for a in res['alphas'])} (`retrieval.alpha`; the default is "
+            f"{res['default_alpha']:g}; 1.0 = pure vector)."
+            if joint
+            else "."
+        ),
         "",
-        "| e5 share | " + " | ".join(f"{n} {HEADLINE[n]}" for n in names) + " | median injected tokens (LoCoMo) |",
-        "|---:|" + "---:|" * len(names) + "---:|",
     ]
-    for share, row in res["grid"].items():
-        cells = " | ".join(f"{row[n]['value']:.3f}" for n in names)
-        tokens = row["locomo"].get("median_tokens")
-        lines.append(f"| {share} | {cells} | {'-' if tokens is None else f'{tokens:.0f}'} |")
+    if joint:
+        lines += [
+            "| e5 share | alpha | " + " | ".join(f"{n} {HEADLINE[n]}" for n in names) + " | mean | median injected "
+            "tokens (LoCoMo) | probe Recall@1 |",
+            "|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|",
+        ]
+        for key, row in joint.items():
+            share, alpha = _parse(key)
+            cells = " | ".join(f"{row[n]['value']:.3f}" for n in names)
+            mean = sum(row[n]["value"] for n in names) / len(names)
+            tokens = row["locomo"].get("median_tokens")
+            p1 = (res["probe"].get(f"e5 share {key}") or {}).get("recall@1")
+            mark = " (default)" if key == point(0.0, res["default_alpha"]) else ""
+            lines.append(
+                f"| {share:.3f}{mark} | {alpha:g} | {cells} | {mean:.3f} | {'-' if tokens is None else f'{tokens:.0f}'}"
+                f" | {'-' if p1 is None else f'{p1:.3f}'} |"
+            )
+    else:
+        lines += [
+            "| e5 share | " + " | ".join(f"{n} {HEADLINE[n]}" for n in names) + " | median injected tokens (LoCoMo) |",
+            "|---:|" + "---:|" * len(names) + "---:|",
+        ]
+        for share, row in res["grid"].items():
+            cells = " | ".join(f"{row[n]['value']:.3f}" for n in names)
+            tokens = row["locomo"].get("median_tokens")
+            lines.append(f"| {share} | {cells} | {'-' if tokens is None else f'{tokens:.0f}'} |")
     lines += [
         "",
-        "Leave one dataset out (the share best on the mean of the other two, ties to the smaller share):",
+        "Leave one dataset out, the share alone at the default alpha (the share best on the mean of the other two, "
+        "ties to the smaller share):",
         "",
         "| held out | chosen share | held-out score | default model alone |",
         "|---|---:|---:|---:|",
     ]
     for held, cv in res["cross_validation"].items():
         lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
+    if joint:
+        lines += [
+            "",
+            "Leave one dataset out, share and alpha chosen together (ties to the smaller share, then the alpha "
+            "nearest the default):",
+            "",
+            "| held out | chosen | held-out score | default (USE, default alpha) |",
+            "|---|---:|---:|---:|",
+        ]
+        for held, cv in res["joint_cross_validation"].items():
+            lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
     lines += [
         "",
         "Bilingual probe (`tests/data/bilingual_probe.json`, default settings incl. `rerank.cross_script`):",
@@ -217,7 +329,7 @@ def render(res: dict[str, Any]) -> str:
             f"{s['query_p95_ms']} | {s['loadavg_before'][0]} |"
         )
     quiet = res.get("quiet_speed")
-    if quiet is not None:
+    if quiet is not None and verdict_speed(res)[1]:
         lines += [
             "",
             f"The runs above shared the machine (load in the last column). On an idle machine USE ran "
@@ -236,9 +348,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--render", action="store_true", help="only rewrite ensemble.md from the saved ensemble.json")
+    parser.add_argument("--speed", action="store_true", help="only rerun the speed into the saved ensemble.json")
     args = parser.parse_args(argv)
-    if args.render:
+    if args.render or args.speed:
         saved = json.loads((args.out / "ensemble.json").read_text(encoding="utf-8"))
+        if args.speed:
+            table = saved.get("joint") or saved["grid"]
+            saved["speed"] = speed(datasets(args.data_dir), args.repeats, _parse_any(best_share(table)))
         saved["quiet_speed"] = quiet_speed()
         saved["verdict"] = verdict(saved)
         (args.out / "ensemble.json").write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
@@ -247,11 +363,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     use_bundled_tiktoken_cache()
     sets = datasets(args.data_dir)
-    res: dict[str, Any] = {"grid": grid(sets), "repeats": args.repeats}
-    res["cross_validation"] = cross_validate(res["grid"])
+    alpha = default_alpha()
+    joint = joint_grid(sets)
+    res: dict[str, Any] = {"alphas": list(ALPHAS), "default_alpha": alpha, "repeats": args.repeats}
+    res["grid"] = at_default_alpha(joint, alpha)
+    res["joint"] = joint
+    res["cross_validation"] = cross_validate(res["grid"], alpha=alpha)
+    res["joint_cross_validation"] = cross_validate(joint, alpha=alpha)
     use, e5 = UniversalSentenceEncoder(), E5SmallEmbedder(backend="onnx")
-    res["probe"] = probe({f"e5 share {s:.3f}": (_pair(use, e5, s), {}) for s in SHARES})
-    res["speed"] = speed(sets, args.repeats, float(best_share(res["grid"])))
+    res["probe"] = probe(
+        {f"e5 share {key}": (_pair(use, e5, _parse(key)[0]), {"retrieval": {"alpha": _parse(key)[1]}}) for key in joint}
+    )
+    res["speed"] = speed(sets, args.repeats, _parse(best_share(joint, alpha))[0])
     res["quiet_speed"] = quiet_speed()
     res["verdict"] = verdict(res)
     res["seconds"] = round(time.perf_counter() - t0, 1)

@@ -395,6 +395,7 @@ CV_STUDIES = {
     "feedback_cv": "dense feedback through the API ([feedback_cv.md](feedback_cv.md))",
     "feedback_cv:bm25": "BM25 k1 / b through the API ([feedback_cv.md](feedback_cv.md))",
     "ensemble": "USE + e5 embedder share ([ensemble.md](ensemble.md))",
+    "ensemble:joint": "USE + e5 embedder share and alpha together ([ensemble.md](ensemble.md))",
     "query_cv": "statement-form query for the vector leg ([query_cv.md](query_cv.md))",
     "query_cv:learned": "learned linear re-rank of the top 50 ([query_cv.md](query_cv.md))",
 }
@@ -432,8 +433,8 @@ def _cv_rows(name: str, res: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any
             for d, r in rows.items()
             if d in base
         }
-    if name == "ensemble":
-        cv = res.get("cross_validation") or {}
+    if name in ("ensemble", "ensemble:joint"):
+        cv = res.get("joint_cross_validation" if name == "ensemble:joint" else "cross_validation") or {}
         return {
             d: {"chosen": f"e5 share {c['chosen_share']}", "held_out": c["held_out"], "default": c["use_alone"]}
             for d, c in cv.items()

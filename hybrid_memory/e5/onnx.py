@@ -145,6 +145,11 @@ class OnnxE5Encoder(E5Encoder):
         if threads is not None:
             opts.intra_op_num_threads = threads
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Idle intra-op threads sleep instead of spinning: a memory shares its cores with the
+        # application and with other numpy work (the store search, USE in a ConcatEmbedder). On 2
+        # cores, spinning threads doubled the USE + e5 concatenation's query p95 (18.5 -> 9.2 ms
+        # without) for about 1 ms more on an e5-only query (benchmarks/results/ensemble.md).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3  # errors only: the fused graph's shape-inference notes are noise
         self._session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 

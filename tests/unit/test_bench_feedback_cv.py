@@ -88,7 +88,12 @@ def test_the_main_report_puts_dev_and_cross_validated_numbers_side_by_side() -> 
 
     assert cv_section({}) == []
     res = _res(api_locomo=0.72, api_memorybank=0.98)
-    ensemble = {"cross_validation": {"longmemeval": {"chosen_share": "0.889", "held_out": 0.935, "use_alone": 0.957}}}
+    ensemble = {
+        "cross_validation": {"longmemeval": {"chosen_share": "0.889", "held_out": 0.935, "use_alone": 0.957}},
+        "joint_cross_validation": {
+            "locomo": {"chosen_share": "0.800 @ alpha 0.5", "held_out": 0.739, "use_alone": 0.714}
+        },
+    }
     gate = {
         "old_floor": {"locomo": {"false_skip": 0.0, "false_inject": 0.999}},
         "calibrated_dev": {"locomo": {"false_skip": 0.041, "false_inject": 0.08}},
@@ -102,5 +107,9 @@ def test_the_main_report_puts_dev_and_cross_validated_numbers_side_by_side() -> 
     assert (
         "| USE + e5 embedder share ([ensemble.md](ensemble.md)) | longmemeval | 0.957 | e5 share 0.889 | 0.935 | -0.022 |"
         in text
+    )
+    assert (
+        "| USE + e5 embedder share and alpha together ([ensemble.md](ensemble.md)) | locomo | 0.714 | "
+        "e5 share 0.800 @ alpha 0.5 | 0.739 | +0.025 |" in text
     )
     assert "| locomo | 0.0 % | 99.9 % | 4.1 % | 8.0 % | 7.9 % | 6.8 % |" in text

@@ -1,0 +1,79 @@
+"""The USE + e5 study's choice of share and alpha (``benchmarks.ensemble``), on made-up scores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.ensemble import at_default_alpha, best_share, cross_validate, point, render, verdict
+
+
+def _row(locomo: float, longmemeval: float, memorybank: float) -> dict[str, Any]:
+    values = {"locomo": locomo, "longmemeval": longmemeval, "memorybank": memorybank}
+    return {n: {"metric": "m", "value": v, "median_tokens": 250.0} for n, v in values.items()}
+
+
+def _joint() -> dict[str, Any]:
+    return {
+        point(0.0, 0.4): _row(0.71, 0.95, 0.98),
+        point(0.0, 0.5): _row(0.69, 0.97, 0.98),
+        point(0.8, 0.4): _row(0.74, 0.95, 0.98),
+        point(0.8, 0.5): _row(0.74, 0.97, 0.98),
+        point(1.0, 0.25): _row(0.74, 0.93, 0.99),
+    }
+
+
+def test_the_share_grid_is_the_joint_grid_at_the_default_alpha() -> None:
+    assert at_default_alpha(_joint(), 0.4) == {"0.000": _row(0.71, 0.95, 0.98), "0.800": _row(0.74, 0.95, 0.98)}
+
+
+def test_share_and_alpha_are_chosen_on_two_datasets_and_scored_on_the_third() -> None:
+    cv = cross_validate(_joint(), alpha=0.4)
+    # LongMemEval + MemoryBank-CN: USE at 0.5 and the pair at 0.5 tie; the smaller share wins.
+    assert cv["locomo"] == {"chosen_share": point(0.0, 0.5), "held_out": 0.69, "use_alone": 0.71}
+    # LoCoMo + MemoryBank-CN: e5 alone at 0.25 has the best mean and loses LongMemEval held out.
+    assert cv["longmemeval"] == {"chosen_share": point(1.0, 0.25), "held_out": 0.93, "use_alone": 0.95}
+    assert cv["memorybank"]["chosen_share"] == point(0.8, 0.5)
+
+
+def test_ties_go_to_the_alpha_nearest_the_default() -> None:
+    joint = {point(0.0, 0.4): _row(0.7, 0.9, 0.9), point(0.0, 0.25): _row(0.8, 0.9, 0.9)}
+    joint[point(0.0, 0.6)] = joint[point(0.0, 0.25)]
+    assert best_share(joint, 0.4) == point(0.0, 0.25)  # 0.25 and 0.6 tie, 0.25 is nearer 0.4
+    assert cross_validate(joint, alpha=0.4)["longmemeval"]["chosen_share"] == point(0.0, 0.25)
+
+
+def test_the_verdict_keeps_use_when_a_dataset_drops_held_out() -> None:
+    joint = _joint()
+    probe = {
+        f"e5 share {k}": {"recall@1": 0.9, "recall@5": 1.0, "gold_injected": 0.9, "injected_when_nothing_answers": 0.5}
+        for k in joint
+    }
+    res: dict[str, Any] = {
+        "alphas": [0.25, 0.4, 0.5],
+        "default_alpha": 0.4,
+        "repeats": 1,
+        "grid": at_default_alpha(joint, 0.4),
+        "joint": joint,
+        "cross_validation": cross_validate(at_default_alpha(joint, 0.4), alpha=0.4),
+        "joint_cross_validation": cross_validate(joint, alpha=0.4),
+        "probe": probe,
+        "speed": {
+            "concatenation": {
+                "batched_per_s": 150.0,
+                "batched_per_cpu_s": 75.0,
+                "query_p50_ms": 5.0,
+                "query_p95_ms": 9.0,
+                "loadavg_before": [0.5],
+            }
+        },
+    }
+    text = verdict(res)
+    assert "Best share and alpha on all three dev files: **0.800 @ alpha 0.5**" in text
+    assert "higher on memorybank" not in text and "lower on locomo, longmemeval" in text
+    assert "the default stays USE-multilingual**: a dataset scores lower left out." in text
+    res["speed"]["concatenation"].update(batched_per_s=50.0)
+    res["verdict"] = verdict(res)
+    md = render(res)
+    assert "| 0.000 (default) | 0.4 | 0.710 | 0.950 | 0.980 | 0.880 | 250 | 0.900 |" in md
+    assert "| longmemeval | 1.000 @ alpha 0.25 | 0.930 | 0.950 |" in md
+    assert "it misses the speed bar" in md
