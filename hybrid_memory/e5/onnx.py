@@ -8,8 +8,8 @@ Runtime session. The graph is built once per process from the same dequantised w
 quantised per call: the VNNI integer kernels). Building takes a few seconds at first use, in
 memory; nothing is written outside a temporary directory.
 
-Measured on this project's 2 cores (``benchmarks/results/e5_onnx.md``): about 100 sentences/s
-batched and a query p95 of about 6 ms, against about 30/s and 30-40 ms for the numpy forward; the
+Measured on this project's 2 cores (``benchmarks/results/e5_onnx.md``): about 140 sentences/s
+batched and a query p95 of about 6 ms, against about 50/s and 25-30 ms for the numpy forward; the
 vectors agree with the float forward to a cosine of 0.98 or more (mean 0.987), and dense and hybrid
 retrieval on the dev files moved within a question or two either way. Install with
 ``pip install 'hybrid-memory[e5-onnx]'`` (``onnx`` builds the graph, ``onnxruntime`` runs it).
