@@ -130,11 +130,7 @@ def cross_validate(table: dict[str, Any], *, alpha: float | None = None) -> dict
     reference = "0.000" if "0.000" in table else point(0.0, ref_alpha)
     out: dict[str, Any] = {}
     for held in names:
-        others = [n for n in names if n != held]
-        best = max(
-            table,
-            key=lambda s: (sum(table[s][n]["value"] for n in others) / len(others), _cheaper(s, ref_alpha)),
-        )
+        best = best_share(table, ref_alpha, over=[n for n in names if n != held])
         out[held] = {
             "chosen_share": best,
             "held_out": table[best][held]["value"],
@@ -143,12 +139,11 @@ def cross_validate(table: dict[str, Any], *, alpha: float | None = None) -> dict
     return out
 
 
-def best_share(table: dict[str, Any], alpha: float | None = None) -> str:
-    """The setting best on the mean of all three dev files (ties: the smaller share, then the alpha nearest the default)."""
+def best_share(table: dict[str, Any], alpha: float | None = None, *, over: Sequence[str] | None = None) -> str:
+    """The setting best on the mean of the dev files ``over`` (default all; ties: :func:`_cheaper`)."""
     ref_alpha = default_alpha() if alpha is None else alpha
-    return max(
-        table, key=lambda s: (sum(r["value"] for r in table[s].values()) / len(table[s]), _cheaper(s, ref_alpha))
-    )
+    names = list(next(iter(table.values()))) if over is None else over
+    return max(table, key=lambda s: (sum(table[s][n]["value"] for n in names) / len(names), _cheaper(s, ref_alpha)))
 
 
 def quiet_speed() -> dict[str, float] | None:
@@ -197,20 +192,19 @@ def verdict(res: dict[str, Any]) -> str:
     alone, the probe's Recall@1 drops by at most 0.05 at the chosen share, and its speed meets the
     issue's bar.
     """
-    joint = "joint" in res
-    share = best_share(res["joint"] if joint else res["grid"], res.get("default_alpha"))
-    cv = res["joint_cross_validation" if joint else "cross_validation"]
+    table = res["joint"]
+    share = best_share(table, res["default_alpha"])
+    cv = res["joint_cross_validation"]
     worse = [n for n, c in cv.items() if c["held_out"] < c["use_alone"]]
     better = [n for n, c in cv.items() if c["held_out"] > c["use_alone"]]
     sp, estimated = verdict_speed(res)
     fast = sp["batched_per_s"] >= TARGET_BATCHED_PER_S and sp["query_p95_ms"] <= TARGET_QUERY_P95_MS
-    reference = point(0.0, res["default_alpha"]) if joint else "0.000"
+    reference = point(0.0, res["default_alpha"])
     use_probe, pair_probe = res["probe"][f"e5 share {reference}"], res["probe"][f"e5 share {share}"]
     probe_ok = pair_probe["recall@1"] >= use_probe["recall@1"] - 0.05
-    table = res["joint"] if joint else res["grid"]
     row = table[share]
     parts = [
-        f"* Best {'share and alpha' if joint else 'share'} on all three dev files: **{share}** ("
+        f"* Best share and alpha on all three dev files: **{share}** ("
         + ", ".join(f"{n} {r['value']:.3f} vs {table[reference][n]['value']:.3f}" for n, r in row.items())
         + " for the default model alone).",
         "* Left out: higher on " + (", ".join(better) or "none") + "; lower on " + (", ".join(worse) or "none") + ".",
@@ -240,48 +234,32 @@ def speed(sets: dict[str, Dataset], repeats: int, share: float) -> dict[str, Any
 
 
 def render(res: dict[str, Any]) -> str:
-    names = list(next(iter(res["grid"].values())))
-    joint = res.get("joint")
+    joint = res["joint"]
+    names = list(next(iter(joint.values())))
     lines = [
         "# USE-multilingual + e5-small int8 as one embedder (`python -m benchmarks.ensemble`)",
         "",
         "`ConcatEmbedder([(USE, 1 - s), (e5 int8, s)])`: the cosine is the weighted mean of both models' cosines. "
         "The dev files through the public API with default settings (the `hybrid-memory bench` runner), for each "
-        "share `s` of e5 (0 = the default model alone, 1 = e5 alone)"
-        + (
-            f" and each alpha of {', '.join(f'{a:g}' for a in res['alphas'])} (`retrieval.alpha`; the default is "
-            f"{res['default_alpha']:g}; 1.0 = pure vector)."
-            if joint
-            else "."
-        ),
+        "share `s` of e5 (0 = the default model alone, 1 = e5 alone) and each alpha of "
+        f"{', '.join(f'{a:g}' for a in res['alphas'])} (`retrieval.alpha`; the default is "
+        f"{res['default_alpha']:g}; 1.0 = pure vector).",
         "",
+        "| e5 share | alpha | " + " | ".join(f"{n} {HEADLINE[n]}" for n in names) + " | mean | median injected "
+        "tokens (LoCoMo) | probe Recall@1 |",
+        "|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|",
     ]
-    if joint:
-        lines += [
-            "| e5 share | alpha | " + " | ".join(f"{n} {HEADLINE[n]}" for n in names) + " | mean | median injected "
-            "tokens (LoCoMo) | probe Recall@1 |",
-            "|---:|---:|" + "---:|" * len(names) + "---:|---:|---:|",
-        ]
-        for key, row in joint.items():
-            share, alpha = _parse(key)
-            cells = " | ".join(f"{row[n]['value']:.3f}" for n in names)
-            mean = sum(row[n]["value"] for n in names) / len(names)
-            tokens = row["locomo"].get("median_tokens")
-            p1 = (res["probe"].get(f"e5 share {key}") or {}).get("recall@1")
-            mark = " (default)" if key == point(0.0, res["default_alpha"]) else ""
-            lines.append(
-                f"| {share:.3f}{mark} | {alpha:g} | {cells} | {mean:.3f} | {'-' if tokens is None else f'{tokens:.0f}'}"
-                f" | {'-' if p1 is None else f'{p1:.3f}'} |"
-            )
-    else:
-        lines += [
-            "| e5 share | " + " | ".join(f"{n} {HEADLINE[n]}" for n in names) + " | median injected tokens (LoCoMo) |",
-            "|---:|" + "---:|" * len(names) + "---:|",
-        ]
-        for share, row in res["grid"].items():
-            cells = " | ".join(f"{row[n]['value']:.3f}" for n in names)
-            tokens = row["locomo"].get("median_tokens")
-            lines.append(f"| {share} | {cells} | {'-' if tokens is None else f'{tokens:.0f}'} |")
+    for key, row in joint.items():
+        share, alpha = _parse(key)
+        cells = " | ".join(f"{row[n]['value']:.3f}" for n in names)
+        mean = sum(row[n]["value"] for n in names) / len(names)
+        tokens = row["locomo"].get("median_tokens")
+        p1 = (res["probe"].get(f"e5 share {key}") or {}).get("recall@1")
+        mark = " (default)" if key == point(0.0, res["default_alpha"]) else ""
+        lines.append(
+            f"| {share:.3f}{mark} | {alpha:g} | {cells} | {mean:.3f} | {'-' if tokens is None else f'{tokens:.0f}'}"
+            f" | {'-' if p1 is None else f'{p1:.3f}'} |"
+        )
     lines += [
         "",
         "Leave one dataset out, the share alone at the default alpha (the share best on the mean of the other two, "
@@ -292,17 +270,16 @@ def render(res: dict[str, Any]) -> str:
     ]
     for held, cv in res["cross_validation"].items():
         lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
-    if joint:
-        lines += [
-            "",
-            "Leave one dataset out, share and alpha chosen together (ties to the smaller share, then the alpha "
-            "nearest the default):",
-            "",
-            "| held out | chosen | held-out score | default (USE, default alpha) |",
-            "|---|---:|---:|---:|",
-        ]
-        for held, cv in res["joint_cross_validation"].items():
-            lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
+    lines += [
+        "",
+        "Leave one dataset out, share and alpha chosen together (ties to the smaller share, then the alpha "
+        "nearest the default):",
+        "",
+        "| held out | chosen | held-out score | default (USE, default alpha) |",
+        "|---|---:|---:|---:|",
+    ]
+    for held, cv in res["joint_cross_validation"].items():
+        lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
     lines += [
         "",
         "Bilingual probe (`tests/data/bilingual_probe.json`, default settings incl. `rerank.cross_script`):",
@@ -353,8 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.render or args.speed:
         saved = json.loads((args.out / "ensemble.json").read_text(encoding="utf-8"))
         if args.speed:
-            table = saved.get("joint") or saved["grid"]
-            saved["speed"] = speed(datasets(args.data_dir), args.repeats, _parse_any(best_share(table)))
+            best = best_share(saved["joint"], saved["default_alpha"])
+            saved["speed"] = speed(datasets(args.data_dir), args.repeats, _parse(best)[0])
         saved["quiet_speed"] = quiet_speed()
         saved["verdict"] = verdict(saved)
         (args.out / "ensemble.json").write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")

@@ -58,6 +58,8 @@ __all__ = ["EXPORT_FORMAT", "open_memory", "open_store", "register", "resolve_em
 EXPORT_FORMAT = "hybrid-memory-export/1"
 _ALL_STATUSES: tuple[Status, ...] = ("active", "superseded", "archived", "deleted")
 _CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
+#: The embedders the command line builds by name (``--embedder`` adds ``auto``).
+_EMBEDDERS = ("default", "e5", "e5-onnx", "hashing")
 _PAGE = 1000
 _INTERRUPTED = 130
 #: ``forget`` exit code: deleted, but a reader of another connection still pins the text on disk.
@@ -125,7 +127,7 @@ def _store_args(p: argparse.ArgumentParser, *, embedder: bool = False) -> None:
     if embedder:
         p.add_argument(
             "--embedder",
-            choices=("auto", "default", "e5", "e5-onnx", "hashing"),
+            choices=("auto", *_EMBEDDERS),
             default="auto",
             help="embedder for queries/new vectors; 'auto' = the one the store was built with (default); "
             "'e5-onnx' = e5-small on ONNX Runtime (the same model as 'e5', about 3x faster; extra e5-onnx)",
@@ -179,7 +181,7 @@ class _StoredEmbedder:
     def _fail(self) -> Any:
         raise ConfigurationError(
             f"this store was embedded with {self.name!r}, which the command line cannot load; pass "
-            "--embedder default|e5|e5-onnx|hashing only if that is the same model, or migrate with "
+            f"--embedder {'|'.join(_EMBEDDERS)} only if that is the same model, or migrate with "
             "`hybrid-memory reembed`"
         )
 
@@ -226,7 +228,7 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
         return E5SmallEmbedder(backend="onnx")
     if choice == "hashing":
         return HashingEmbedder(stored_dim if stored_dim is not None else hashing_dim)
-    raise ConfigurationError(f"unknown embedder {choice!r}: use auto, default, e5, e5-onnx or hashing")
+    raise ConfigurationError(f"unknown embedder {choice!r}: use auto, {', '.join(_EMBEDDERS)}")
 
 
 def _trace_path(args: argparse.Namespace, store: Any) -> str:
@@ -1306,7 +1308,7 @@ def register(subparsers: Any) -> None:
     _store_args(p)
     p.add_argument(
         "--to",
-        choices=("default", "e5", "e5-onnx", "hashing"),
+        choices=_EMBEDDERS,
         required=True,
         help="the new embedder ('e5-onnx': e5-small on ONNX Runtime, the same vectors as 'e5' within cosine 0.98, "
         "about 3x faster)",
