@@ -13,13 +13,20 @@ A stronger dense leg may want another alpha than the one tuned for USE, so every
 the alphas of :data:`ALPHAS`, and a second cross-validation chooses share and alpha together (ties:
 the smaller share, then the alpha nearest the default).
 
+The project scores its defaults on held-back parts of the same three datasets (other conversations,
+users and questions), so a third cross-validation stays inside each dataset: :data:`FOLDS` folds of
+whole groups (a LoCoMo conversation, a MemoryBank-CN user, a LongMemEval question's haystack), the
+setting best on the mean of the three datasets' other folds, scored on the fold left out
+(:func:`grouped_cross_validate`; the per-question scores it needs are in ``ensemble_questions.json``).
+
 Needs the ``local`` and ``e5-onnx`` extras. Vectors come from the benchmark cache
 (``~/.cache/hybrid-memory-bench``), so a second run takes about 20 minutes (32 settings, three
 dev files each). Reproduce::
 
     python -m benchmarks.ensemble --out benchmarks/results
 
-Writes ``ensemble.json`` and ``ensemble.md``.
+Writes ``ensemble.json``, ``ensemble_questions.json`` and ``ensemble.md``; ``--grid`` reruns only the
+grid and the cross-validations into them (the probe and the speed stay).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +56,8 @@ from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, Embedder, 
 SHARES = (0.0, 1 / 3, 0.5, 2 / 3, 0.8, 6 / 7, 8 / 9, 1.0)
 #: Alphas every share runs at (1.0 = pure vector); the library default is one of them.
 ALPHAS = (0.25, 0.4, 0.5, 0.6)
+#: Folds of the within-dataset cross-validation (LoCoMo's dev file has 5 conversations: one per fold).
+FOLDS = 5
 
 
 def default_alpha() -> float:
@@ -91,21 +101,44 @@ def datasets(data_dir: Path) -> dict[str, Dataset]:
     }
 
 
-def joint_grid(sets: dict[str, Dataset]) -> dict[str, Any]:
-    """Headline metric (and median injected tokens) per (share, alpha) and dataset, through the API."""
+def joint_grid(sets: dict[str, Dataset]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Headline metric (and median injected tokens) per (share, alpha) and dataset, through the API.
+
+    Returns:
+        The grid, and the per-question headline scores :func:`grouped_cross_validate` reads:
+        ``{"questions": {dataset: [[question id, group id], ...]}, "scores": {point: {dataset: [score, ...]}}}``.
+    """
     use, e5 = make_embedder("default"), make_embedder("e5-onnx")
     out: dict[str, Any] = {}
+    questions: dict[str, list[list[str]]] = {}
+    scores: dict[str, dict[str, list[float]]] = {}
     for share in SHARES:
         for alpha in ALPHAS:
-            opts = BenchOptions(alpha=alpha, baselines=False, peers=False, tokens=True, progress=False)
             row: dict[str, Any] = {}
+            key = point(share, alpha)
+            scores[key] = {}
             for name, ds in sets.items():
+                asked: list[list[str]] = []
+                got: list[float] = []
+
+                def on_question(
+                    g: Any, q: Any, _r: Any, m: Any, asked: Any = asked, got: Any = got, n: str = name
+                ) -> None:
+                    asked.append([q.id, g.id])
+                    got.append(round(float(m[HEADLINE[n]]), 6))
+
+                opts = BenchOptions(
+                    alpha=alpha, baselines=False, peers=False, tokens=True, progress=False, on_question=on_question
+                )
                 rep = run_benchmark(ds, embedder=_pair(use, e5, share), options=opts)
                 injected = ((rep.get("tokens") or {}).get("injected") or {}).get("median")
                 row[name] = {"metric": HEADLINE[name], "value": rep.get(HEADLINE[name]), "median_tokens": injected}
-            log(f"{point(share, alpha)}: " + ", ".join(f"{n} {r['value']:.3f}" for n, r in row.items()))
-            out[point(share, alpha)] = row
-    return out
+                if questions.setdefault(name, asked) != asked:
+                    raise RuntimeError(f"{name}: the questions came in another order for {key}")
+                scores[key][name] = got
+            log(f"{key}: " + ", ".join(f"{n} {r['value']:.3f}" for n, r in row.items()))
+            out[key] = row
+    return out, {"questions": questions, "scores": scores}
 
 
 def at_default_alpha(joint: dict[str, Any], alpha: float) -> dict[str, Any]:
@@ -144,6 +177,57 @@ def best_share(table: dict[str, Any], alpha: float | None = None, *, over: Seque
     ref_alpha = default_alpha() if alpha is None else alpha
     names = list(next(iter(table.values()))) if over is None else over
     return max(table, key=lambda s: (sum(table[s][n]["value"] for n in names) / len(names), _cheaper(s, ref_alpha)))
+
+
+def question_folds(questions: Sequence[Sequence[str]], folds: int = FOLDS) -> list[int]:
+    """The fold of each ``(question id, group id)``: its group's index among the sorted group ids, modulo ``folds``."""
+    index = {g: i for i, g in enumerate(sorted({q[1] for q in questions}))}
+    return [index[q[1]] % folds for q in questions]
+
+
+def grouped_cross_validate(per_question: dict[str, Any], *, alpha: float, folds: int = FOLDS) -> dict[str, Any]:
+    """Within each dataset: the setting best on the other folds, scored on the fold left out.
+
+    A fold holds whole groups (:func:`question_folds`): the questions about one conversation or
+    user are never split between choosing and scoring. For each fold, the setting with the best
+    mean over the three datasets' other folds (:func:`best_share`, same ties) is scored on it, so
+    every question is held out once. ``use_alone`` is the default setting on the same questions;
+    ``wins``/``losses`` count the questions whose held-out score is above/below it.
+    """
+    questions, scores = per_question["questions"], per_question["scores"]
+    fold_of = {n: question_folds(qs, folds) for n, qs in questions.items()}
+    held = {n: [0.0] * len(qs) for n, qs in questions.items()}
+    chosen = []
+    for f in range(folds):
+        table = {
+            key: {
+                n: {"value": fmean([v for v, g in zip(row[n], fold_of[n], strict=True) if g != f] or [0.0])}
+                for n in questions
+            }
+            for key, row in scores.items()
+        }
+        best = best_share(table, alpha)
+        chosen.append(best)
+        for n in questions:
+            for i, g in enumerate(fold_of[n]):
+                if g == f:
+                    held[n][i] = scores[best][n][i]
+    reference = scores[point(0.0, alpha)]
+    return {
+        "folds": folds,
+        "chosen": chosen,
+        "datasets": {
+            n: {
+                "held_out": round(fmean(held[n]), 6),
+                "use_alone": round(fmean(reference[n]), 6),
+                "wins": sum(h > r for h, r in zip(held[n], reference[n], strict=True)),
+                "losses": sum(h < r for h, r in zip(held[n], reference[n], strict=True)),
+                "groups": len({q[1] for q in questions[n]}),
+                "questions": len(questions[n]),
+            }
+            for n in questions
+        },
+    }
 
 
 def quiet_speed() -> dict[str, float] | None:
@@ -208,6 +292,7 @@ def verdict(res: dict[str, Any]) -> str:
         + ", ".join(f"{n} {r['value']:.3f} vs {table[reference][n]['value']:.3f}" for n, r in row.items())
         + " for the default model alone).",
         "* Left out: higher on " + (", ".join(better) or "none") + "; lower on " + (", ".join(worse) or "none") + ".",
+        *([grouped_summary(res["grouped_cross_validation"])] if res.get("grouped_cross_validation") else []),
         f"* Probe at that share: Recall@1 {pair_probe['recall@1']:.3f} (default model {use_probe['recall@1']:.3f}), "
         f"Recall@5 {pair_probe['recall@5']:.3f} ({use_probe['recall@5']:.3f}).",
         f"* Speed of the concatenation{' (idle-machine estimate)' if estimated else ' (measured)'}: "
@@ -223,6 +308,20 @@ def verdict(res: dict[str, Any]) -> str:
         reasons += [] if fast else ["it misses the speed bar"]
         parts.append("* So **the default stays USE-multilingual**: " + "; ".join(reasons) + ".")
     return "\n".join(parts)
+
+
+def grouped_summary(grouped: dict[str, Any]) -> str:
+    """One verdict line: what the within-dataset folds chose and scored."""
+    counts = {c: grouped["chosen"].count(c) for c in grouped["chosen"]}
+    top = max(counts, key=lambda c: counts[c])
+    scored = ", ".join(
+        f"{n} {d['held_out']:.3f} vs {d['use_alone']:.3f} (questions up / down: {d['wins']} / {d['losses']})"
+        for n, d in grouped["datasets"].items()
+    )
+    return (
+        f"* Within each dataset ({grouped['folds']} folds of whole conversations, users or haystacks): "
+        f"**{top}** chosen in {counts[top]} of {grouped['folds']} folds; held out {scored}."
+    )
 
 
 def speed(sets: dict[str, Dataset], repeats: int, share: float) -> dict[str, Any]:
@@ -280,6 +379,25 @@ def render(res: dict[str, Any]) -> str:
     ]
     for held, cv in res["joint_cross_validation"].items():
         lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
+    grouped = res.get("grouped_cross_validation")
+    if grouped:
+        lines += [
+            "",
+            f"Within each dataset, {grouped['folds']} folds of whole groups (a LoCoMo conversation, a MemoryBank-CN "
+            "user, a LongMemEval question's haystack; group i in fold i mod "
+            f"{grouped['folds']}): for each fold the setting best on the mean of the three datasets' other folds "
+            "(same ties), scored on that fold, so every question is held out once. This is the split the "
+            "project's held-back evaluation makes (other conversations, users and questions of the same datasets). "
+            "Chosen per fold: " + ", ".join(f"`{c}`" for c in grouped["chosen"]) + ".",
+            "",
+            "| dataset | groups | questions | held-out score | default (USE, default alpha) | questions up / down |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for n, d in grouped["datasets"].items():
+            lines.append(
+                f"| {n} | {d['groups']} | {d['questions']} | {d['held_out']:.3f} | {d['use_alone']:.3f} | "
+                f"{d['wins']} / {d['losses']} |"
+            )
     lines += [
         "",
         "Bilingual probe (`tests/data/bilingual_probe.json`, default settings incl. `rerank.cross_script`):",
@@ -319,6 +437,23 @@ def render(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _grid_results(sets: dict[str, Dataset], alpha: float, out: Path) -> dict[str, Any]:
+    """The grid and its three cross-validations; writes the per-question scores to ``ensemble_questions.json``."""
+    joint, per_question = joint_grid(sets)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ensemble_questions.json").write_text(
+        json.dumps(per_question, separators=(",", ":")) + "\n", encoding="utf-8"
+    )
+    grid = at_default_alpha(joint, alpha)
+    return {
+        "grid": grid,
+        "joint": joint,
+        "cross_validation": cross_validate(grid, alpha=alpha),
+        "joint_cross_validation": cross_validate(joint, alpha=alpha),
+        "grouped_cross_validation": grouped_cross_validate(per_question, alpha=alpha),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ensemble", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
@@ -326,12 +461,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--render", action="store_true", help="only rewrite ensemble.md from the saved ensemble.json")
     parser.add_argument("--speed", action="store_true", help="only rerun the speed into the saved ensemble.json")
+    parser.add_argument(
+        "--grid", action="store_true", help="only rerun the grid and the cross-validations into the saved results"
+    )
     args = parser.parse_args(argv)
-    if args.render or args.speed:
+    if args.render or args.speed or args.grid:
         saved = json.loads((args.out / "ensemble.json").read_text(encoding="utf-8"))
         if args.speed:
             best = best_share(saved["joint"], saved["default_alpha"])
             saved["speed"] = speed(datasets(args.data_dir), args.repeats, _parse(best)[0])
+        if args.grid:
+            use_bundled_tiktoken_cache()
+            saved.update(_grid_results(datasets(args.data_dir), saved["default_alpha"], args.out))
         saved["quiet_speed"] = quiet_speed()
         saved["verdict"] = verdict(saved)
         (args.out / "ensemble.json").write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
@@ -341,12 +482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     use_bundled_tiktoken_cache()
     sets = datasets(args.data_dir)
     alpha = default_alpha()
-    joint = joint_grid(sets)
     res: dict[str, Any] = {"alphas": list(ALPHAS), "default_alpha": alpha, "repeats": args.repeats}
-    res["grid"] = at_default_alpha(joint, alpha)
-    res["joint"] = joint
-    res["cross_validation"] = cross_validate(res["grid"], alpha=alpha)
-    res["joint_cross_validation"] = cross_validate(joint, alpha=alpha)
+    res.update(_grid_results(sets, alpha, args.out))
+    joint = res["joint"]
     use, e5 = UniversalSentenceEncoder(), E5SmallEmbedder(backend="onnx")
     res["probe"] = probe(
         {f"e5 share {key}": (_pair(use, e5, _parse(key)[0]), {"retrieval": {"alpha": _parse(key)[1]}}) for key in joint}

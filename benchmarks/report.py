@@ -454,6 +454,7 @@ def cv_section(extra: Mapping[str, Any]) -> list[str]:
     gate = extra.get("gate")
     if not rows and not gate:
         return []
+    grouped = (extra.get("ensemble") or {}).get("grouped_cross_validation")
     lines = [
         "## Dev numbers and cross-validated estimates",
         "",
@@ -474,6 +475,35 @@ def cv_section(extra: Mapping[str, Any]) -> list[str]:
                     "held out - default",
                 ],
                 rows,
+            ),
+            "",
+        ]
+    if grouped:
+        chosen = grouped["chosen"]
+        lines += [
+            f"The held-back data is other conversations, users and questions of the same datasets, so the USE + e5 "
+            f"study also cross-validates within each dataset ([ensemble.md](ensemble.md)): {grouped['folds']} folds of "
+            "whole conversations, users or LongMemEval haystacks, the setting best on the other folds of all three "
+            "scored on the fold left out. Chosen per fold: " + ", ".join(f"`{c}`" for c in chosen) + ".",
+            "",
+            _table(
+                [
+                    "dataset",
+                    "default (dev)",
+                    "held out, folds within the dataset",
+                    "held out - default",
+                    "questions up / down",
+                ],
+                [
+                    (
+                        n,
+                        d["use_alone"],
+                        d["held_out"],
+                        f"{d['held_out'] - d['use_alone']:+.3f}",
+                        f"{d['wins']} / {d['losses']}",
+                    )
+                    for n, d in grouped["datasets"].items()
+                ],
             ),
             "",
         ]

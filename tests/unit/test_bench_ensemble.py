@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.ensemble import at_default_alpha, best_share, cross_validate, point, render, verdict
+from benchmarks.ensemble import (
+    at_default_alpha,
+    best_share,
+    cross_validate,
+    grouped_cross_validate,
+    grouped_summary,
+    point,
+    question_folds,
+    render,
+    verdict,
+)
 
 
 def _row(locomo: float, longmemeval: float, memorybank: float) -> dict[str, Any]:
@@ -77,3 +87,57 @@ def test_the_verdict_keeps_use_when_a_dataset_drops_held_out() -> None:
     assert "| 0.000 (default) | 0.4 | 0.710 | 0.950 | 0.980 | 0.880 | 250 | 0.900 |" in md
     assert "| longmemeval | 1.000 @ alpha 0.25 | 0.930 | 0.950 |" in md
     assert "it misses the speed bar" in md
+
+
+def test_a_fold_holds_whole_groups() -> None:
+    questions = [["q1", "g2"], ["q2", "g1"], ["q3", "g2"], ["q4", "g7"]]
+    # sorted groups g1, g2, g7 -> folds 0, 1, 0
+    assert question_folds(questions, 2) == [1, 0, 1, 0]
+
+
+def _per_question() -> dict[str, Any]:
+    default, pair = point(0.0, 0.4), point(0.8, 0.5)
+    return {
+        "questions": {
+            "locomo": [["q1", "a"], ["q2", "a"], ["q3", "b"], ["q4", "b"]],
+            "longmemeval": [["x", "x"], ["y", "y"]],
+            "memorybank": [["m1", "m"], ["n1", "n"]],
+        },
+        "scores": {
+            default: {"locomo": [1.0, 0.0, 1.0, 1.0], "longmemeval": [1.0, 0.0], "memorybank": [1.0, 1.0]},
+            pair: {"locomo": [1.0, 1.0, 0.0, 1.0], "longmemeval": [0.0, 1.0], "memorybank": [1.0, 1.0]},
+        },
+    }
+
+
+def test_each_fold_is_scored_by_the_setting_chosen_on_the_other_folds() -> None:
+    res = grouped_cross_validate(_per_question(), alpha=0.4, folds=2)
+    # fold 0 (groups a, x, m) is chosen on fold 1: the pair's mean 0.833 beats the default's 0.667;
+    # fold 1 (b, y, n) on fold 0: the default's 0.833 beats the pair's 0.667.
+    assert res["chosen"] == [point(0.8, 0.5), point(0.0, 0.4)]
+    locomo, lme, mb = (res["datasets"][n] for n in ("locomo", "longmemeval", "memorybank"))
+    assert locomo == {"held_out": 1.0, "use_alone": 0.75, "wins": 1, "losses": 0, "groups": 2, "questions": 4}
+    assert (lme["held_out"], lme["use_alone"], lme["wins"], lme["losses"]) == (0.0, 0.5, 0, 1)
+    assert (mb["held_out"], mb["wins"], mb["losses"]) == (1.0, 0, 0)
+
+
+def test_the_grouped_result_is_reported() -> None:
+    grouped = grouped_cross_validate(_per_question(), alpha=0.4, folds=2)
+    line = grouped_summary(grouped)
+    assert "(2 folds of whole conversations, users or haystacks): **0.800 @ alpha 0.5** chosen in 1 of 2" in line
+    assert "locomo 1.000 vs 0.750 (questions up / down: 1 / 0)" in line
+    joint = _joint()
+    res: dict[str, Any] = {
+        "alphas": [0.4, 0.5],
+        "default_alpha": 0.4,
+        "repeats": 1,
+        "joint": joint,
+        "cross_validation": cross_validate(at_default_alpha(joint, 0.4), alpha=0.4),
+        "joint_cross_validation": cross_validate(joint, alpha=0.4),
+        "grouped_cross_validation": grouped,
+        "probe": {},
+        "speed": {},
+    }
+    md = render(res)
+    assert "| longmemeval | 2 | 2 | 0.000 | 0.500 | 0 / 1 |" in md
+    assert "Chosen per fold: `0.800 @ alpha 0.5`, `0.000 @ alpha 0.4`." in md
