@@ -14,10 +14,10 @@ the alphas of :data:`ALPHAS`, and a second cross-validation chooses share and al
 the smaller share, then the alpha nearest the default).
 
 The project scores its defaults on held-back parts of the same three datasets (other conversations,
-users and questions), so a third cross-validation stays inside each dataset: :data:`FOLDS` folds of
+users and questions), so a third cross-validation stays inside each dataset: five folds of
 whole groups (a LoCoMo conversation, a MemoryBank-CN user, a LongMemEval question's haystack), the
 setting best on the mean of the three datasets' other folds, scored on the fold left out
-(:func:`grouped_cross_validate`; the per-question scores it needs are in ``ensemble_questions.json``).
+(:mod:`benchmarks.harness.folds`; the per-question scores it needs are in ``ensemble_questions.json``).
 
 Needs the ``local`` and ``e5-onnx`` extras. Vectors come from the benchmark cache
 (``~/.cache/hybrid-memory-bench``), so a second run takes about 20 minutes (32 settings, three
@@ -37,7 +37,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +46,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.e5_onnx import HEADLINE, TARGET_BATCHED_PER_S, TARGET_QUERY_P95_MS, probe  # noqa: E402
 from benchmarks.harness.cli import make_embedder  # noqa: E402
 from benchmarks.harness.datasets import Dataset, load_locomo, load_longmemeval, load_memorybank  # noqa: E402
+from benchmarks.harness.folds import FOLDS, Chooser, finish, grouped_cross_validate, recorder, table_lines  # noqa: E402
 from benchmarks.harness.runner import BenchOptions, run_benchmark  # noqa: E402
 from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
 from benchmarks.studies import _speed, log, speed_texts  # noqa: E402
@@ -56,8 +56,6 @@ from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, Embedder, 
 SHARES = (0.0, 1 / 3, 0.5, 2 / 3, 0.8, 6 / 7, 8 / 9, 1.0)
 #: Alphas every share runs at (1.0 = pure vector); the library default is one of them.
 ALPHAS = (0.25, 0.4, 0.5, 0.6)
-#: Folds of the within-dataset cross-validation (LoCoMo's dev file has 5 conversations: one per fold).
-FOLDS = 5
 
 
 def default_alpha() -> float:
@@ -105,40 +103,26 @@ def joint_grid(sets: dict[str, Dataset]) -> tuple[dict[str, Any], dict[str, Any]
     """Headline metric (and median injected tokens) per (share, alpha) and dataset, through the API.
 
     Returns:
-        The grid, and the per-question headline scores :func:`grouped_cross_validate` reads:
-        ``{"questions": {dataset: [[question id, group id], ...]}, "scores": {point: {dataset: [score, ...]}}}``.
+        The grid, and the per-question headline scores of :mod:`benchmarks.harness.folds`.
     """
     use, e5 = make_embedder("default"), make_embedder("e5-onnx")
     out: dict[str, Any] = {}
-    questions: dict[str, list[list[str]]] = {}
-    scores: dict[str, dict[str, list[float]]] = {}
+    per_question: dict[str, Any] = {}
     for share in SHARES:
         for alpha in ALPHAS:
             row: dict[str, Any] = {}
             key = point(share, alpha)
-            scores[key] = {}
             for name, ds in sets.items():
-                asked: list[list[str]] = []
-                got: list[float] = []
-
-                def on_question(
-                    g: Any, q: Any, _r: Any, m: Any, asked: Any = asked, got: Any = got, n: str = name
-                ) -> None:
-                    asked.append([q.id, g.id])
-                    got.append(round(float(m[HEADLINE[n]]), 6))
-
+                hook = recorder(per_question, key, name, HEADLINE[name])
                 opts = BenchOptions(
-                    alpha=alpha, baselines=False, peers=False, tokens=True, progress=False, on_question=on_question
+                    alpha=alpha, baselines=False, peers=False, tokens=True, progress=False, on_question=hook
                 )
                 rep = run_benchmark(ds, embedder=_pair(use, e5, share), options=opts)
                 injected = ((rep.get("tokens") or {}).get("injected") or {}).get("median")
                 row[name] = {"metric": HEADLINE[name], "value": rep.get(HEADLINE[name]), "median_tokens": injected}
-                if questions.setdefault(name, asked) != asked:
-                    raise RuntimeError(f"{name}: the questions came in another order for {key}")
-                scores[key][name] = got
             log(f"{key}: " + ", ".join(f"{n} {r['value']:.3f}" for n, r in row.items()))
             out[key] = row
-    return out, {"questions": questions, "scores": scores}
+    return out, finish(per_question)
 
 
 def at_default_alpha(joint: dict[str, Any], alpha: float) -> dict[str, Any]:
@@ -179,55 +163,14 @@ def best_share(table: dict[str, Any], alpha: float | None = None, *, over: Seque
     return max(table, key=lambda s: (sum(table[s][n]["value"] for n in names) / len(names), _cheaper(s, ref_alpha)))
 
 
-def question_folds(questions: Sequence[Sequence[str]], folds: int = FOLDS) -> list[int]:
-    """The fold of each ``(question id, group id)``: its group's index among the sorted group ids, modulo ``folds``."""
-    index = {g: i for i, g in enumerate(sorted({q[1] for q in questions}))}
-    return [index[q[1]] % folds for q in questions]
+def chooser(alpha: float) -> Chooser:
+    """:func:`best_share` (same ties) over a table of plain means, for :mod:`benchmarks.harness.folds`."""
+    return lambda table: best_share({k: {n: {"value": v} for n, v in row.items()} for k, row in table.items()}, alpha)
 
 
-def grouped_cross_validate(per_question: dict[str, Any], *, alpha: float, folds: int = FOLDS) -> dict[str, Any]:
-    """Within each dataset: the setting best on the other folds, scored on the fold left out.
-
-    A fold holds whole groups (:func:`question_folds`): the questions about one conversation or
-    user are never split between choosing and scoring. For each fold, the setting with the best
-    mean over the three datasets' other folds (:func:`best_share`, same ties) is scored on it, so
-    every question is held out once. ``use_alone`` is the default setting on the same questions;
-    ``wins``/``losses`` count the questions whose held-out score is above/below it.
-    """
-    questions, scores = per_question["questions"], per_question["scores"]
-    fold_of = {n: question_folds(qs, folds) for n, qs in questions.items()}
-    held = {n: [0.0] * len(qs) for n, qs in questions.items()}
-    chosen = []
-    for f in range(folds):
-        table = {
-            key: {
-                n: {"value": fmean([v for v, g in zip(row[n], fold_of[n], strict=True) if g != f] or [0.0])}
-                for n in questions
-            }
-            for key, row in scores.items()
-        }
-        best = best_share(table, alpha)
-        chosen.append(best)
-        for n in questions:
-            for i, g in enumerate(fold_of[n]):
-                if g == f:
-                    held[n][i] = scores[best][n][i]
-    reference = scores[point(0.0, alpha)]
-    return {
-        "folds": folds,
-        "chosen": chosen,
-        "datasets": {
-            n: {
-                "held_out": round(fmean(held[n]), 6),
-                "use_alone": round(fmean(reference[n]), 6),
-                "wins": sum(h > r for h, r in zip(held[n], reference[n], strict=True)),
-                "losses": sum(h < r for h, r in zip(held[n], reference[n], strict=True)),
-                "groups": len({q[1] for q in questions[n]}),
-                "questions": len(questions[n]),
-            }
-            for n in questions
-        },
-    }
+def within_datasets(per_question: dict[str, Any], alpha: float, *, folds: int = FOLDS) -> dict[str, Any]:
+    """Share and alpha cross-validated within each dataset (the default: USE alone at ``alpha``)."""
+    return grouped_cross_validate(per_question, choose=chooser(alpha), reference=point(0.0, alpha), folds=folds)
 
 
 def quiet_speed() -> dict[str, float] | None:
@@ -315,7 +258,7 @@ def grouped_summary(grouped: dict[str, Any]) -> str:
     counts = {c: grouped["chosen"].count(c) for c in grouped["chosen"]}
     top = max(counts, key=lambda c: counts[c])
     scored = ", ".join(
-        f"{n} {d['held_out']:.3f} vs {d['use_alone']:.3f} (questions up / down: {d['wins']} / {d['losses']})"
+        f"{n} {d['held_out']:.3f} vs {d['default']:.3f} (questions up / down: {d['wins']} / {d['losses']})"
         for n, d in grouped["datasets"].items()
     )
     return (
@@ -390,14 +333,8 @@ def render(res: dict[str, Any]) -> str:
             "project's held-back evaluation makes (other conversations, users and questions of the same datasets). "
             "Chosen per fold: " + ", ".join(f"`{c}`" for c in grouped["chosen"]) + ".",
             "",
-            "| dataset | groups | questions | held-out score | default (USE, default alpha) | questions up / down |",
-            "|---|---:|---:|---:|---:|---:|",
+            *table_lines(grouped, "default (USE, default alpha)"),
         ]
-        for n, d in grouped["datasets"].items():
-            lines.append(
-                f"| {n} | {d['groups']} | {d['questions']} | {d['held_out']:.3f} | {d['use_alone']:.3f} | "
-                f"{d['wins']} / {d['losses']} |"
-            )
     lines += [
         "",
         "Bilingual probe (`tests/data/bilingual_probe.json`, default settings incl. `rerank.cross_script`):",
@@ -450,7 +387,7 @@ def _grid_results(sets: dict[str, Dataset], alpha: float, out: Path) -> dict[str
         "joint": joint,
         "cross_validation": cross_validate(grid, alpha=alpha),
         "joint_cross_validation": cross_validate(joint, alpha=alpha),
-        "grouped_cross_validation": grouped_cross_validate(per_question, alpha=alpha),
+        "grouped_cross_validation": within_datasets(per_question, alpha),
     }
 
 
@@ -473,6 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.grid:
             use_bundled_tiktoken_cache()
             saved.update(_grid_results(datasets(args.data_dir), saved["default_alpha"], args.out))
+        elif (args.out / "ensemble_questions.json").exists():
+            per_question = json.loads((args.out / "ensemble_questions.json").read_text(encoding="utf-8"))
+            saved["grouped_cross_validation"] = within_datasets(per_question, saved["default_alpha"])
         saved["quiet_speed"] = quiet_speed()
         saved["verdict"] = verdict(saved)
         (args.out / "ensemble.json").write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")

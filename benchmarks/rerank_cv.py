@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.fusion_cv import HEADLINE  # noqa: E402
+from benchmarks.harness.folds import (  # noqa: E402
+    finish,
+    grouped_cross_validate,
+    mean_chooser,
+    recorder,
+    summary,
+    table_lines,
+)
 
 #: name -> (w_relevance, w_importance, w_recency, w_heat)
 WEIGHTS = {
@@ -72,11 +81,13 @@ def run(
     table: dict[str, dict[str, str]] | None = None,
     keys: tuple[str, ...] = _KEYS,
     section: str = "RERANK",
+    per_question: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Headline metric of every variant (or of ``names``) on every dataset.
 
     ``table``: the variants as ``HYBRID_MEMORY_<section>__<key>`` settings (default :func:`variants`);
-    ``keys``: the settings a variant may make (the others are unset, i.e. the defaults).
+    ``keys``: the settings a variant may make (the others are unset, i.e. the defaults);
+    ``per_question``: filled with each question's headline per variant (:mod:`benchmarks.harness.folds`).
     """
     from benchmarks.__main__ import load_all
     from benchmarks.harness.cache import CachedEmbedder
@@ -98,9 +109,11 @@ def run(
                     os.environ[var[key]] = env[key]
                 else:
                     os.environ.pop(var[key], None)
-            scores[name] = {
-                d: float(run_benchmark(data[d], embedder=emb, options=opts)[metric]) for d, metric in HEADLINE.items()
-            }
+            scores[name] = {}
+            for d, metric in HEADLINE.items():
+                hook = recorder(per_question, name, d, metric) if per_question is not None else None
+                report = run_benchmark(data[d], embedder=emb, options=replace(opts, on_question=hook))
+                scores[name][d] = float(report[metric])
             print(name, scores[name], file=sys.stderr, flush=True)
     finally:
         emb.close()
@@ -122,6 +135,28 @@ def cross_validate(scores: dict[str, dict[str, float]], default: str = DEFAULT) 
     return out
 
 
+def within_datasets(per_question: dict[str, Any], default: str = DEFAULT) -> dict[str, Any]:
+    """The variants cross-validated within each dataset (best mean on the other folds, ties to ``default``)."""
+    return grouped_cross_validate(finish(per_question), choose=mean_chooser(default), reference=default)
+
+
+def grouped_lines(grouped: dict[str, Any]) -> list[str]:
+    """Markdown lines: the within-dataset cross-validation of a study, and what it does not decide."""
+    lines = [
+        f"Within each dataset ({grouped['folds']} folds of whole LoCoMo conversations, MemoryBank-CN users and "
+        "LongMemEval haystacks, the split of the held-back evaluation; per fold the best mean on the other folds, "
+        f"ties to the default): chosen {summary(grouped)} (per fold: "
+        + ", ".join(f"`{c}`" for c in grouped["chosen"])
+        + ").",
+        "",
+        *table_lines(grouped),
+        "",
+        "A default changes by the leave-one-dataset-out rule above (no held-out drop, one rise); these folds are the "
+        "second estimate, reported beside it.",
+    ]
+    return lines
+
+
 def cv_tables(
     scores: dict[str, dict[str, float]], cv: dict[str, Any], label: str, verdict_of: Callable[[str], str] | None = None
 ) -> list[str]:
@@ -141,7 +176,7 @@ def cv_tables(
     return lines
 
 
-def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any], grouped: dict[str, Any] | None = None) -> str:
     lines = [
         "# Re-rank weights and guard through the API, cross-validated (`python -m benchmarks.rerank_cv`)",
         "",
@@ -152,13 +187,14 @@ def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
         "headline metric per dataset.",
         "",
         *cv_tables(scores, cv, "weights"),
+        *(["", *grouped_lines(grouped)] if grouped else []),
     ]
     kept = [n for n in scores if "**kept**" in verdict(n, scores, cv)]
     lines += [
         "",
         f"Kept: {', '.join(kept)}."
         if kept
-        else "Kept: nothing. No variant scores above the default on a held-out dataset, so the defaults stay "
+        else "Kept: nothing. No variant scores above the default on a dataset left out, so the defaults stay "
         "(weights 0.6/0.2/0.1/0.1, guard off); the guard remains an option (`rerank.guard_margin` / "
         "`rerank.guard_gap`).",
         "",
@@ -226,6 +262,11 @@ def experiments_section(scores: dict[str, dict[str, float]], cv: dict[str, Any])
     return "\n".join([*lines, SECTION_END])
 
 
+def write_questions(path: Path, per_question: dict[str, Any]) -> None:
+    """The per-question scores of a run, compact (they are read by programs, not people)."""
+    path.write_text(json.dumps(per_question, separators=(",", ":")) + "\n", encoding="utf-8")
+
+
 def update_experiments(path: Path, section: str, start: str = SECTION_START, end: str = SECTION_END) -> None:
     """Replace the section between the markers ``start`` and ``end`` of ``path`` (or append it)."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -249,22 +290,32 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         nargs="+",
         default=None,
-        help="no run: merge the scores of these rerank_cv.json files (parts run with --only) and cross-validate",
+        help="no run: merge the scores of these rerank_cv.json files (parts run with --only) and cross-validate "
+        "(one file: re-render it, its within-dataset folds included)",
     )
     args = p.parse_args(argv)
+    grouped: dict[str, Any] | None = None
+    per_question: dict[str, Any] = {}
     if args.scores is not None:
         scores = {}
         for path in args.scores:
-            scores.update(json.loads(path.read_text())["scores"])
+            saved = json.loads(path.read_text())
+            scores.update(saved["scores"])
+            if len(args.scores) == 1:  # one complete run: its within-dataset folds still hold
+                grouped = saved.get("grouped_cross_validated")
         scores = {n: scores[n] for n in variants() if n in scores}
     else:
         names = {"all": None, "weights": list(WEIGHTS), "guards": [DEFAULT, *GUARDS]}[args.only]
-        scores = run(args.data_dir, names)
+        scores = run(args.data_dir, names, per_question=per_question)
+        grouped = within_datasets(per_question)
     cv = cross_validate(scores)
-    text = markdown(scores, cv)
+    text = markdown(scores, cv, grouped)
     print(text)
     if args.out is not None:
-        (args.out / "rerank_cv.json").write_text(json.dumps({"scores": scores, "cross_validated": cv}, indent=2) + "\n")
+        result = {"scores": scores, "cross_validated": cv, "grouped_cross_validated": grouped}
+        (args.out / "rerank_cv.json").write_text(json.dumps(result, indent=2) + "\n")
+        if per_question:
+            write_questions(args.out / "rerank_cv_questions.json", per_question)
         (args.out / "rerank_cv.md").write_text(text)
         update_experiments(args.out / "experiments.md", experiments_section(scores, cv))
     return 0

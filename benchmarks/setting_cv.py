@@ -35,7 +35,17 @@ if str(ROOT) not in sys.path:
 
 from pydantic import BaseModel  # noqa: E402
 
-from benchmarks.rerank_cv import cross_validate, cv_tables, run, section_rows, update_experiments, verdict  # noqa: E402
+from benchmarks.rerank_cv import (  # noqa: E402
+    cross_validate,
+    cv_tables,
+    grouped_lines,
+    run,
+    section_rows,
+    update_experiments,
+    verdict,
+    within_datasets,
+    write_questions,
+)
 from hybrid_memory.config import HybridMemoryConfig  # noqa: E402
 
 
@@ -128,7 +138,9 @@ def table(study: Setting) -> dict[str, dict[str, str]]:
     return {study.name(v): {study.field: f"{v:g}"} for v in study.values}
 
 
-def markdown(study: Setting, scores: dict[str, dict[str, float]], cv: dict[str, Any]) -> str:
+def markdown(
+    study: Setting, scores: dict[str, dict[str, float]], cv: dict[str, Any], grouped: dict[str, Any] | None = None
+) -> str:
     default = study.default_name
     lines = [
         f"# {study.title} through the API, cross-validated (`python -m benchmarks.setting_cv {study.short}`)",
@@ -138,6 +150,7 @@ def markdown(study: Setting, scores: dict[str, dict[str, float]], cv: dict[str, 
         "headline metric per dataset; chosen on two datasets (best mean, ties to the default), scored on the third.",
         "",
         *cv_tables(scores, cv, study.short, lambda n: verdict(n, scores, cv, default)),
+        *(["", *grouped_lines(grouped)] if grouped else []),
     ]
     kept = [n for n in scores if "**kept**" in verdict(n, scores, cv, default)]
     lines += ["", conclusion(study, scores, cv, kept), ""]
@@ -151,7 +164,7 @@ def conclusion(study: Setting, scores: dict[str, dict[str, float]], cv: dict[str
     stays = f"Kept: nothing; the default stays ({study.short} {study.default:g})"
     drops = [d for d, c in cv.items() if c["held_out"] < c["default"]]
     if not drops:
-        return f"{stays}: no value scores above it on a held-out dataset."
+        return f"{stays}: no value scores above it on a dataset left out."
     wants = []
     for d in cv:
         top = max(s[d] for s in scores.values())
@@ -188,19 +201,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--render-only", action="store_true", help="rewrite the Markdown from the study's JSON in --out")
     args = p.parse_args(argv)
     study = STUDIES[args.study]
+    per_question: dict[str, Any] = {}
     if args.render_only:
         if args.out is None:
             p.error("--render-only needs --out")
-        scores = json.loads((args.out / f"{study.file}.json").read_text())["scores"]
+        saved = json.loads((args.out / f"{study.file}.json").read_text())
+        scores, grouped = saved["scores"], saved.get("grouped_cross_validated")
     else:
-        scores = run(args.data_dir, table=table(study), keys=(study.field,), section=study.section)
+        scores = run(
+            args.data_dir, table=table(study), keys=(study.field,), section=study.section, per_question=per_question
+        )
+        grouped = within_datasets(per_question, study.default_name)
     cv = cross_validate(scores, study.default_name)
-    text = markdown(study, scores, cv)
+    text = markdown(study, scores, cv, grouped)
     print(text)
     if args.out is not None:
-        (args.out / f"{study.file}.json").write_text(
-            json.dumps({"scores": scores, "cross_validated": cv}, indent=2) + "\n"
-        )
+        result = {"scores": scores, "cross_validated": cv, "grouped_cross_validated": grouped}
+        (args.out / f"{study.file}.json").write_text(json.dumps(result, indent=2) + "\n")
+        if per_question:
+            write_questions(args.out / f"{study.file}_questions.json", per_question)
         (args.out / f"{study.file}.md").write_text(text)
         update_experiments(args.out / "experiments.md", experiments_section(study, scores, cv), *study.marks)
     return 0

@@ -8,13 +8,13 @@ from benchmarks.ensemble import (
     at_default_alpha,
     best_share,
     cross_validate,
-    grouped_cross_validate,
     grouped_summary,
     point,
-    question_folds,
     render,
     verdict,
+    within_datasets,
 )
+from benchmarks.harness.folds import question_folds
 
 
 def _row(locomo: float, longmemeval: float, memorybank: float) -> dict[str, Any]:
@@ -111,18 +111,18 @@ def _per_question() -> dict[str, Any]:
 
 
 def test_each_fold_is_scored_by_the_setting_chosen_on_the_other_folds() -> None:
-    res = grouped_cross_validate(_per_question(), alpha=0.4, folds=2)
+    res = within_datasets(_per_question(), 0.4, folds=2)
     # fold 0 (groups a, x, m) is chosen on fold 1: the pair's mean 0.833 beats the default's 0.667;
     # fold 1 (b, y, n) on fold 0: the default's 0.833 beats the pair's 0.667.
     assert res["chosen"] == [point(0.8, 0.5), point(0.0, 0.4)]
     locomo, lme, mb = (res["datasets"][n] for n in ("locomo", "longmemeval", "memorybank"))
-    assert locomo == {"held_out": 1.0, "use_alone": 0.75, "wins": 1, "losses": 0, "groups": 2, "questions": 4}
-    assert (lme["held_out"], lme["use_alone"], lme["wins"], lme["losses"]) == (0.0, 0.5, 0, 1)
+    assert locomo == {"held_out": 1.0, "default": 0.75, "wins": 1, "losses": 0, "groups": 2, "questions": 4}
+    assert (lme["held_out"], lme["default"], lme["wins"], lme["losses"]) == (0.0, 0.5, 0, 1)
     assert (mb["held_out"], mb["wins"], mb["losses"]) == (1.0, 0, 0)
 
 
 def test_the_grouped_result_is_reported() -> None:
-    grouped = grouped_cross_validate(_per_question(), alpha=0.4, folds=2)
+    grouped = within_datasets(_per_question(), 0.4, folds=2)
     line = grouped_summary(grouped)
     assert "(2 folds of whole conversations, users or haystacks): **0.800 @ alpha 0.5** chosen in 1 of 2" in line
     assert "locomo 1.000 vs 0.750 (questions up / down: 1 / 0)" in line

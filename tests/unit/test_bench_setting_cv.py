@@ -59,7 +59,7 @@ def test_a_flat_grid_keeps_the_default_and_says_nothing_beats_it() -> None:
     scores = _scores()
     cv = cross_validate(scores, W_TIME.default_name)
     assert {c["chosen"] for c in cv.values()} == {W_TIME.default_name}
-    assert conclusion(W_TIME, scores, cv, []).endswith("no value scores above it on a held-out dataset.")
+    assert conclusion(W_TIME, scores, cv, []).endswith("no value scores above it on a dataset left out.")
 
 
 def test_a_value_better_everywhere_is_kept() -> None:
