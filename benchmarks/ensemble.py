@@ -46,7 +46,16 @@ if str(ROOT) not in sys.path:
 from benchmarks.e5_onnx import HEADLINE, TARGET_BATCHED_PER_S, TARGET_QUERY_P95_MS, probe  # noqa: E402
 from benchmarks.harness.cli import make_embedder  # noqa: E402
 from benchmarks.harness.datasets import Dataset, load_locomo, load_longmemeval, load_memorybank  # noqa: E402
-from benchmarks.harness.folds import FOLDS, Chooser, finish, grouped_cross_validate, recorder, table_lines  # noqa: E402
+from benchmarks.harness.folds import (  # noqa: E402
+    FOLDS,
+    Chooser,
+    finish,
+    grouped_cross_validate,
+    recorder,
+    section_lines,
+    summary,
+    write_questions,
+)
 from benchmarks.harness.runner import BenchOptions, run_benchmark  # noqa: E402
 from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
 from benchmarks.studies import _speed, log, speed_texts  # noqa: E402
@@ -235,7 +244,7 @@ def verdict(res: dict[str, Any]) -> str:
         + ", ".join(f"{n} {r['value']:.3f} vs {table[reference][n]['value']:.3f}" for n, r in row.items())
         + " for the default model alone).",
         "* Left out: higher on " + (", ".join(better) or "none") + "; lower on " + (", ".join(worse) or "none") + ".",
-        *([grouped_summary(res["grouped_cross_validation"])] if res.get("grouped_cross_validation") else []),
+        *([grouped_summary(res["grouped_cross_validated"])] if res.get("grouped_cross_validated") else []),
         f"* Probe at that share: Recall@1 {pair_probe['recall@1']:.3f} (default model {use_probe['recall@1']:.3f}), "
         f"Recall@5 {pair_probe['recall@5']:.3f} ({use_probe['recall@5']:.3f}).",
         f"* Speed of the concatenation{' (idle-machine estimate)' if estimated else ' (measured)'}: "
@@ -255,16 +264,11 @@ def verdict(res: dict[str, Any]) -> str:
 
 def grouped_summary(grouped: dict[str, Any]) -> str:
     """One verdict line: what the within-dataset folds chose and scored."""
-    counts = {c: grouped["chosen"].count(c) for c in grouped["chosen"]}
-    top = max(counts, key=lambda c: counts[c])
     scored = ", ".join(
         f"{n} {d['held_out']:.3f} vs {d['default']:.3f} (questions up / down: {d['wins']} / {d['losses']})"
         for n, d in grouped["datasets"].items()
     )
-    return (
-        f"* Within each dataset ({grouped['folds']} folds of whole conversations, users or haystacks): "
-        f"**{top}** chosen in {counts[top]} of {grouped['folds']} folds; held out {scored}."
-    )
+    return f"* Within each dataset ({grouped['folds']} folds): chosen {summary(grouped)}; held out {scored}."
 
 
 def speed(sets: dict[str, Dataset], repeats: int, share: float) -> dict[str, Any]:
@@ -322,19 +326,10 @@ def render(res: dict[str, Any]) -> str:
     ]
     for held, cv in res["joint_cross_validation"].items():
         lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
-    grouped = res.get("grouped_cross_validation")
+    grouped = res.get("grouped_cross_validated")
     if grouped:
-        lines += [
-            "",
-            f"Within each dataset, {grouped['folds']} folds of whole groups (a LoCoMo conversation, a MemoryBank-CN "
-            "user, a LongMemEval question's haystack; group i in fold i mod "
-            f"{grouped['folds']}): for each fold the setting best on the mean of the three datasets' other folds "
-            "(same ties), scored on that fold, so every question is held out once. This is the split the "
-            "project's held-back evaluation makes (other conversations, users and questions of the same datasets). "
-            "Chosen per fold: " + ", ".join(f"`{c}`" for c in grouped["chosen"]) + ".",
-            "",
-            *table_lines(grouped, "default (USE, default alpha)"),
-        ]
+        ties = "ties to the smaller share, then the alpha nearest the default"
+        lines += ["", *section_lines(grouped, ties=ties, default_label="default (USE, default alpha)")]
     lines += [
         "",
         "Bilingual probe (`tests/data/bilingual_probe.json`, default settings incl. `rerank.cross_script`):",
@@ -378,16 +373,14 @@ def _grid_results(sets: dict[str, Dataset], alpha: float, out: Path) -> dict[str
     """The grid and its three cross-validations; writes the per-question scores to ``ensemble_questions.json``."""
     joint, per_question = joint_grid(sets)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ensemble_questions.json").write_text(
-        json.dumps(per_question, separators=(",", ":")) + "\n", encoding="utf-8"
-    )
+    write_questions(out / "ensemble_questions.json", per_question)
     grid = at_default_alpha(joint, alpha)
     return {
         "grid": grid,
         "joint": joint,
         "cross_validation": cross_validate(grid, alpha=alpha),
         "joint_cross_validation": cross_validate(joint, alpha=alpha),
-        "grouped_cross_validation": within_datasets(per_question, alpha),
+        "grouped_cross_validated": within_datasets(per_question, alpha),
     }
 
 
@@ -412,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             saved.update(_grid_results(datasets(args.data_dir), saved["default_alpha"], args.out))
         elif (args.out / "ensemble_questions.json").exists():
             per_question = json.loads((args.out / "ensemble_questions.json").read_text(encoding="utf-8"))
-            saved["grouped_cross_validation"] = within_datasets(per_question, saved["default_alpha"])
+            saved["grouped_cross_validated"] = within_datasets(per_question, saved["default_alpha"])
         saved["quiet_speed"] = quiet_speed()
         saved["verdict"] = verdict(saved)
         (args.out / "ensemble.json").write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")

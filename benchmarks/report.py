@@ -445,10 +445,8 @@ def _cv_rows(name: str, res: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any
 
 def _grouped(name: str, res: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The within-dataset cross-validation of one study's JSON (:mod:`benchmarks.harness.folds`), if it has one."""
-    if name == "ensemble:joint":
-        return res.get("grouped_cross_validation")  # share and alpha together
-    if ":" in name or name == "ensemble":
-        return None
+    if name == "ensemble" or (":" in name and name != "ensemble:joint"):
+        return None  # the ensemble's folds choose share and alpha together: they belong to its joint row
     return res.get("grouped_cross_validated")
 
 

@@ -32,8 +32,8 @@ from benchmarks.harness.folds import (  # noqa: E402
     grouped_cross_validate,
     mean_chooser,
     recorder,
-    summary,
-    table_lines,
+    section_lines,
+    write_questions,
 )
 
 #: name -> (w_relevance, w_importance, w_recency, w_heat)
@@ -142,19 +142,12 @@ def within_datasets(per_question: dict[str, Any], default: str = DEFAULT) -> dic
 
 def grouped_lines(grouped: dict[str, Any]) -> list[str]:
     """Markdown lines: the within-dataset cross-validation of a study, and what it does not decide."""
-    lines = [
-        f"Within each dataset ({grouped['folds']} folds of whole LoCoMo conversations, MemoryBank-CN users and "
-        "LongMemEval haystacks, the split of the held-back evaluation; per fold the best mean on the other folds, "
-        f"ties to the default): chosen {summary(grouped)} (per fold: "
-        + ", ".join(f"`{c}`" for c in grouped["chosen"])
-        + ").",
-        "",
-        *table_lines(grouped),
+    return [
+        *section_lines(grouped, ties="ties to the default"),
         "",
         "A default changes by the leave-one-dataset-out rule above (no held-out drop, one rise); these folds are the "
         "second estimate, reported beside it.",
     ]
-    return lines
 
 
 def cv_tables(
@@ -260,11 +253,6 @@ def experiments_section(scores: dict[str, dict[str, float]], cv: dict[str, Any])
         *section_rows(scores, cv, [DEFAULT, *GUARDS], DEFAULT),
     ]
     return "\n".join([*lines, SECTION_END])
-
-
-def write_questions(path: Path, per_question: dict[str, Any]) -> None:
-    """The per-question scores of a run, compact (they are read by programs, not people)."""
-    path.write_text(json.dumps(per_question, separators=(",", ":")) + "\n", encoding="utf-8")
 
 
 def update_experiments(path: Path, section: str, start: str = SECTION_START, end: str = SECTION_END) -> None:

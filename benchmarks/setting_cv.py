@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:
 
 from pydantic import BaseModel  # noqa: E402
 
+from benchmarks.harness.folds import write_questions  # noqa: E402
 from benchmarks.rerank_cv import (  # noqa: E402
     cross_validate,
     cv_tables,
@@ -44,7 +45,6 @@ from benchmarks.rerank_cv import (  # noqa: E402
     update_experiments,
     verdict,
     within_datasets,
-    write_questions,
 )
 from hybrid_memory.config import HybridMemoryConfig  # noqa: E402
 

@@ -16,7 +16,9 @@ The per-question scores a study records (``{"questions": {dataset: [[question id
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from statistics import fmean
 from typing import Any
 
@@ -133,3 +135,19 @@ def table_lines(grouped: Mapping[str, Any], default_label: str = "default") -> l
             f"{d['wins']} / {d['losses']} |"
         )
     return lines
+
+
+def section_lines(grouped: Mapping[str, Any], *, ties: str, default_label: str = "default") -> list[str]:
+    """Markdown lines of a study's within-dataset cross-validation: what was chosen per fold, then the table."""
+    return [
+        f"Within each dataset ({grouped['folds']} folds of whole LoCoMo conversations, MemoryBank-CN users and "
+        "LongMemEval haystacks, the split of the held-back evaluation; per fold the best mean on the other folds, "
+        f"{ties}): chosen {summary(grouped)} (per fold: " + ", ".join(f"`{c}`" for c in grouped["chosen"]) + ").",
+        "",
+        *table_lines(grouped, default_label),
+    ]
+
+
+def write_questions(path: Path, per_question: Mapping[str, Any]) -> None:
+    """The per-question scores of a run, compact (they are read by programs, not people)."""
+    path.write_text(json.dumps(per_question, separators=(",", ":")) + "\n", encoding="utf-8")

