@@ -16,9 +16,10 @@ the benchmark process scores every BM25 term with them (:func:`_bm25`).
 Each dataset is scored by its headline metric (LoCoMo turn Recall@10, LongMemEval session
 recall_all@5, MemoryBank-CN Recall@5); the variant with the best mean on two datasets is scored
 on the third (ties go to the default). The API rows also give Recall@1, which a block's first line
-and the injection gate depend on.
+and the injection gate depend on. The API variants are also cross-validated within each dataset
+(:mod:`benchmarks.harness.folds`; per-question scores in ``feedback_cv_questions.json``).
 
-    python -m benchmarks.feedback_cv --out benchmarks/results      # ~20 min on 2 cores
+    python -m benchmarks.feedback_cv --out benchmarks/results      # ~12 min on 2 cores
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ if str(ROOT) not in sys.path:
 from benchmarks.fusion_cv import HEADLINE  # noqa: E402
 from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
 from benchmarks.harness.datasets import Dataset  # noqa: E402
+from benchmarks.harness.folds import recorder, write_questions  # noqa: E402
 from benchmarks.harness.pure import PureIndex  # noqa: E402
 from benchmarks.harness.runner import aggregate, previous_turns, question_metrics  # noqa: E402
-from benchmarks.rerank_cv import cross_validate, update_experiments  # noqa: E402
+from benchmarks.rerank_cv import cross_validate, grouped_lines, update_experiments, within_datasets  # noqa: E402
 from hybrid_memory.ranking import DEFAULT_B, DEFAULT_K1, Bm25Params, bm25_scores  # noqa: E402
 from hybrid_memory.text.analyzer import Analyzer  # noqa: E402
 
@@ -134,32 +136,43 @@ def _bm25(k1: float, b: float) -> Iterator[None]:
         Bm25Params.k1, Bm25Params.b = saved  # type: ignore[method-assign]
 
 
-def _api_run(data: dict[str, Dataset], emb: CachedEmbedder) -> dict[str, dict[str, float]]:
+def _api_run(
+    data: dict[str, Dataset], emb: CachedEmbedder, per_question: dict[str, Any] | None = None, name: str = ""
+) -> dict[str, dict[str, float]]:
+    """Headline and Recall@1 of the default pipeline per dataset; each question's headline into ``per_question``."""
     from benchmarks.harness.runner import BenchOptions, run_benchmark
 
-    opts = BenchOptions(baselines=False, peers=False, tokens=False)
     out: dict[str, dict[str, float]] = {}
     for d, metric in HEADLINE.items():
+        hook = recorder(per_question, name, d, metric) if per_question is not None else None
+        opts = BenchOptions(baselines=False, peers=False, tokens=False, on_question=hook)
         res = run_benchmark(data[d], embedder=emb, options=opts)
         out[d] = {"headline": float(res[metric]), "recall@1": float(res["recall@1"])}
     return out
 
 
-def api_level(data: dict[str, Dataset], emb: CachedEmbedder) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
-    """Headline metric and Recall@1 through the public API: ``{"feedback": ..., "bm25": ...}`` by variant, dataset."""
+def api_level(
+    data: dict[str, Dataset], emb: CachedEmbedder, per_question: dict[str, dict[str, Any]] | None = None
+) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """Headline metric and Recall@1 through the public API: ``{"feedback": ..., "bm25": ...}`` by variant, dataset.
+
+    ``per_question`` (``{"feedback": {}, "bm25": {}}``) is filled with each question's headline per
+    variant (:mod:`benchmarks.harness.folds`).
+    """
+    pq = per_question or {}
     saved = os.environ.get(ENV)
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {"feedback": {}, "bm25": {}}
     try:
         for w in API_WEIGHTS:
             name = API_DEFAULT if w == 0 else f"w {w:g}"
             os.environ[ENV] = str(w)
-            out["feedback"][name] = _api_run(data, emb)
+            out["feedback"][name] = _api_run(data, emb, pq.get("feedback"), name)
             print(name, out["feedback"][name], file=sys.stderr, flush=True)
         os.environ.pop(ENV, None)
-        out["bm25"][BM25_DEFAULT] = out["feedback"][API_DEFAULT]
+        out["bm25"][BM25_DEFAULT] = _api_run(data, emb, pq.get("bm25"), BM25_DEFAULT)
         for k1, b in API_BM25:
             with _bm25(k1, b):
-                out["bm25"][_bm25_name(k1, b)] = _api_run(data, emb)
+                out["bm25"][_bm25_name(k1, b)] = _api_run(data, emb, pq.get("bm25"), _bm25_name(k1, b))
             print(_bm25_name(k1, b), out["bm25"][_bm25_name(k1, b)], file=sys.stderr, flush=True)
     finally:
         if saved is None:
@@ -254,6 +267,7 @@ def markdown(res: dict[str, Any]) -> str:
         "",
         *_cv_table(res["api_bm25_cv"], BM25_DEFAULT),
         "",
+        *_grouped(res.get("api_bm25_grouped")),
         "## Dense feedback at store level (alpha 0.4, no re-rank)",
         "",
         *_table(res["feedback"], STORE_DEFAULT, 8),
@@ -266,8 +280,14 @@ def markdown(res: dict[str, Any]) -> str:
         "",
         *_cv_table(res["api_cv"], API_DEFAULT),
         "",
+        *_grouped(res.get("api_grouped")),
     ]
     return "\n".join(lines)
+
+
+def _grouped(grouped: dict[str, Any] | None) -> list[str]:
+    """The within-dataset cross-validation's lines and a blank line (none for a run saved before it)."""
+    return [*grouped_lines(grouped), ""] if grouped else []
 
 
 def experiments_section(res: dict[str, Any]) -> str:
@@ -303,12 +323,13 @@ def run(data_dir: Path) -> dict[str, Any]:
 
     data = load_all(data_dir)
     emb = CachedEmbedder(default_embedder())
+    per_question: dict[str, dict[str, Any]] = {"feedback": {}, "bm25": {}}
     try:
         per = {d: store_level(data[d], emb) for d in HEADLINE}
-        api = api_level(data, emb)
+        api = api_level(data, emb, per_question)
     finally:
         emb.close()
-    res: dict[str, Any] = {}
+    res: dict[str, Any] = {"_questions": per_question}
     for part in ("bm25", "feedback"):
         res[part] = {n: {d: per[d][part][n] for d in HEADLINE} for n in per["locomo"][part]}
     res["bm25_cv"] = cross_validate(res["bm25"], BM25_DEFAULT)
@@ -316,6 +337,8 @@ def run(data_dir: Path) -> dict[str, Any]:
     res["api"] = api
     res["api_cv"] = cross_validate(headline(api["feedback"]), API_DEFAULT)
     res["api_bm25_cv"] = cross_validate(headline(api["bm25"]), BM25_DEFAULT)
+    res["api_grouped"] = within_datasets(per_question["feedback"], API_DEFAULT)
+    res["api_bm25_grouped"] = within_datasets(per_question["bm25"], BM25_DEFAULT)
     return res
 
 
@@ -326,10 +349,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--render", type=Path, default=None, help="no run: render this feedback_cv.json")
     args = p.parse_args(argv)
     res = json.loads(args.render.read_text()) if args.render is not None else run(args.data_dir)
+    per_question = res.pop("_questions", None)
     text = markdown(res)
     print(text)
     if args.out is not None:
         (args.out / "feedback_cv.json").write_text(json.dumps(res, indent=2) + "\n")
+        if per_question:
+            write_questions(args.out / "feedback_cv_questions.json", per_question)
         (args.out / "feedback_cv.md").write_text(text)
         update_experiments(args.out / "experiments.md", experiments_section(res), SECTION_START, SECTION_END)
     return 0

@@ -18,11 +18,15 @@ instruments?" first). Two ways to reorder, each measured alone:
   when its provenance or dataset id is gold.
 
 Every variant is chosen on two datasets by the mean headline metric (ties go to the default) and
-scored on the third (:func:`benchmarks.rerank_cv.cross_validate`).
+scored on the third (:func:`benchmarks.rerank_cv.cross_validate`). Within each dataset as well
+(:mod:`benchmarks.harness.folds`: 5 folds of whole conversations, users or haystacks): the
+statement-form variants are chosen on the other folds, and the re-rank is fit on the other folds
+of all three datasets, so each question is reordered by weights that never saw its group.
 
-    python -m benchmarks.query_cv --out benchmarks/results      # ~20 min on 2 cores
+    python -m benchmarks.query_cv --out benchmarks/results      # ~25 min on 2 cores
 
-Writes ``query_cv.json``, ``query_cv.md`` and its section of ``experiments.md``.
+Writes ``query_cv.json``, ``query_cv_questions.json`` (per-question scores), ``query_cv.md`` and its
+section of ``experiments.md``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +49,23 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.feedback_cv import _api_table, _cv_table, headline, verdict  # noqa: E402
 from benchmarks.fusion_cv import HEADLINE  # noqa: E402
-from benchmarks.rerank_cv import cross_validate, update_experiments  # noqa: E402
+from benchmarks.harness.folds import (  # noqa: E402
+    FOLDS,
+    finish,
+    fixed_chooser,
+    group_folds,
+    grouped_cross_validate,
+    recorder,
+    table_lines,
+    write_questions,
+)
+from benchmarks.rerank_cv import cross_validate, grouped_lines, update_experiments, within_datasets  # noqa: E402
 
 SECTION_START = "<!-- query_cv: start -->"
 SECTION_END = "<!-- query_cv: end -->"
 DEFAULT = "off (default)"
+#: The top 50 of ``recall(k=50)`` in the default order (what the learned re-rank reorders).
+TOP50 = "default order of the top 50"
 #: The learned re-rank's variants: name -> with the surface features (length, is a question).
 LEARNED = {"score components": False, "+ length, is a question": True}
 #: Hits the learned re-rank reorders (the runner asks for 10, or 50 on LongMemEval).
@@ -156,7 +172,7 @@ def fit(groups: Sequence[tuple[Sequence[np.ndarray], Sequence[np.ndarray]]], *, 
 
 @contextlib.contextmanager
 def _patched_recall(log: dict[tuple[str, str], list[Any]], order: Any = None) -> Iterator[None]:
-    """``HybridMemory.recall`` asks for :data:`POOL` hits, logs them, and returns ``order``'s top k."""
+    """``HybridMemory.recall`` asks for :data:`POOL` hits, logs them, and returns ``order(hits, user_id)``'s top k."""
     from hybrid_memory.memory import HybridMemory
 
     original = HybridMemory.recall
@@ -164,7 +180,7 @@ def _patched_recall(log: dict[tuple[str, str], list[Any]], order: Any = None) ->
     def recall(self: HybridMemory, query: str, *, user_id: str, k: int = 5, **kw: Any) -> list[Any]:
         hits = list(original(self, query, user_id=user_id, k=max(k, POOL), **kw))
         log[(user_id, query)] = hits
-        return (order(hits) if order is not None else hits)[:k]
+        return (order(hits, user_id) if order is not None else hits)[:k]
 
     HybridMemory.recall = recall  # type: ignore[method-assign]
     try:
@@ -173,10 +189,14 @@ def _patched_recall(log: dict[tuple[str, str], list[Any]], order: Any = None) ->
         HybridMemory.recall = original  # type: ignore[method-assign]
 
 
-def labelled(ds: Any, log: dict[tuple[str, str], list[Any]], *, surface: bool) -> tuple[list[Any], list[Any]]:
-    """Feature matrices and labels of the questions whose logged hits hold a gold memory."""
+def labelled(
+    ds: Any, log: dict[tuple[str, str], list[Any]], *, surface: bool, skip: Container[str] = ()
+) -> tuple[list[Any], list[Any]]:
+    """Feature matrices and labels of the questions whose logged hits hold a gold memory (groups in ``skip`` left out)."""
     mats, labels = [], []
     for g in ds.groups:
+        if g.id in skip:
+            continue
         for q in g.questions:
             hits = log.get((g.id, q.text), [])
             y = np.array([float(bool(_ids(h.record) & q.gold)) for h in hits])
@@ -191,11 +211,55 @@ def _ids(record: Any) -> set[str]:
     return set(record.provenance) | ({bid} if isinstance(bid, str) else set())
 
 
-def _run(ds: Any, emb: Any) -> dict[str, float]:
+def _run(ds: Any, emb: Any, per_question: dict[str, Any] | None = None, name: str = "") -> dict[str, float]:
+    """Headline and Recall@1 of the default pipeline; each question's headline into ``per_question`` as ``name``."""
     from benchmarks.harness.runner import BenchOptions, run_benchmark
 
-    res = run_benchmark(ds, embedder=emb, options=BenchOptions(baselines=False, peers=False, tokens=False))
+    hook = recorder(per_question, name, ds.name, HEADLINE[ds.name]) if per_question is not None else None
+    opts = BenchOptions(baselines=False, peers=False, tokens=False, on_question=hook)
+    res = run_benchmark(ds, embedder=emb, options=opts)
     return {"headline": float(res[HEADLINE[ds.name]]), "recall@1": float(res["recall@1"])}
+
+
+def _order(weights: np.ndarray | dict[str, np.ndarray], surface: bool) -> Any:
+    """``order(hits, user_id)`` by a linear score: one weight vector, or one per user (group)."""
+
+    def order(hits: list[Any], user_id: str) -> list[Any]:
+        w = weights[user_id] if isinstance(weights, dict) else weights
+        s = features(hits, surface=surface) @ w if hits else np.zeros(0)
+        return [hits[i] for i in sorted(range(len(hits)), key=lambda i: (-s[i], i))]
+
+    return order
+
+
+def learned_within(
+    data: dict[str, Any],
+    emb: Any,
+    log: dict[tuple[str, str], list[Any]],
+    per_question: dict[str, Any],
+    fold_of: dict[str, dict[str, int]],
+) -> dict[str, Any]:
+    """Each variant of the re-rank fit on the other folds of all three datasets and run on every question.
+
+    ``fold_of``: ``{dataset: {group id: fold}}`` (:func:`benchmarks.harness.folds.group_folds` of the
+    scored questions' groups). A question is reordered by the weights fit without its group's fold,
+    so every recorded score is held out; the per-question scores go into ``per_question`` under
+    the variant's name beside the default's.
+    """
+    rows: dict[str, Any] = {}
+    for name, surface in LEARNED.items():
+        by_fold = []
+        for f in range(FOLDS):
+            sets = [
+                labelled(data[d], log, surface=surface, skip={g for g, k in fold_of[d].items() if k == f})
+                for d in HEADLINE
+            ]
+            by_fold.append(fit(sets))
+        per_user = {g: by_fold[k] for d in HEADLINE for g, k in fold_of[d].items()}
+        with _patched_recall({}, _order(per_user, surface)):
+            rows[name] = {d: _run(data[d], emb, per_question, name) for d in HEADLINE}
+        print(name, "(folds within the datasets)", rows[name], file=sys.stderr, flush=True)
+    return rows
 
 
 def run(data_dir: Path) -> dict[str, Any]:
@@ -207,15 +271,19 @@ def run(data_dir: Path) -> dict[str, Any]:
     data = load_all(data_dir)
     emb = CachedEmbedder(default_embedder())
     res: dict[str, Any] = {"statement": {}, "learned": {}, "weights": {}}
+    statement_q: dict[str, Any] = {}
+    learned_q: dict[str, Any] = {}
     try:
-        res["statement"][DEFAULT] = {d: _run(data[d], emb) for d in HEADLINE}
+        res["statement"][DEFAULT] = {d: _run(data[d], emb, statement_q, DEFAULT) for d in HEADLINE}
+        asked = statement_q["_asked"][DEFAULT]
+        fold_of = {d: group_folds(gid for _qid, gid in asked[d]) for d in HEADLINE}
         res["learned"][DEFAULT] = res["statement"][DEFAULT]
         log: dict[tuple[str, str], list[Any]] = {}
         with _patched_recall(log):  # the logs train the re-rank
-            res["learned"]["default order of the top 50"] = {d: _run(data[d], emb) for d in HEADLINE}
+            res["learned"][TOP50] = {d: _run(data[d], emb, learned_q, TOP50) for d in HEADLINE}
         for name, chinese in (("english", False), ("english + chinese", True)):
             wrapped = StatementQueries(emb, chinese=chinese)
-            res["statement"][name] = {d: _run(data[d], wrapped) for d in HEADLINE}
+            res["statement"][name] = {d: _run(data[d], wrapped, statement_q, name) for d in HEADLINE}
             print(name, res["statement"][name], file=sys.stderr, flush=True)
         for name, surface in LEARNED.items():
             sets = {d: labelled(data[d], log, surface=surface) for d in HEADLINE}
@@ -224,16 +292,24 @@ def run(data_dir: Path) -> dict[str, Any]:
                 w = fit([sets[d] for d in HEADLINE if d != held])
                 res["weights"][name][held] = [round(float(v), 4) for v in w]
 
-                def order(hits: list[Any], w: np.ndarray = w, surface: bool = surface) -> list[Any]:
-                    s = features(hits, surface=surface) @ w if hits else np.zeros(0)
-                    return [hits[i] for i in sorted(range(len(hits)), key=lambda i: (-s[i], i))]
-
-                with _patched_recall({}, order):
+                with _patched_recall({}, _order(w, surface)):
                     res["learned"][name][held] = _run(data[held], emb)
             print(name, res["learned"][name], file=sys.stderr, flush=True)
+        res["learned_within"] = learned_within(data, emb, log, learned_q, fold_of)
     finally:
         emb.close()
     res["statement_cv"] = cross_validate(headline(res["statement"]), DEFAULT)
+    res["statement_grouped"] = within_datasets(statement_q, DEFAULT)
+    finish(learned_q)
+    if learned_q["questions"] != statement_q["questions"]:
+        raise RuntimeError("the re-rank runs saw the questions in another order than the default")
+    learned_q["scores"][DEFAULT] = statement_q["scores"][DEFAULT]
+    res["learned_grouped"] = {}
+    for name in LEARNED:
+        grouped = grouped_cross_validate(learned_q, choose=fixed_chooser(name), reference=DEFAULT)
+        grouped["chosen"] = [f"{c} (fit per fold)" for c in grouped["chosen"]]  # fit, not chosen
+        res["learned_grouped"][name] = grouped
+    res["_questions"] = {"statement": statement_q, "learned": learned_q}
     return res
 
 
@@ -260,6 +336,7 @@ def markdown(res: dict[str, Any]) -> str:
         "",
         *_cv_table(res["statement_cv"], DEFAULT),
         "",
+        *([*grouped_lines(res["statement_grouped"]), ""] if res.get("statement_grouped") else []),
         "## Learned linear re-rank of the top 50 (through the API; weights fit on the other two datasets)",
         "",
         *_api_table(res["learned"], "re-rank"),
@@ -267,6 +344,17 @@ def markdown(res: dict[str, Any]) -> str:
     ]
     for name, cv in learned_cv(res).items():
         lines.append(f"* {name}: {verdict({d: {**c, 'chosen': name} for d, c in cv.items()})}.")
+    if res.get("learned_grouped"):
+        lines += [
+            "",
+            f"Within each dataset ({FOLDS} folds of whole LoCoMo conversations, MemoryBank-CN users and LongMemEval "
+            "haystacks, the split of the held-back evaluation): each question reordered by weights fit on the other "
+            "folds of all three datasets, so every score is held out:",
+            "",
+            *_api_table(res["learned_within"], "re-rank, fit on the other folds"),
+        ]
+        for name, grouped in res["learned_grouped"].items():
+            lines += ["", f"{name}:", "", *table_lines(grouped, "off (default)")]
     return "\n".join([*lines, ""])
 
 
@@ -307,10 +395,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--render", type=Path, default=None, help="no run: render this query_cv.json")
     args = p.parse_args(argv)
     res = json.loads(args.render.read_text()) if args.render is not None else run(args.data_dir)
+    per_question = res.pop("_questions", None)
     text = markdown(res)
     print(text)
     if args.out is not None:
         (args.out / "query_cv.json").write_text(json.dumps(res, indent=2) + "\n")
+        if per_question:
+            write_questions(args.out / "query_cv_questions.json", per_question)
         (args.out / "query_cv.md").write_text(text)
         update_experiments(args.out / "experiments.md", experiments_section(res), SECTION_START, SECTION_END)
     return 0

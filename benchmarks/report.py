@@ -389,6 +389,7 @@ def findings(results: Mapping[str, Any]) -> list[str]:
 #: The cross-validated studies of issue 17: result file (``file:part`` for a second study in one file) -> title.
 CV_STUDIES = {
     "fusion_cv": "one global alpha through the API ([fusion_cv.md](fusion_cv.md))",
+    "alpha_cv": "one global alpha `retrieval.alpha` through the API, finer grid ([alpha_cv.md](alpha_cv.md))",
     "rerank_cv": "re-rank weights and guard ([rerank_cv.md](rerank_cv.md))",
     "time_cv": "time-window weight `rerank.w_time` through the API ([time_cv.md](time_cv.md))",
     "candidates_cv": "re-ranked candidates `retrieval.candidates` through the API ([candidates_cv.md](candidates_cv.md))",
@@ -405,6 +406,7 @@ CV_STUDIES = {
 #: The result files :func:`cv_section` reads.
 CV_FILES = (
     "fusion_cv",
+    "alpha_cv",
     "rerank_cv",
     "time_cv",
     "candidates_cv",
@@ -443,11 +445,23 @@ def _cv_rows(name: str, res: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any
     return res.get("cross_validated")
 
 
+#: Where a study's JSON keeps its within-dataset cross-validation, when not under ``grouped_cross_validated``.
+_GROUPED_KEYS = {
+    "feedback_cv": ("api_grouped",),
+    "feedback_cv:bm25": ("api_bm25_grouped",),
+    "query_cv": ("statement_grouped",),
+    "query_cv:learned": ("learned_grouped", "score components"),
+}
+
+
 def _grouped(name: str, res: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The within-dataset cross-validation of one study's JSON (:mod:`benchmarks.harness.folds`), if it has one."""
-    if name == "ensemble" or (":" in name and name != "ensemble:joint"):
+    if name == "ensemble":
         return None  # the ensemble's folds choose share and alpha together: they belong to its joint row
-    return res.get("grouped_cross_validated")
+    found: Any = res
+    for key in _GROUPED_KEYS.get(name, ("grouped_cross_validated",)):
+        found = found.get(key) if isinstance(found, Mapping) else None
+    return found if isinstance(found, Mapping) else None
 
 
 def cv_section(extra: Mapping[str, Any]) -> list[str]:

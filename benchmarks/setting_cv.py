@@ -14,10 +14,14 @@ best mean headline on two datasets is scored on the third (ties go to the defaul
   same; only the pool the re-rank may reorder changes). Writes ``candidates_cv.{json,md}``.
 * ``half_life``: ``rerank.half_life_days``, the half-life of the re-rank's recency term (days since
   a memory's last update or use). Writes ``half_life_cv.{json,md}``.
+* ``alpha``: ``retrieval.alpha``, the hybrid search's one global alpha (1.0 = pure vector), on a
+  finer grid than the main run's sweep (:mod:`benchmarks.fusion_cv` reads that one) and with each
+  question's score kept for the within-dataset folds. Writes ``alpha_cv.{json,md}``.
 
     python -m benchmarks.setting_cv w_time --out benchmarks/results
     python -m benchmarks.setting_cv candidates --out benchmarks/results
     python -m benchmarks.setting_cv half_life --out benchmarks/results
+    python -m benchmarks.setting_cv alpha --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -128,6 +132,14 @@ STUDIES = {
             "half_life_cv",
             "The recency half-life",
             "(recency = 0.5 ** (days since the last update or use / half-life), weight 0.1)",
+        ),
+        Setting(
+            "alpha",
+            "retrieval.alpha",
+            (0.0, 0.1, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.75, 0.9, 1.0),
+            "alpha_cv",
+            "One global alpha",
+            "(the hybrid search's weight of the vector leg: 1.0 = pure vector, 0.0 = pure BM25)",
         ),
     )
 }

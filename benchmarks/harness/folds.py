@@ -17,7 +17,7 @@ The per-question scores a study records (``{"questions": {dataset: [[question id
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -29,10 +29,20 @@ FOLDS = 5
 Chooser = Callable[[Mapping[str, Mapping[str, float]]], str]
 
 
+def group_folds(group_ids: Iterable[str], folds: int = FOLDS) -> dict[str, int]:
+    """The fold of each group: its index among the sorted group ids, modulo ``folds``.
+
+    Example:
+        >>> group_folds(["conv-b", "conv-a", "conv-c"], folds=2)
+        {'conv-a': 0, 'conv-b': 1, 'conv-c': 0}
+    """
+    return {g: i % folds for i, g in enumerate(sorted(set(group_ids)))}
+
+
 def question_folds(questions: Sequence[Sequence[str]], folds: int = FOLDS) -> list[int]:
-    """The fold of each ``(question id, group id)``: its group's index among the sorted group ids, modulo ``folds``."""
-    index = {g: i for i, g in enumerate(sorted({q[1] for q in questions}))}
-    return [index[q[1]] % folds for q in questions]
+    """The fold of each ``(question id, group id)``: its group's fold (:func:`group_folds`)."""
+    fold = group_folds((q[1] for q in questions), folds)
+    return [fold[q[1]] for q in questions]
 
 
 def recorder(per_question: dict[str, Any], setting: str, dataset: str, metric: str) -> Callable[..., None]:
@@ -105,6 +115,11 @@ def grouped_cross_validate(
             for n in questions
         },
     }
+
+
+def fixed_chooser(setting: str) -> Chooser:
+    """Always ``setting``: for a method whose every question was already scored by a model fit without its fold."""
+    return lambda _table: setting
 
 
 def mean_chooser(default: str) -> Chooser:

@@ -7,7 +7,16 @@ from typing import Any
 
 import pytest
 
-from benchmarks.harness.folds import finish, grouped_cross_validate, mean_chooser, recorder, summary
+from benchmarks.harness.folds import (
+    finish,
+    fixed_chooser,
+    group_folds,
+    grouped_cross_validate,
+    mean_chooser,
+    question_folds,
+    recorder,
+    summary,
+)
 from benchmarks.report import cv_section
 from benchmarks.rerank_cv import grouped_lines, within_datasets
 
@@ -86,3 +95,44 @@ def test_studies_report_it_in_their_file_and_in_the_report() -> None:
         "| recency half-life" in report
         and "| memorybank | 1.000 | default in 4 of 5 folds | 0.500 | -0.500 | 0 / 1 |" in report
     )
+
+
+def test_a_question_is_in_its_groups_fold() -> None:
+    questions = [["q1", "conv-b"], ["q2", "conv-a"], ["q3", "conv-b"], ["q4", "conv-c"]]
+    assert question_folds(questions, folds=2) == [1, 0, 1, 0]
+    assert group_folds(["conv-b", "conv-a", "conv-c", "conv-b"], folds=2) == {"conv-a": 0, "conv-b": 1, "conv-c": 0}
+
+
+def test_a_method_fit_per_fold_is_scored_as_recorded() -> None:
+    # Every score of "learned" was made by a model fit without its fold: nothing is chosen, the
+    # held-out score is the setting's own mean even where another setting is better on the other folds.
+    per_question = finish(_study())
+    res = grouped_cross_validate(per_question, choose=fixed_chooser("default"), reference="w 0.3", folds=2)
+    assert res["chosen"] == ["default", "default"]
+    assert res["datasets"]["locomo"]["held_out"] == 0.5
+    assert (res["datasets"]["memorybank"]["held_out"], res["datasets"]["memorybank"]["wins"]) == (1.0, 1)
+
+
+def test_the_report_finds_the_folds_of_every_study_with_its_own_key() -> None:
+    grouped = within_datasets(_study(), "default")
+    loo = {"locomo": {"chosen": "default", "held_out": 0.5, "default": 0.5}}
+    extra = {
+        "feedback_cv": {"api_cv": loo, "api_bm25_cv": loo, "api_grouped": grouped, "api_bm25_grouped": grouped},
+        "query_cv": {
+            "statement_cv": loo,
+            "statement_grouped": grouped,
+            "learned_grouped": {"score components": grouped},
+        },
+        "alpha_cv": {"cross_validated": loo, "grouped_cross_validated": grouped},
+    }
+    report = "\n".join(cv_section(extra))
+    row = "| memorybank | 1.000 | default in 4 of 5 folds | 0.500 | -0.500 | 0 / 1 |"
+    for title in (
+        "dense feedback",
+        "BM25 k1 / b",
+        "statement-form query",
+        "learned linear re-rank",
+        "one global alpha",
+    ):
+        assert f"| {title}" in report
+        assert any(line.startswith(f"| {title}") and line.endswith(row) for line in report.splitlines()), title

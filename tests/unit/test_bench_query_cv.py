@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -12,10 +13,12 @@ from benchmarks.query_cv import (
     DEFAULT,
     SECTION_END,
     SECTION_START,
+    _order,
     _patched_recall,
     experiments_section,
     features,
     fit,
+    labelled,
     learned_cv,
     markdown,
     statement_form,
@@ -80,6 +83,38 @@ def test_features_are_relative_to_the_best_hit() -> None:
     assert features([], surface=True).shape == (0, 16)
 
 
+def test_each_user_is_reordered_by_the_weights_of_its_fold() -> None:
+    # Fit without a fold, a user's questions are reordered by that fold's weights: here the fold of
+    # "a" learned "high importance first", the fold of "b" "low importance first".
+    hits = [_Hit("first", 0.9, 1.0, 0.5), _Hit("second", 0.8, 1.0, 0.5)]
+    hits[1].importance = 0.9
+    width = features(hits, surface=False).shape[1]
+    by_importance = np.zeros(width)
+    by_importance[9] = 1.0
+    order = _order({"a": by_importance, "b": -by_importance}, surface=False)
+    assert order(hits, "a") == [hits[1], hits[0]]
+    assert order(hits, "b") == [hits[0], hits[1]]
+    assert _order(by_importance, surface=False)(hits, "anyone") == [hits[1], hits[0]]
+
+
+def test_the_groups_of_the_fold_left_out_train_nothing() -> None:
+    class _Rec:
+        def __init__(self, bench_id: str) -> None:
+            self.metadata, self.provenance = {"bench_id": bench_id}, ()
+
+    def hit(bench_id: str) -> Any:
+        h = _Hit(bench_id, 0.5, 1.0, 0.5)
+        h.record = _Rec(bench_id)  # type: ignore[attr-defined]
+        return h
+
+    q = [SimpleNamespace(text=f"q{i}", gold={f"d{i}"}) for i in range(3)]
+    ds = SimpleNamespace(groups=[SimpleNamespace(id=f"g{i}", questions=[q[i]]) for i in range(3)])
+    log = {(f"g{i}", f"q{i}"): [hit(f"d{i}"), hit("other")] for i in range(3)}
+    mats, labels = labelled(ds, log, surface=False, skip={"g1"})
+    assert len(mats) == 2 and [list(y) for y in labels] == [[1.0, 0.0], [1.0, 0.0]]
+    assert len(labelled(ds, log, surface=False)[0]) == 3
+
+
 def test_the_recall_hook_asks_for_the_pool_reorders_and_is_undone() -> None:
     mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(dim=64))
     plants = [
@@ -100,7 +135,7 @@ def test_the_recall_hook_asks_for_the_pool_reorders_and_is_undone() -> None:
         mem.remember("u", f"The garden has {plant} along the {plant} wall")
     log: dict[tuple[str, str], list[Any]] = {}
     original = HybridMemory.recall
-    with _patched_recall(log, order=lambda hits: list(reversed(hits))):
+    with _patched_recall(log, order=lambda hits, _user: list(reversed(hits))):
         got = mem.recall("garden", user_id="u", k=3)
     assert HybridMemory.recall is original
     pool = log[("u", "garden")]
