@@ -24,9 +24,7 @@ Writes ``context_cap.json``, ``context_cap.md`` and its section of ``experiments
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -41,7 +39,7 @@ from benchmarks.fusion_cv import HEADLINE  # noqa: E402
 from benchmarks.harness import runner  # noqa: E402
 from benchmarks.harness.datasets import Group, load_json  # noqa: E402
 from benchmarks.harness.runner import previous_turns  # noqa: E402  (the function itself: run() patches the name)
-from benchmarks.rerank_cv import cross_validate, update_experiments  # noqa: E402
+from benchmarks.rerank_cv import cross_validate, study_main  # noqa: E402
 from hybrid_memory.config import WriterConfig  # noqa: E402
 from hybrid_memory.text.analyzer import last_words  # noqa: E402
 
@@ -209,19 +207,15 @@ def experiments_section(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--render", type=Path, default=None, help="no run: render this context_cap.json")
-    args = p.parse_args(argv)
-    res = json.loads(args.render.read_text()) if args.render is not None else run(args.data_dir)
-    text = markdown(res)
-    print(text)
-    if args.out is not None:
-        (args.out / "context_cap.json").write_text(json.dumps(res, indent=2) + "\n")
-        (args.out / "context_cap.md").write_text(text)
-        update_experiments(args.out / "experiments.md", experiments_section(res), SECTION_START, SECTION_END)
-    return 0
+    return study_main(
+        argv,
+        doc=__doc__,
+        name="context_cap",
+        run=run,
+        markdown=markdown,
+        section=experiments_section,
+        marks=(SECTION_START, SECTION_END),
+    )
 
 
 if __name__ == "__main__":

@@ -129,7 +129,11 @@ def api_runs(data_dir: Path, results: Path) -> dict[str, Any]:
 
 
 def probe(embedders: dict[str, tuple[Embedder, dict[str, Any]]]) -> dict[str, Any]:
-    """Cross-lingual recall and injection on the bilingual probe, per (embedder, config overrides)."""
+    """Cross-lingual recall and injection on the bilingual probe, per (embedder, config overrides).
+
+    With the probe's ``same_language_questions`` also the Recall@1 / @5 of the same memories asked
+    about in their own language (``same_language_recall@1``, ``@5``).
+    """
     from hybrid_memory.config import HybridMemoryConfig
     from hybrid_memory.memory import HybridMemory
     from hybrid_memory.stores.local import LocalStore
@@ -145,6 +149,18 @@ def probe(embedders: dict[str, tuple[Embedder, dict[str, Any]]]) -> dict[str, An
                 record = mem.remember("probe", text, importance=0.6).record
                 assert record is not None, text
                 ids.append(record.id)
+            same_scores: dict[str, Any] = {}
+            same = data.get("same_language_questions") or []
+            if same:  # first, on untouched memories (recall with touch=False bumps nothing)
+                ranked = [[h.id for h in mem.recall(q["text"], user_id="probe", k=5, touch=False)] for q in same]
+                golds = [ids[q["gold"]] for q in same]
+                same_scores["same_language_recall@1"] = round(
+                    sum(r[:1] == [g] for r, g in zip(ranked, golds, strict=True)) / len(same), 3
+                )
+                same_scores["same_language_recall@5"] = round(
+                    sum(g in r for r, g in zip(ranked, golds, strict=True)) / len(same), 3
+                )
+                same_scores["same_language_questions"] = len(same)
             at1 = at5 = injected = answered = 0
             stray = unanswered = 0
             for q in data["questions"]:
@@ -166,6 +182,7 @@ def probe(embedders: dict[str, tuple[Embedder, dict[str, Any]]]) -> dict[str, An
                 "injected_when_nothing_answers": round(stray / unanswered, 3),
                 "questions": answered,
                 "unanswerable": unanswered,
+                **same_scores,
             }
             log(f"probe {label}: {out[label]}")
         finally:

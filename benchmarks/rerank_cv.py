@@ -266,6 +266,39 @@ def update_experiments(path: Path, section: str, start: str = SECTION_START, end
     path.write_text(text, encoding="utf-8")
 
 
+def study_main(
+    argv: list[str] | None,
+    *,
+    doc: str | None,
+    name: str,
+    run: Callable[..., Any],
+    markdown: Callable[[Any], str],
+    section: Callable[[Any], str],
+    marks: tuple[str, str],
+    data_dir: bool = True,
+) -> int:
+    """The command line of a study: run it (or ``--render`` a saved ``<name>.json``), print its report.
+
+    With ``--out``, writes ``<name>.json`` and ``<name>.md`` there and replaces the study's section
+    (between ``marks``) of ``experiments.md``. ``run`` takes ``--data-dir`` when ``data_dir``.
+    """
+    p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    if data_dir:
+        p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--render", type=Path, default=None, help=f"no run: render this {name}.json")
+    args = p.parse_args(argv)
+    run_args = (args.data_dir,) if data_dir else ()
+    res = json.loads(args.render.read_text()) if args.render is not None else run(*run_args)
+    text = markdown(res)
+    print(text)
+    if args.out is not None:
+        (args.out / f"{name}.json").write_text(json.dumps(res, indent=2) + "\n")
+        (args.out / f"{name}.md").write_text(text)
+        update_experiments(args.out / "experiments.md", section(res), *marks)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")

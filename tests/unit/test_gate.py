@@ -83,3 +83,8 @@ def test_bilingual_probe_set_is_cross_lingual() -> None:
     for q in answered:
         assert 0 <= q["gold"] < len(memories)
         assert detect_language(q["text"]) != detect_language(memories[q["gold"]]), q
+    # The same memories asked about in their own language, each once (benchmarks/cross_script.py).
+    same = probe["same_language_questions"]
+    assert sorted(q["gold"] for q in same) == list(range(len(memories)))
+    for q in same:
+        assert detect_language(q["text"]) == detect_language(memories[q["gold"]]), q
