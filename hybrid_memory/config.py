@@ -309,6 +309,16 @@ class HybridMemoryConfig(BaseSettings):
 
     Raises:
         ConfigurationError: through :func:`load_config` when a value is invalid.
+
+    Example:
+        >>> from hybrid_memory import HybridMemoryConfig
+        >>> from hybrid_memory.config import load_config
+        >>> HybridMemoryConfig(retrieval={"alpha": 0.5}).retrieval.alpha
+        0.5
+        >>> load_config(retrieval={"alpha": 2})
+        Traceback (most recent call last):
+            ...
+        hybrid_memory.errors.ConfigurationError: invalid configuration: retrieval.alpha: Input should be less than or equal to 1
     """
 
     model_config = SettingsConfigDict(

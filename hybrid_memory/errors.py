@@ -47,7 +47,19 @@ __all__ = [
 
 
 class HybridMemoryError(Exception):
-    """Root of every error hybrid-memory raises on purpose."""
+    """Root of every error hybrid-memory raises on purpose.
+
+    Example:
+        >>> from hybrid_memory import HybridMemory, HybridMemoryError, InvalidInputError
+        >>> from hybrid_memory.testing import HashingEmbedder
+        >>> mem = HybridMemory(embedder=HashingEmbedder())
+        >>> try:
+        ...     mem.remember("alice", "   ")
+        ... except HybridMemoryError as e:
+        ...     print(type(e).__name__, isinstance(e, InvalidInputError), isinstance(e, ValueError), e)
+        InvalidInputError True True item 0: content is empty
+        >>> mem.close()
+    """
 
 
 class ConfigurationError(HybridMemoryError, ValueError):

@@ -410,6 +410,16 @@ class HybridMemory:
         Returns:
             Write outcomes of this call (none since turns are written by ``add_turn``; kept for
             compatibility).
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> _ = mem.add_turn("alice", "s1", "user", "Remember: my locker code is 7731")
+            >>> _ = mem.end_session("alice", "s1")
+            >>> mem.short_term("alice", "s1"), [m.content for m in mem.list_memories("alice")]
+            ([], ['Remember: my locker code is 7731'])
+            >>> mem.close()
         """
         self._ensure_open()
         check_id(user_id)
@@ -517,6 +527,16 @@ class HybridMemory:
 
         When the store cannot be reached, the window as this process last saw it is returned (a
         prompt can still be built; ``add_turn`` fails typed until the store is back).
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> _ = mem.add_turn("alice", "s1", "user", "Remember: my locker code is 7731")
+            >>> _ = mem.add_turn("alice", "s1", "assistant", "Saved.")
+            >>> [(t.role, t.content) for t in mem.short_term("alice", "s1")]
+            [('user', 'Remember: my locker code is 7731'), ('assistant', 'Saved.')]
+            >>> mem.close()
         """
         check_id(user_id)
         check_id(session_id, name="session_id")
@@ -569,6 +589,18 @@ class HybridMemory:
 
         Raises:
             InvalidInputError: invalid input; nothing is written.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> out = mem.remember("alice", "I am vegetarian", category="preference", importance=0.8)
+            >>> out.action, out.record.importance
+            ('added', 0.8)
+            >>> again = mem.remember("alice", "I am vegetarian")
+            >>> again.action, again.reason
+            ('deduplicated', 'already stored')
+            >>> mem.close()
         """
         return self.remember_many(
             user_id,
@@ -617,6 +649,15 @@ class HybridMemory:
             InvalidInputError: an item is invalid (the message says which); nothing is written.
             UserForgottenError: the user was forgotten (from any process) while this call ran;
                 batches from then on are refused.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> outs = mem.remember_many("alice", ["My sister lives in Berlin", "我住在杭州"])
+            >>> [o.action for o in outs], mem.count_memories("alice")
+            (['added', 'added'], 2)
+            >>> mem.close()
         """
         self._ensure_open()
         check_id(user_id)
@@ -702,6 +743,18 @@ class HybridMemory:
         Raises:
             InvalidInputError: bad query, ids, k, alpha or filter.
             StoreUnavailableError: the store cannot be reached.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> _ = mem.remember_many("alice", ["I am vegetarian", "My sister lives in Berlin"])
+            >>> hits = mem.recall("Where does my sister live?", user_id="alice", k=1)
+            >>> [h.content for h in hits], hits[0].relevance
+            (['My sister lives in Berlin'], 1.0)
+            >>> mem.recall("Where does my sister live?", user_id="bob")  # another user's memories: never
+            []
+            >>> mem.close()
         """
         hits = self._recall(
             query,
@@ -746,6 +799,18 @@ class HybridMemory:
         Raises:
             InvalidInputError: bad arguments.
             StoreUnavailableError: the store is down (unless ``fuser.degrade_on_store_error``).
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> _ = mem.remember("alice", "I am vegetarian", category="preference")
+            >>> ctx = mem.build_context("Plan a vegetarian dinner for two", user_id="alice")
+            >>> ctx.skipped, [h.content for h in ctx.hits], "I am vegetarian" in ctx.text
+            (False, ['I am vegetarian'], True)
+            >>> mem.build_context("Plan a vegetarian dinner for two", user_id="bob").skipped
+            True
+            >>> mem.close()
         """
         self._ensure_open()
         if session_id is not None:
@@ -843,6 +908,17 @@ class HybridMemory:
                 this runs: an edit never brings a deleted memory back).
             UserForgottenError: the user was forgotten (from any process) while this ran; nothing was written.
             InvalidInputError: bad ids or an invalid field value.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> rec = mem.remember("alice", "My sister lives in Berlin").record
+            >>> mem.edit(rec.id, user_id="alice", content="My sister lives in Munich").content
+            'My sister lives in Munich'
+            >>> mem.get(rec.id, user_id="alice").content
+            'My sister lives in Munich'
+            >>> mem.close()
         """
         self._ensure_open()
         check_id(user_id)
@@ -891,6 +967,19 @@ class HybridMemory:
 
         Raises:
             NotFoundError: no such memory for this user.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> rec = mem.remember("alice", "My sister lives in Berlin").record
+            >>> mem.get(rec.id, user_id="alice").content
+            'My sister lives in Berlin'
+            >>> mem.get(rec.id, user_id="bob")
+            Traceback (most recent call last):
+                ...
+            hybrid_memory.errors.NotFoundError: no memory ... for this user
+            >>> mem.close()
         """
         self._ensure_open()
         check_id(user_id)
@@ -904,7 +993,17 @@ class HybridMemory:
     def list_memories(
         self, user_id: str, *, filter: MemoryFilter | None = None, limit: int | None = None, offset: int = 0
     ) -> list[MemoryRecord]:
-        """Memories of ``user_id`` passing ``filter``, oldest first (``filter=None``: every status; ``MemoryFilter()``: active)."""
+        """Memories of ``user_id`` passing ``filter``, oldest first (``filter=None``: every status; ``MemoryFilter()``: active).
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> _ = mem.remember_many("alice", ["I am vegetarian", "My sister lives in Berlin"])
+            >>> [m.content for m in mem.list_memories("alice", limit=1)], mem.count_memories("alice")
+            (['I am vegetarian'], 2)
+            >>> mem.close()
+        """
         self._ensure_open()
         check_id(user_id)
         self._touches.sync_user(user_id)  # read-your-own-touches
@@ -935,6 +1034,17 @@ class HybridMemory:
         Any memory also leaves what quotes it: the conflict reviews naming it (their reasons quote
         its details), the reasons of the writes that superseded or demoted it (``[forgotten]`` in
         the trace and in :meth:`write_log`, where its own writes leave too), its text in the trace.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> rec = mem.remember("alice", "My locker code is 7731").record
+            >>> mem.forget(rec.id, user_id="alice"), mem.forget(rec.id, user_id="alice")
+            (True, False)
+            >>> mem.recall("locker code", user_id="alice")
+            []
+            >>> mem.close()
         """
         self._ensure_open()
         check_id(user_id)
@@ -1032,6 +1142,18 @@ class HybridMemory:
             trace file or of a ``WeaviateStore``'s dead-letter file). Each file finishes that wipe
             by itself on its next write or open once the reader has left; wait for it with
             :meth:`finish_wipe`, check it with :meth:`wipe_pending`.
+
+        Example:
+            >>> from hybrid_memory import HybridMemory
+            >>> from hybrid_memory.testing import HashingEmbedder
+            >>> mem = HybridMemory(embedder=HashingEmbedder())
+            >>> _ = mem.remember_many("alice", ["I am vegetarian", "My sister lives in Berlin"])
+            >>> _ = mem.add_turn("alice", "s1", "user", "Remember: my locker code is 7731")
+            >>> mem.forget_user("alice")
+            3
+            >>> mem.users(), mem.short_term("alice", "s1"), mem.recall("locker code", user_id="alice")
+            ([], [], [])
+            >>> mem.close()
         """
         self._ensure_open()
         check_id(user_id)

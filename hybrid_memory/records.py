@@ -202,6 +202,14 @@ class MemoryRecord(BaseModel):
     whose context was cut from a turn of its session's log names that turn's id in
     ``metadata[CONTEXT_SOURCE_KEY]``: when the turn leaves the log (a forget, an edit), the
     context goes too, also from a write still queued for replay.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> from hybrid_memory import MemoryRecord
+        >>> r = MemoryRecord.create(user_id="alice", content="I am vegetarian", category="preference",
+        ...                         timestamp=datetime(2024, 5, 1, tzinfo=timezone.utc))
+        >>> r.user_id, r.category, r.status, r.importance, r.created_at.isoformat()
+        ('alice', 'preference', 'active', 0.5, '2024-05-01T00:00:00+00:00')
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -59,6 +59,20 @@ class MemoryFilter:
         until: ``created_at < until`` (aware datetime).
         session_id: Keep only memories of this session.
         statuses: Allowed statuses; ``("active",)`` by default.
+
+    Example:
+        >>> from hybrid_memory import HybridMemory, MemoryFilter
+        >>> from hybrid_memory.testing import HashingEmbedder
+        >>> mem = HybridMemory(embedder=HashingEmbedder())
+        >>> _ = mem.remember("alice", "I am vegetarian", category="preference")
+        >>> _ = mem.remember("alice", "My sister lives in Berlin", category="fact")
+        >>> prefs = MemoryFilter(categories=("preference",))
+        >>> [m.content for m in mem.list_memories("alice", filter=prefs)]
+        ['I am vegetarian']
+        >>> facts = MemoryFilter(categories=("fact",))
+        >>> [h.content for h in mem.recall("vegetarian sister", user_id="alice", filter=facts)]
+        ['My sister lives in Berlin']
+        >>> mem.close()
     """
 
     categories: tuple[str, ...] | None = None
