@@ -40,6 +40,18 @@ Example:
     >>> mem.forget_user("alice")
     1
     >>> mem.close()
+
+    The async twins, from a coroutine (an agent's event loop is never blocked):
+
+    >>> import asyncio
+    >>> async def turn() -> list[str]:
+    ...     mem = HybridMemory(embedder=HashingEmbedder())
+    ...     _ = await mem.aremember("bob", "I prefer aisle seats when I fly")
+    ...     hits = await mem.arecall("Book me a seat: aisle or window?", user_id="bob")
+    ...     await mem.aclose()
+    ...     return [h.content for h in hits]
+    >>> asyncio.run(turn())
+    ['I prefer aisle seats when I fly']
 """
 
 from __future__ import annotations
