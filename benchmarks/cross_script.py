@@ -29,6 +29,7 @@ Writes ``cross_script.json``, ``cross_script.md`` and its section of ``experimen
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -138,13 +139,19 @@ def verdict(res: dict[str, Any], name: str) -> str:
     return "**kept**: raises " + "; ".join(rises) if rises else "not kept: no change"
 
 
+def _markdown_text(rst: str) -> str:
+    """A docstring paragraph as one Markdown line (``code`` and :role:`target` become `code`)."""
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", rst.replace("\n", " "))
+    return text.replace("``", "`")
+
+
 def markdown(res: dict[str, Any]) -> str:
     """The study's report."""
     names = list(next(iter(res.values())))
     lines = [
         "# Memories in the other script: the re-rank's rule (`python -m benchmarks.cross_script`)",
         "",
-        (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+        _markdown_text((__doc__ or "").split("\n\n")[1]),
         "",
         "Bilingual probe (`tests/data/bilingual_probe.json`): 24 memories (12 Chinese, 12 English), 27 questions "
         "in the other language than the memory that answers them, 24 asking about the same memories in their own "

@@ -85,6 +85,7 @@ def test_the_report_and_the_experiments_row() -> None:
     assert "| USE | new | 0.900 | 1.000 | 0.900 | 0.500 | 1.000 | 1.000 |" in text
     assert "| new | not kept: lowers e5 cross-lingual R@1 -0.050 |" in text
     assert text.rstrip().endswith("Kept: none; the default rule stays.")
+    assert "``" not in text and ":mod:" not in text and "(`rerank.cross_script`, `hybrid_memory.read.rerank`)" in text
     assert markdown(_res(1.0, 0.4)).rstrip().endswith("Kept: new.")
     section = experiments_section(res)
     assert "| `new` | 0.900 | 1.000 | not kept: lowers e5 cross-lingual R@1 -0.050 |" in section
