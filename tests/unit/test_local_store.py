@@ -217,6 +217,31 @@ def test_delete_overwrites_the_text(tmp_path: Path) -> None:
         assert store.count("u") == 1
 
 
+def test_single_forgets_among_many_pages_leave_no_copy(tmp_path: Path) -> None:
+    """Secrets spread over many pages (split while they were written), forgotten one at a time, then in bulk."""
+    path = tmp_path / "many-pages.db"
+    rng = np.random.default_rng(3)
+    with LocalStore(path) as store:
+        secrets: list[MemoryRecord] = []
+        for batch in range(30):
+            filler = [
+                MemoryRecord.create(user_id="u", content=f"ordinary {batch}-{i} " + "x" * int(n), timestamp=T0)
+                for i, n in enumerate(rng.integers(10, 200, size=20))
+            ]
+            secret = MemoryRecord.create(user_id="u", content=f"Canaryq{batch}w is my locker code", timestamp=T0)
+            secrets.append(secret)
+            store.upsert([*filler[:10], secret, *filler[10:]], vectors(rng, 21))
+        one_by_one, in_bulk = secrets[:15], secrets[15:]
+        for secret in one_by_one:
+            assert store.delete("u", [secret.id]) == 1
+        assert store.delete("u", [s.id for s in in_bulk]) == 15
+        left = _db_bytes(path)
+        for secret in secrets:
+            token = secret.content.split()[0]
+            assert token.encode() not in left and token.lower().encode() not in left, token
+        assert store.count("u") == 600
+
+
 def test_delete_user_leaves_no_copy_in_pages_a_rebalance_rebuilt(tmp_path: Path) -> None:
     """Pages shared with another user keep none of the victim's text after the forget.
 
