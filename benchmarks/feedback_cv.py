@@ -24,9 +24,7 @@ and the injection gate depend on. The API variants are also cross-validated with
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -42,10 +40,10 @@ if str(ROOT) not in sys.path:
 from benchmarks.fusion_cv import HEADLINE  # noqa: E402
 from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
 from benchmarks.harness.datasets import Dataset  # noqa: E402
-from benchmarks.harness.folds import recorder, write_questions  # noqa: E402
+from benchmarks.harness.folds import recorder  # noqa: E402
 from benchmarks.harness.pure import PureIndex  # noqa: E402
 from benchmarks.harness.runner import aggregate, previous_turns, question_metrics  # noqa: E402
-from benchmarks.rerank_cv import cross_validate, grouped_lines, update_experiments, within_datasets  # noqa: E402
+from benchmarks.rerank_cv import cross_validate, grouped_lines, study_main, within_datasets  # noqa: E402
 from hybrid_memory.ranking import DEFAULT_B, DEFAULT_K1, Bm25Params, bm25_scores  # noqa: E402
 from hybrid_memory.text.analyzer import Analyzer  # noqa: E402
 
@@ -137,15 +135,23 @@ def _bm25(k1: float, b: float) -> Iterator[None]:
 
 
 def _api_run(
-    data: dict[str, Dataset], emb: CachedEmbedder, per_question: dict[str, Any] | None = None, name: str = ""
+    data: dict[str, Dataset], emb: CachedEmbedder, records: Sequence[tuple[dict[str, Any], str]] = ()
 ) -> dict[str, dict[str, float]]:
-    """Headline and Recall@1 of the default pipeline per dataset; each question's headline into ``per_question``."""
+    """Headline and Recall@1 of the default pipeline per dataset.
+
+    ``records``: ``(per_question, name)`` pairs; each question's headline goes into every one of them.
+    """
     from benchmarks.harness.runner import BenchOptions, run_benchmark
 
     out: dict[str, dict[str, float]] = {}
     for d, metric in HEADLINE.items():
-        hook = recorder(per_question, name, d, metric) if per_question is not None else None
-        opts = BenchOptions(baselines=False, peers=False, tokens=False, on_question=hook)
+        hooks = [recorder(per_question, name, d, metric) for per_question, name in records]
+
+        def hook(*args: Any, hooks: list[Any] = hooks) -> None:
+            for h in hooks:
+                h(*args)
+
+        opts = BenchOptions(baselines=False, peers=False, tokens=False, on_question=hook if hooks else None)
         res = run_benchmark(data[d], embedder=emb, options=opts)
         out[d] = {"headline": float(res[metric]), "recall@1": float(res["recall@1"])}
     return out
@@ -159,20 +165,25 @@ def api_level(
     ``per_question`` (``{"feedback": {}, "bm25": {}}``) is filled with each question's headline per
     variant (:mod:`benchmarks.harness.folds`).
     """
-    pq = per_question or {}
+
+    def records(part: str, name: str) -> list[tuple[dict[str, Any], str]]:
+        return [(per_question[part], name)] if per_question is not None else []
+
     saved = os.environ.get(ENV)
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {"feedback": {}, "bm25": {}}
     try:
         for w in API_WEIGHTS:
             name = API_DEFAULT if w == 0 else f"w {w:g}"
             os.environ[ENV] = str(w)
-            out["feedback"][name] = _api_run(data, emb, pq.get("feedback"), name)
+            # The default run is also BM25's default (k1 1.2, b 0.75): recorded for both studies.
+            both = records("bm25", BM25_DEFAULT) if w == 0 else []
+            out["feedback"][name] = _api_run(data, emb, [*records("feedback", name), *both])
             print(name, out["feedback"][name], file=sys.stderr, flush=True)
         os.environ.pop(ENV, None)
-        out["bm25"][BM25_DEFAULT] = _api_run(data, emb, pq.get("bm25"), BM25_DEFAULT)
+        out["bm25"][BM25_DEFAULT] = out["feedback"][API_DEFAULT]
         for k1, b in API_BM25:
             with _bm25(k1, b):
-                out["bm25"][_bm25_name(k1, b)] = _api_run(data, emb, pq.get("bm25"), _bm25_name(k1, b))
+                out["bm25"][_bm25_name(k1, b)] = _api_run(data, emb, records("bm25", _bm25_name(k1, b)))
             print(_bm25_name(k1, b), out["bm25"][_bm25_name(k1, b)], file=sys.stderr, flush=True)
     finally:
         if saved is None:
@@ -343,22 +354,15 @@ def run(data_dir: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--render", type=Path, default=None, help="no run: render this feedback_cv.json")
-    args = p.parse_args(argv)
-    res = json.loads(args.render.read_text()) if args.render is not None else run(args.data_dir)
-    per_question = res.pop("_questions", None)
-    text = markdown(res)
-    print(text)
-    if args.out is not None:
-        (args.out / "feedback_cv.json").write_text(json.dumps(res, indent=2) + "\n")
-        if per_question:
-            write_questions(args.out / "feedback_cv_questions.json", per_question)
-        (args.out / "feedback_cv.md").write_text(text)
-        update_experiments(args.out / "experiments.md", experiments_section(res), SECTION_START, SECTION_END)
-    return 0
+    return study_main(
+        argv,
+        doc=__doc__,
+        name="feedback_cv",
+        run=run,
+        markdown=markdown,
+        section=experiments_section,
+        marks=(SECTION_START, SECTION_END),
+    )
 
 
 if __name__ == "__main__":

@@ -31,9 +31,7 @@ section of ``experiments.md``.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import math
 import re
 import sys
@@ -57,9 +55,8 @@ from benchmarks.harness.folds import (  # noqa: E402
     grouped_cross_validate,
     recorder,
     table_lines,
-    write_questions,
 )
-from benchmarks.rerank_cv import cross_validate, grouped_lines, update_experiments, within_datasets  # noqa: E402
+from benchmarks.rerank_cv import cross_validate, grouped_lines, study_main, within_datasets  # noqa: E402
 
 SECTION_START = "<!-- query_cv: start -->"
 SECTION_END = "<!-- query_cv: end -->"
@@ -389,22 +386,15 @@ def experiments_section(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--render", type=Path, default=None, help="no run: render this query_cv.json")
-    args = p.parse_args(argv)
-    res = json.loads(args.render.read_text()) if args.render is not None else run(args.data_dir)
-    per_question = res.pop("_questions", None)
-    text = markdown(res)
-    print(text)
-    if args.out is not None:
-        (args.out / "query_cv.json").write_text(json.dumps(res, indent=2) + "\n")
-        if per_question:
-            write_questions(args.out / "query_cv_questions.json", per_question)
-        (args.out / "query_cv.md").write_text(text)
-        update_experiments(args.out / "experiments.md", experiments_section(res), SECTION_START, SECTION_END)
-    return 0
+    return study_main(
+        argv,
+        doc=__doc__,
+        name="query_cv",
+        run=run,
+        markdown=markdown,
+        section=experiments_section,
+        marks=(SECTION_START, SECTION_END),
+    )
 
 
 if __name__ == "__main__":

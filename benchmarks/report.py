@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.folds import summary
+from benchmarks.harness.folds import FOLDS, summary
 from benchmarks.harness.metrics import PRIMARY
 
 TARGETS = {"locomo": 0.65, "memorybank": 0.92, "longmemeval": 0.85}
@@ -516,7 +516,7 @@ def cv_section(extra: Mapping[str, Any]) -> list[str]:
     if grouped_rows:
         lines += [
             "The held-back data is other conversations, users and questions of the same datasets, so the studies that "
-            "keep per-question scores also cross-validate within each dataset: 5 folds of whole LoCoMo conversations, "
+            f"keep per-question scores also cross-validate within each dataset: {FOLDS} folds of whole LoCoMo conversations, "
             "MemoryBank-CN users and LongMemEval haystacks, the setting best on the other folds of all three datasets "
             "scored on the fold left out ([`benchmarks/harness/folds.py`](../harness/folds.py)).",
             "",

@@ -280,7 +280,9 @@ def study_main(
     """The command line of a study: run it (or ``--render`` a saved ``<name>.json``), print its report.
 
     With ``--out``, writes ``<name>.json`` and ``<name>.md`` there and replaces the study's section
-    (between ``marks``) of ``experiments.md``. ``run`` takes ``--data-dir`` when ``data_dir``.
+    (between ``marks``) of ``experiments.md``; a run's per-question scores (its result's
+    ``"_questions"``, :mod:`benchmarks.harness.folds`) go to ``<name>_questions.json``, not into
+    ``<name>.json``. ``run`` takes ``--data-dir`` when ``data_dir``.
     """
     p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     if data_dir:
@@ -290,10 +292,13 @@ def study_main(
     args = p.parse_args(argv)
     run_args = (args.data_dir,) if data_dir else ()
     res = json.loads(args.render.read_text()) if args.render is not None else run(*run_args)
+    per_question = res.pop("_questions", None)
     text = markdown(res)
     print(text)
     if args.out is not None:
         (args.out / f"{name}.json").write_text(json.dumps(res, indent=2) + "\n")
+        if per_question:
+            write_questions(args.out / f"{name}_questions.json", per_question)
         (args.out / f"{name}.md").write_text(text)
         update_experiments(args.out / "experiments.md", section(res), *marks)
     return 0
