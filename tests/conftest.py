@@ -19,7 +19,7 @@ DAY0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Exact o200k_base token counts for the whole session (and the notebook kernels it starts).
+    """Exact o200k_base token counts for the whole session (and the notebook kernels it starts); the hang watchdog.
 
     The library counts exactly only from tiktoken's own cache (``hybrid_memory.tokens``); the
     suite points ``TIKTOKEN_CACHE_DIR`` at llama-index-core's bundled files when it is installed
@@ -27,7 +27,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache
 
+    from .watchdog import install
+
     use_bundled_tiktoken_cache()
+    install(config)  # a test stuck past twice pytest-timeout's limit ends the run with every stack
 
 
 @pytest.fixture
