@@ -9,6 +9,7 @@ import ipaddress
 import json
 import re
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -1078,18 +1079,34 @@ def make_server(
     )
 
 
+def _stop_serving(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(mem: Any, *, host: str = "127.0.0.1", port: int = 8765, allow_edit: bool = False) -> None:
-    """Serve the inspector until Ctrl-C (what ``hybrid-memory inspect --serve`` runs)."""
+    """Serve the inspector until Ctrl-C or SIGTERM (what ``hybrid-memory inspect --serve`` runs).
+
+    From the main thread both signals stop it the same way, whatever their handling was before
+    (a shell starts background jobs with SIGINT ignored; a service manager stops with SIGTERM):
+    the server closes its connections, the caller closes the memory, and the handlers are restored.
+    """
     server = make_server(mem, host=host, port=port, allow_edit=allow_edit, verbose=True)
     if not _loopback(host):
         print(
             f"warning: listening on {host}: anyone who can reach this address can read these memories", file=sys.stderr
         )
     mode = "editing allowed" if allow_edit else "read-only"
-    print(f"hybrid-memory inspector ({mode}) on {server.url}  - Ctrl-C to stop", flush=True)
+    previous: dict[signal.Signals, Any] = {}
     try:
+        if threading.current_thread() is threading.main_thread():
+            for stop in (signal.SIGINT, signal.SIGTERM):
+                previous[stop] = signal.signal(stop, _stop_serving)
+        print(f"hybrid-memory inspector ({mode}) on {server.url}  - Ctrl-C to stop", flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         print("stopped")
     finally:
         server.server_close()
+        for sig, handler in previous.items():
+            if handler is not None:  # None: set outside Python, nothing this process can restore
+                signal.signal(sig, handler)
