@@ -458,6 +458,7 @@ def run_benchmark(
         store = store_factory()
         plain: Any = None
         mem = HybridMemory(store=store, embedder=emb, config=base_cfg, clock=clock)
+        facades: list[HybridMemory] = []  # more facades over the same store, closed with it
         try:
             t1 = time.perf_counter()
             items = [
@@ -490,6 +491,7 @@ def run_benchmark(
                 if m.profile is not None:
                     cfg = relevance_cfg if m.profile == "relevance_only" else no_touch_cfg
                     side = HybridMemory(store=store, embedder=emb, config=cfg, clock=clock)
+                    facades.append(side)
                     for q in questions:
                         t2 = time.perf_counter()
                         hits = side.recall(q.text, user_id=group.id, k=k, alpha=m.alpha, now=q.date or now)
@@ -528,13 +530,18 @@ def run_benchmark(
                 # the store the default pass saw, and its own bumps accumulate question after
                 # question as they would for a real user.
                 ctx_mem = HybridMemory(store=store, embedder=emb, config=base_cfg, clock=clock)
+                facades.append(ctx_mem)
                 full = counter.count("\n".join(d.text for d in group.docs))
                 for q in questions:
                     tokens.full.append(full)
                     tokens.add_context(q, ctx_mem.build_context(q.text, user_id=group.id, now=q.date or now), alias)
                     ctx_mem.flush()  # its touch is written in the background: the next question sees it
         finally:
+            for facade in facades:  # their background threads end; nothing of theirs is pending
+                facade.flush()
             mem.close()
+            for facade in facades:
+                facade.close()  # the store is closed already (closing it again is a no-op)
             for st in (store, plain):
                 close = getattr(st, "close", None)
                 if callable(close):

@@ -35,3 +35,4 @@ def test_window_dedup_uses_the_hits_vectors() -> None:
 
     assert [h.content for h in ctx.hits][:1] == ["My corgi Mochi is allergic to chicken."]
     assert store.vector_reads == [], "build_context read the hits' vectors again"
+    mem.close()
