@@ -1,9 +1,10 @@
 """A hang watchdog for the whole suite: one stuck test ends the run with every thread's stack.
 
 pytest-timeout (``timeout = 300`` in ``pyproject.toml``, signal method) fails a slow test by raising
-in the main thread. It cannot when the main thread is blocked inside C (a lock or a wait that never
-returns to the interpreter), nor a second time when a fixture's teardown blocks after the first
-timeout. CI then waits for its own time limit and shows pytest's last buffered output, not where
+in the main thread, once per test. It cannot when the main thread is blocked inside C, nor when its
+one alarm is spent: raised inside a garbage-collector finalizer, the exception is swallowed (printed
+as unraisable) and the test's next wait has no alarm left; a teardown that blocks after a timeout is
+the same. CI then waits for its own time limit and shows pytest's last buffered output, not where
 the test hangs. This plugin arms :func:`faulthandler.dump_traceback_later` for each test
 (setup, call and teardown) at twice pytest-timeout's limit: when it fires, every thread's stack
 goes to the terminal's stderr and the process exits, so the run fails within minutes and says why.

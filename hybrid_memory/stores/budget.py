@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -78,6 +78,10 @@ class CacheBudget:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._lru: OrderedDict[tuple[Evict, Hashable], int] = OrderedDict()
+        # Owners the garbage collector freed, forgotten the next time the lock is taken. The GC
+        # may free an owner in any thread at any allocation, also one made while this thread holds
+        # the lock (inside resize()): its callback only appends here and never waits for the lock.
+        self._collected: deque[Evict] = deque()
         self._bytes = 0
         self._hits = 0
         self._misses = 0
@@ -86,8 +90,9 @@ class CacheBudget:
     def owner(self, owner: _T, drop: Callable[[_T, Hashable], None]) -> Evict:
         """An ``evict`` callback that calls ``drop(owner, key)`` while holding ``owner`` only weakly.
 
-        When ``owner`` is garbage-collected its entries are forgotten, so an owner that was never
-        closed neither stays alive through the budget nor leaves its bytes accounted.
+        When ``owner`` is garbage-collected its entries are forgotten (by the budget's next call),
+        so an owner that was never closed neither stays alive through the budget nor leaves its
+        bytes accounted.
         """
         ref = weakref.ref(owner)
 
@@ -96,12 +101,22 @@ class CacheBudget:
             if o is not None:
                 drop(o, key)
 
-        weakref.finalize(owner, self.discard_owner, evict)
+        weakref.finalize(owner, self._collected.append, evict)
         return evict
+
+    def _forget_collected(self) -> None:
+        """Drop the entries of owners the garbage collector freed (the lock is held)."""
+        while self._collected:
+            self._discard_owner(self._collected.popleft())
+
+    def _discard_owner(self, evict: Evict) -> None:
+        for k in [k for k in self._lru if k[0] == evict]:
+            self._bytes -= self._lru.pop(k)
 
     def hit(self, evict: Evict, key: Hashable) -> None:
         """Mark ``key`` of that owner as just used (a cache hit)."""
         with self._lock:
+            self._forget_collected()
             self._hits += 1
             k = (evict, key)
             if k in self._lru:
@@ -118,6 +133,7 @@ class CacheBudget:
         victims: list[tuple[Evict, Hashable]] = []
         k = (evict, key)
         with self._lock:
+            self._forget_collected()
             self._bytes += nbytes - self._lru.get(k, 0)
             self._lru[k] = nbytes
             self._lru.move_to_end(k)
@@ -135,13 +151,14 @@ class CacheBudget:
     def discard(self, evict: Evict, key: Hashable) -> None:
         """Forget an entry its owner dropped itself (not counted as an eviction)."""
         with self._lock:
+            self._forget_collected()
             self._bytes -= self._lru.pop((evict, key), 0)
 
     def discard_owner(self, evict: Evict) -> None:
         """Forget every entry of one owner (it closed or cleared its cache)."""
         with self._lock:
-            for k in [k for k in self._lru if k[0] == evict]:
-                self._bytes -= self._lru.pop(k)
+            self._forget_collected()
+            self._discard_owner(evict)
 
     def set_max_bytes(self, max_bytes: int) -> None:
         """Change the budget; entries over the new budget are evicted by the next :meth:`add`."""
@@ -153,6 +170,7 @@ class CacheBudget:
     def stats(self) -> CacheStats:
         """Budget, size, entry count and the hit/miss/eviction counters."""
         with self._lock:
+            self._forget_collected()
             return CacheStats(self.max_bytes, self._bytes, len(self._lru), self._hits, self._misses, self._evictions)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections.abc import Hashable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -116,6 +118,43 @@ def test_writer_fallback_index_counts_against_the_budget() -> None:
         assert cache.load(u, 8, None).count == 8
     assert "c" in cache and "a" not in cache and b.stats().evictions == 2
     assert cache.load("a", 8, None).neighbours(v[:1], 0.9, 3)[0][0][1] == pytest.approx(1.0)
+
+
+class _Owner:
+    """A cache owner in a reference cycle: only the cyclic garbage collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_an_owner_never_closed_is_forgotten_once_collected() -> None:
+    budget = CacheBudget(10_000)
+    gone, kept = _Owner(), _Owner()
+    budget.add(budget.owner(gone, lambda owner, key: None), "alice", 600)
+    budget.add(budget.owner(kept, lambda owner, key: None), "bob", 400)
+    del gone
+    gc.collect()
+    stats = budget.stats()
+    assert (stats.entries, stats.bytes) == (1, 400)
+
+
+def test_an_owner_collected_while_its_thread_holds_the_budget_does_not_deadlock() -> None:
+    """The GC may free an owner at any allocation, also one inside the budget's own lock."""
+    budget = CacheBudget(10_000)
+    owner = _Owner()
+    budget.add(budget.owner(owner, lambda o, key: None), "alice", 600)
+    del owner
+    done = threading.Event()
+
+    def busy() -> None:
+        with budget._lock:  # where resize() is when one of its allocations starts a collection
+            gc.collect()
+        done.set()
+
+    threading.Thread(target=busy, daemon=True).start()
+    assert done.wait(30), "the collected owner's finalizer waited for the lock its own thread held"
+    stats = budget.stats()
+    assert (stats.entries, stats.bytes) == (0, 0)
 
 
 def test_metrics_report_the_cache() -> None:
