@@ -18,6 +18,7 @@ import sys
 from collections.abc import Generator
 
 import pytest
+from pytest_timeout import get_env_settings
 
 #: How many times pytest-timeout's limit a single test may take before the run is ended.
 FACTOR = 2.0
@@ -31,7 +32,7 @@ class HangWatchdog:
         self.fd = fd
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+    def pytest_runtest_protocol(self) -> Generator[None, object, object]:
         """Arm the watchdog for one test's setup, call and teardown."""
         faulthandler.dump_traceback_later(self.limit, exit=True, file=self.fd)
         try:
@@ -46,16 +47,13 @@ class HangWatchdog:
 
 
 def install(config: pytest.Config) -> HangWatchdog | None:
-    """Register the watchdog when pytest-timeout has a limit; None when it has none (``--timeout=0``).
+    """Register the watchdog when pytest-timeout has a limit; None when it has none (e.g. ``--timeout=0``).
 
     The stacks go to a duplicate of the real stderr taken with pytest's capture suspended, so
     they reach the terminal (or CI's log) even while a test's output is being captured.
     """
-    try:
-        timeout = float(config.getoption("timeout", None) or config.getini("timeout") or 0)
-    except (ValueError, TypeError):
-        return None
-    if timeout <= 0:
+    timeout = get_env_settings(config).timeout  # pytest-timeout's own reading: option, env, ini
+    if not timeout or timeout <= 0:
         return None
     capman = config.pluginmanager.getplugin("capturemanager")
     if capman is None:

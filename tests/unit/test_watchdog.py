@@ -40,7 +40,9 @@ def _run(tmp_path: Path, test: str, *args: str) -> subprocess.CompletedProcess[s
     """Run ``test`` (a test file's text) in a pytest process whose conftest installs the watchdog."""
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_it.py").write_text(test)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)]
+    if "-c" not in args:
+        cmd += ["-c", os.devnull]
     return subprocess.run(
         [*cmd, *args, str(tmp_path / "test_it.py")],
         cwd=tmp_path,
@@ -60,5 +62,6 @@ def test_a_test_pytest_timeout_cannot_stop_ends_the_run_with_its_stack(tmp_path:
 
 
 def test_without_a_timeout_there_is_no_watchdog(tmp_path: Path) -> None:
-    proc = _run(tmp_path, PROBE, "--timeout=0")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntimeout = 300\n")  # like the project's: the option wins
+    proc = _run(tmp_path, PROBE, "-c", str(tmp_path / "pytest.ini"), "--timeout=0")
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
