@@ -9,8 +9,11 @@ store's own steps (the forget itself is real, through a second client).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -365,6 +368,22 @@ def test_embedded_store_stops_its_server(binary: str) -> None:
     store.close()
     assert not server.running
     assert not tmp.exists()  # a temporary data directory is removed
+
+
+def test_a_server_dropped_without_stop_is_stopped_and_its_data_removed(binary: str) -> None:
+    """The garbage collector's finalizer: SIGTERM, then a daemon thread waits and removes the data."""
+    server = WeaviateServer(binary, memory_limit="512MiB").start()
+    pid, root = server.pid, server.data_path.parent
+    assert pid is not None and root.is_dir()
+    del server
+    gc.collect()
+    reapers = [t for t in threading.enumerate() if t.name == "hybrid-memory-weaviate-reaper"]
+    assert reapers
+    for t in reapers:
+        t.join(60)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # exited and reaped (not a zombie)
+    assert not root.exists()
 
 
 @pytest.mark.slow

@@ -5,13 +5,16 @@ No ``weaviate`` import: the launcher only runs a process and polls its REST read
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -110,17 +113,65 @@ def _free_ports(n: int, *, pairs: int = 0) -> list[int]:
 
 
 def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM, then wait ``timeout`` seconds for the exit before a SIGKILL (reaps the process)."""
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait(timeout=10)
+        _await_exit(proc, timeout)
     else:
         proc.wait()
+
+
+def _await_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+_AT_EXIT = threading.Event()
+
+
+@functools.cache
+def _watch_exit() -> None:
+    """Note the interpreter's exit before any ``weakref.finalize`` callback runs (once per process).
+
+    Called right after a finalizer is created: atexit runs its hooks last registered first, and
+    ``weakref.finalize`` registered its own hook when the process's first finalizer was created.
+    """
+    atexit.register(_AT_EXIT.set)
+
+
+def _reap(proc: subprocess.Popen[bytes], timeout: float, tmp: str | None) -> threading.Thread | None:
+    """The finalizer of a server that was never stopped: stop it, then remove its temporary data.
+
+    At the interpreter's exit it waits, as :meth:`WeaviateServer.stop` does (SIGTERM, SIGKILL
+    after ``timeout``), so the server flushes its data before the process ends. Anywhere else it
+    runs in whichever thread the garbage collector interrupts, at any allocation, perhaps while
+    that thread holds a lock: it only sends SIGTERM and hands the wait, the SIGKILL and the
+    removal of ``tmp`` to a daemon thread, which it returns.
+    """
+
+    def finish() -> None:
+        _await_exit(proc, timeout)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    if _AT_EXIT.is_set():
+        finish()
+        return None
+    reaper = threading.Thread(target=finish, name="hybrid-memory-weaviate-reaper", daemon=True)
+    try:
+        reaper.start()
+    except RuntimeError:  # no new threads during the interpreter's shutdown
+        finish()
+        return None
+    return reaper
 
 
 class WeaviateServer:
@@ -273,7 +324,8 @@ class WeaviateServer:
         self._t0 = time.monotonic()
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self._finalizer = weakref.finalize(self, _terminate, self._proc, 30.0)
+        self._finalizer = weakref.finalize(self, _reap, self._proc, 30.0, self._tmp)
+        _watch_exit()
 
     def wait_ready(self) -> WeaviateServer:
         """Wait until ``/v1/.well-known/ready`` answers 200 (after :meth:`spawn`).

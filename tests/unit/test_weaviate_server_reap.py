@@ -1,0 +1,117 @@
+"""The finalizer of a ``WeaviateServer`` that was never stopped, on real child processes.
+
+The garbage collector runs a finalizer in whichever thread allocates, also one that holds a lock,
+so the finalizer must not wait there for the server to exit; at the interpreter's exit it must.
+A Python child stands in for ``weaviate-server``: what matters is how it answers SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hybrid_memory.stores.weaviate.server import _reap
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+# Ignores SIGTERM (a server slow to shut down), says so, then waits to be killed.
+_DEAF = "import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(600)\n"
+# Exits on SIGTERM, as weaviate-server does.
+_POLITE = "import sys, time\nprint('up', flush=True)\ntime.sleep(600)\n"
+
+
+def _child(code: str) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    with proc.stdout:
+        assert proc.stdout.readline() == b"up\n"  # its handlers are in place
+    return proc
+
+
+def _data_dir(tmp_path: Path) -> str:
+    d = tmp_path / "hybrid-memory-weaviate-x"
+    (d / "data").mkdir(parents=True)
+    (d / "data" / "segment").write_bytes(b"x")
+    return str(d)
+
+
+def test_a_collected_server_is_not_waited_for_in_the_collecting_thread(tmp_path: Path) -> None:
+    proc = _child(_DEAF)
+    tmp = _data_dir(tmp_path)
+    try:
+        reaper = _reap(proc, 600.0, tmp)
+        # Returned at once: the server (deaf to SIGTERM) still runs, and the wait is the reaper's.
+        assert reaper is not None and reaper.daemon
+        assert proc.poll() is None
+        assert os.path.isdir(tmp)
+    finally:
+        proc.kill()
+    reaper.join(30)
+    assert not reaper.is_alive()
+    assert proc.returncode == -signal.SIGKILL
+    assert not os.path.exists(tmp)  # removed once the server is gone
+
+
+def test_the_reaper_stops_a_server_with_sigterm_and_removes_its_data(tmp_path: Path) -> None:
+    proc = _child(_POLITE)
+    tmp = _data_dir(tmp_path)
+    reaper = _reap(proc, 600.0, tmp)
+    assert reaper is not None
+    reaper.join(30)
+    assert not reaper.is_alive()
+    assert proc.returncode == -signal.SIGTERM
+    assert not os.path.exists(tmp)
+
+
+def test_the_reaper_kills_a_server_that_outlives_the_timeout(tmp_path: Path) -> None:
+    proc = _child(_DEAF)
+    try:
+        reaper = _reap(proc, 0.2, None)
+        assert reaper is not None
+        reaper.join(30)
+        assert not reaper.is_alive()
+        assert proc.returncode == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_at_the_interpreters_exit_the_server_is_stopped_before_the_process_ends(tmp_path: Path) -> None:
+    """A daemon reaper would die with the interpreter and leave the server running: at exit, wait."""
+    script = textwrap.dedent(
+        f"""
+        import subprocess, sys, weakref
+        from hybrid_memory.stores.weaviate.server import _reap, _watch_exit
+
+        class Server:  # holds its process until the interpreter exits, like an unstopped server
+            pass
+
+        child = subprocess.Popen(
+            [sys.executable, "-c", {_DEAF!r}], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )  # (not our stderr: the test reads it to its end)
+        with child.stdout:
+            assert child.stdout.readline() == b"up\\n"
+        server = Server()
+        weakref.finalize(server, _reap, child, 1.0, {str(tmp_path / "gone")!r})
+        _watch_exit()
+        print(child.pid, flush=True)
+        """
+    )
+    (tmp_path / "gone").mkdir()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60, check=True)
+    pid = int(out.stdout.decode().split()[-1])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass  # stopped (SIGKILL after the 1 s it ignored SIGTERM) and reaped before the exit
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the server outlived the interpreter that owned it")
+    assert not (tmp_path / "gone").exists()
