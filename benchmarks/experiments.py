@@ -42,6 +42,12 @@ isolate the retrieval idea; the winners are then measured again through ``Hybrid
   leg scores the better of the two cosines (Weaviate: two named vectors, a multi-target search joined by
   ``minimum`` distance), so a memory is found by what it says or by what it answers, and loses neither.
 
+* ``sentmax_tail_n`` / ``sentmix_tail_n``: ``ctx_tail_n`` with one more vector per sentence of a memory that has
+  several (split after ``. ! ?`` and Han sentence marks; pieces under three characters dropped): the vector leg
+  scores the memory's whole-text cosine or its best sentence's, whichever is larger (``sentmax``), or their mean
+  (``sentmix``), so one sentence that answers is not averaged away by the rest of a long turn (Weaviate: a
+  multi-vector property scored by its best vector).
+
 * ``spread_f`` (a last stage): session spread over the 50 best, picked greedily by ``score * f ** (memories of its session
   already picked)``, so the top k reaches more sessions (a question that counts or compares needs each of
   them); the rest follow.
@@ -177,17 +183,68 @@ def _mix_legs(kw: PureIndex, vec: PureIndex, q: str, v: np.ndarray, alpha: float
     return {h.id: float(h.score) for h in hits}
 
 
-def _maxvec_scores(
-    kw: PureIndex, vecs: tuple[np.ndarray, np.ndarray], q: str, v: np.ndarray, alpha: float, depth: int
-) -> dict[str, float]:
-    """Hybrid scores with the vector leg on the larger cosine of two vectors per memory (``maxvec_tail_n``)."""
-    sims = np.maximum(vecs[0] @ v, vecs[1] @ v)
+def _fuse_cosines(kw: PureIndex, sims: np.ndarray, q: str, alpha: float, depth: int) -> dict[str, float]:
+    """Hybrid scores of ``kw``'s keyword leg with a vector leg of the given cosines (one per memory)."""
     ids = kw.ids
     order = sorted(range(len(ids)), key=lambda i: (-float(sims[i]), ids[i]))[: candidate_limit(depth)]
     vec_leg = [VectorCandidate(ids[i], cosine_distance(float(sims[i]))) for i in order]
     _, kw_leg = kw.legs(q, None, limit=depth)
     hits = hybrid_fuse(alpha=alpha, vector_leg=vec_leg, keyword_leg=kw_leg, limit=depth)
     return {h.id: float(h.score) for h in hits}
+
+
+def _maxvec_scores(
+    kw: PureIndex, vecs: tuple[np.ndarray, np.ndarray], q: str, v: np.ndarray, alpha: float, depth: int
+) -> dict[str, float]:
+    """Hybrid scores with the vector leg on the larger cosine of two vectors per memory (``maxvec_tail_n``)."""
+    sims = np.maximum(vecs[0] @ v, vecs[1] @ v)
+    return _fuse_cosines(kw, sims, q, alpha, depth)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
+
+
+def _sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (``sentmax``), or none when it has only one."""
+    parts = [t.strip() for t in _SENTENCE_END.split(text)]
+    parts = [t for t in parts if len(t) >= 3]
+    return parts if len(parts) > 1 else []
+
+
+def _sentence_vectors(emb: CachedEmbedder, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of every sentence of every multi-sentence text, and the index of each one's text."""
+    owners: list[int] = []
+    flat: list[str] = []
+    for i, t in enumerate(texts):
+        for piece in _sentences(t):
+            owners.append(i)
+            flat.append(piece)
+    if not flat:
+        return np.zeros((0, 1), dtype=np.float32), np.zeros(0, dtype=np.int64)
+    return _unit(emb.embed_documents(flat)), np.array(owners, dtype=np.int64)
+
+
+def _sentmax_scores(
+    kw: PureIndex,
+    whole: np.ndarray,
+    sents: tuple[np.ndarray, np.ndarray],
+    q: str,
+    v: np.ndarray,
+    alpha: float,
+    depth: int,
+    *,
+    mix: bool,
+) -> dict[str, float]:
+    """Hybrid scores with the vector leg on the whole text's cosine and its best sentence's (``sentmax_tail_n``)."""
+    sims = whole @ v
+    vecs, owners = sents
+    if len(owners):
+        best = np.full(len(sims), -np.inf, dtype=np.float32)
+        np.maximum.at(best, owners, vecs @ v)
+        has = np.isfinite(best)
+        sims = sims.copy()
+        sims[has] = (sims[has] + best[has]) / 2 if mix else np.maximum(sims[has], best[has])
+    return _fuse_cosines(kw, sims, q, alpha, depth)
 
 
 def _field_scores(
@@ -469,6 +526,9 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             if name.startswith("maxvec_tail_")
             for tails in [_tail_texts(g, int(name.rsplit("_", 1)[1]))]
         }
+        sent_firsts = [f for f in firsts if f.startswith(("sentmax_tail_", "sentmix_tail_"))]
+        sents = _sentence_vectors(emb, texts) if sent_firsts else None
+        sentmax = {name: PureIndex(ids, _tail_texts(g, int(name.rsplit("_", 1)[1])), vecs, an) for name in sent_firsts}
         fields = (
             (base.tokens, [an.index_tokens(c) for c in previous_turns(g, 45)])
             if any(f.startswith("ctx_field_") for f in firsts)
@@ -489,6 +549,11 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             ctx_scores = _mix_legs(ctx_kw, base, q.text, v, alpha, dep) if ctx_kw is not None else {}
             ahead_scores = {n: _mix_legs(ix, base, q.text, v, alpha, dep) for n, ix in ahead.items()}
             ahead_scores |= {n: _maxvec_scores(ix, two, q.text, v, alpha, dep) for n, (ix, two) in maxvec.items()}
+            if sents is not None:
+                ahead_scores |= {
+                    n: _sentmax_scores(ix, unit, sents, q.text, v, alpha, dep, mix=n.startswith("sentmix"))
+                    for n, ix in sentmax.items()
+                }
             if rm3 is not None:
                 rm3_first = _mix_legs(rm3, base, q.text, v, alpha, dep)  # the default pipeline's first stage
                 ahead_scores |= {
@@ -598,6 +663,10 @@ VERDICTS = {
     "spread": "on the default pipeline (f 0.5 / 0.8) LoCoMo R@10 0.690 -> 0.545 / 0.630, LongMemEval s-all@5 "
     "unchanged (0.935) but turn R@10 0.957 -> 0.799 / 0.918, MemoryBank-CN R@5 0.980 -> 0.878 / 0.980: the evidence "
     "of most questions sits in one session, so spreading pushes it out: not built",
+    "sent": "against the default pipeline (`ctx_tail_45+time_window_0.2`) LoCoMo R@10 0.690 -> 0.691 (max) / 0.697 "
+    "(mean), R@1 0.292 -> 0.305 / 0.307; MemoryBank-CN R@1 0.541 -> 0.561, R@5 unchanged; LongMemEval s-all@5 "
+    "unchanged, but s-all@10 0.957 -> 0.935 (max) and R@5 0.900 -> 0.878 (mean): about five LoCoMo questions for "
+    "four to five vectors per memory (one per sentence; a multi-vector index in Weaviate): not built",
     "mmr": "on the default pipeline (lambda 0.1 / 0.2 / 0.4) LoCoMo R@10 0.690 -> 0.691 / 0.693 / 0.689 and "
     "MemoryBank-CN R@5 0.980 -> 0.986 (one question), but LongMemEval nDCG@10 0.788 -> 0.782 / 0.776 / 0.755, turn "
     "R@10 0.967 -> 0.967 / 0.957 / 0.941 and at 0.4 s-all@5 0.935 -> 0.891 (the evidence turns of one session look "
@@ -623,6 +692,8 @@ def _verdict(name: str) -> str:
         return VERDICTS["pairs"]
     if first.startswith("maxvec_tail_"):
         return VERDICTS["maxvec"]
+    if first.startswith(("sentmax_tail_", "sentmix_tail_")):
+        return VERDICTS["sent"]
     if first.startswith("rm3_"):
         return VERDICTS["rm3"]
     if first.startswith("wexp_"):
@@ -695,7 +766,8 @@ def main(argv: list[str] | None = None) -> int:
         "pairs_tail_45+time_window_0.2,maxvec_tail_45+time_window_0.2,ctx_tail_45+time_window_0.2+spread_0.5,"
         "ctx_tail_45+time_window_0.2+spread_0.8,rm3_5_10_0.3+time_window_0.2,rm3_5_10_1.0+time_window_0.2,"
         "rm3_10_10_0.3+time_window_0.2,wexp_2_0.5_0.2+time_window_0.2,wexp_3_0.5_0.3+time_window_0.2,"
-        "wexp_3_0.5_0.6+time_window_0.2,wexp_5_0.5_0.3+time_window_0.2,wexp_8_0.5_0.6+time_window_0.2",
+        "wexp_3_0.5_0.6+time_window_0.2,wexp_5_0.5_0.3+time_window_0.2,wexp_8_0.5_0.6+time_window_0.2,"
+        "sentmax_tail_45+time_window_0.2,sentmix_tail_45+time_window_0.2",
     )
     args = p.parse_args(argv)
     if args.render_only:

@@ -1,4 +1,4 @@
-"""The answer follow-up, MMR, context-property, word-pair, keyword-feedback and word-vector expansion variants of ``benchmarks/experiments.py`` and its report writer."""
+"""The answer follow-up, MMR, context-property, word-pair, sentence-vector, keyword-feedback and word-vector expansion variants of ``benchmarks/experiments.py`` and its report writer."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from benchmarks.experiments import (
     _mix_legs,
     _mmr,
     _rm3_scores,
+    _sentences,
+    _sentmax_scores,
     _spread,
     write_markdown,
 )
@@ -120,6 +122,36 @@ def test_the_two_vector_leg_scores_a_memory_by_the_better_of_its_two_cosines() -
     two = _maxvec_scores(kw, (own, with_context), "concert", query, 1.0, 10)
     assert max(one, key=one.__getitem__) == "violin"
     assert max(two, key=two.__getitem__) == "reply"  # found by what it answers
+
+
+def test_sentences_split_latin_and_han_text_and_leave_one_sentence_alone() -> None:
+    assert _sentences("I moved to Paris. The job is great! Do you like it?") == [
+        "I moved to Paris.",
+        "The job is great!",
+        "Do you like it?",
+    ]
+    assert _sentences("好的，谢谢你。\n你今天吃了什么？") == ["好的，谢谢你。", "你今天吃了什么？"]
+    assert _sentences("Version 1.2 is out, see v1.2.3.") == []  # no space after a dot: one sentence
+    assert _sentences("Ok. I play the violin.") == ["Ok.", "I play the violin."]
+    assert _sentences("Hi. Hi") == []  # a piece under three characters is dropped
+
+
+def test_a_memory_is_found_by_its_best_sentence_and_the_mean_weighs_the_whole_too() -> None:
+    texts = ["Long day. I play the violin.", "music music", "a concert"]
+    # the turn's whole vector is mostly not what the query asks; "a concert" has no sentences of its own
+    whole = np.array([[0.6, 0.8, 0.0], [0.0, 0.995, -0.1], [0.0, 0.714, 0.7]], dtype=np.float32)
+    sents = (np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype=np.float32), np.array([0, 0]))  # the turn's two
+    kw = PureIndex(["turn", "other", "concert"], texts, whole, Analyzer())
+    query = np.array([0.0, 0.0, 1.0], dtype=np.float32)  # what the turn's second sentence says
+    none = (np.zeros((0, 3), dtype=np.float32), np.zeros(0, dtype=np.int64))
+
+    def order(scores: dict[str, float]) -> list[str]:
+        return sorted(scores, key=lambda i: -scores[i])
+
+    assert order(_sentmax_scores(kw, whole, none, "x", query, 1.0, 10, mix=False)) == ["concert", "turn", "other"]
+    assert order(_sentmax_scores(kw, whole, sents, "x", query, 1.0, 10, mix=False)) == ["turn", "concert", "other"]
+    # the mean of the whole (0.0) and the best sentence (1.0) is 0.5, below the concert's 0.7
+    assert order(_sentmax_scores(kw, whole, sents, "x", query, 1.0, 10, mix=True)) == ["concert", "turn", "other"]
 
 
 def test_the_session_spread_lets_a_second_session_ahead_of_a_third_memory_of_the_first() -> None:
