@@ -58,7 +58,7 @@ from benchmarks.harness.folds import (  # noqa: E402
 )
 from benchmarks.harness.runner import BenchOptions, run_benchmark  # noqa: E402
 from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
-from benchmarks.studies import _speed, log, speed_texts  # noqa: E402
+from benchmarks.studies import _speed, log, sign_test, speed_texts  # noqa: E402
 from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, Embedder, UniversalSentenceEncoder  # noqa: E402
 
 #: e5's share of the cosine; 0 is USE alone, 1 is e5 alone.
@@ -165,6 +165,34 @@ def cross_validate(table: dict[str, Any], *, alpha: float | None = None) -> dict
     return out
 
 
+def with_questions(cv: dict[str, Any], per_question: dict[str, Any], alpha: float) -> dict[str, Any]:
+    """``cv`` (:func:`cross_validate`) with, per held-out dataset, the questions the choice moves.
+
+    ``wins`` / ``losses``: the held-out dataset's questions scoring above / below the default (USE
+    alone at ``alpha``) under the chosen setting; ``sign_test_p``: the two-sided sign test of them.
+    ``per_question`` is the grid's per-question scores (``ensemble_questions.json``).
+    """
+    scores = per_question["scores"]
+    reference = scores[point(0.0, alpha)]
+    out: dict[str, Any] = {}
+    for held, entry in cv.items():
+        chosen = entry["chosen_share"]
+        mine = scores[chosen if " @ alpha " in chosen else point(chosen, alpha)][held]
+        base = reference[held]
+        wins = sum(1 for a, b in zip(mine, base, strict=True) if a > b + 1e-12)
+        losses = sum(1 for a, b in zip(mine, base, strict=True) if a < b - 1e-12)
+        out[held] = {**entry, "wins": wins, "losses": losses, "sign_test_p": round(sign_test(wins, losses), 4)}
+    return out
+
+
+def _moved(cv: dict[str, Any]) -> str:
+    """`` | wins / losses (p)`` of a :func:`with_questions` entry, or nothing before they were counted."""
+    if "wins" not in cv:
+        return ""
+    p = cv["sign_test_p"]
+    return f" | {cv['wins']} / {cv['losses']} ({'p<0.001' if p < 0.001 else f'p={p:.3f}'})"
+
+
 def best_share(table: dict[str, Any], alpha: float | None = None, *, over: Sequence[str] | None = None) -> str:
     """The setting best on the mean of the dev files ``over`` (default all; ties: :func:`_cheaper`)."""
     ref_alpha = default_alpha() if alpha is None else alpha
@@ -221,6 +249,14 @@ def verdict_speed(res: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return quiet, True
 
 
+def _named(name: str, cv: dict[str, Any]) -> str:
+    """``name``, with the questions the choice moved when they were counted."""
+    if "wins" not in cv:
+        return name
+    p = cv["sign_test_p"]
+    return f"{name} ({cv['wins']} up / {cv['losses']} down, sign test {'p<0.001' if p < 0.001 else f'p={p:.3f}'})"
+
+
 def verdict(res: dict[str, Any]) -> str:
     """What the numbers say about making the concatenation the default (a rule, not a hand-written opinion).
 
@@ -243,7 +279,11 @@ def verdict(res: dict[str, Any]) -> str:
         f"* Best share and alpha on all three dev files: **{share}** ("
         + ", ".join(f"{n} {r['value']:.3f} vs {table[reference][n]['value']:.3f}" for n, r in row.items())
         + " for the default model alone).",
-        "* Left out: higher on " + (", ".join(better) or "none") + "; lower on " + (", ".join(worse) or "none") + ".",
+        "* Left out: higher on "
+        + (", ".join(_named(n, cv[n]) for n in better) or "none")
+        + "; lower on "
+        + (", ".join(_named(n, cv[n]) for n in worse) or "none")
+        + ".",
         *([grouped_summary(res["grouped_cross_validated"])] if res.get("grouped_cross_validated") else []),
         f"* Probe at that share: Recall@1 {pair_probe['recall@1']:.3f} (default model {use_probe['recall@1']:.3f}), "
         f"Recall@5 {pair_probe['recall@5']:.3f} ({use_probe['recall@5']:.3f}).",
@@ -282,6 +322,9 @@ def speed(sets: dict[str, Dataset], repeats: int, share: float) -> dict[str, Any
 def render(res: dict[str, Any]) -> str:
     joint = res["joint"]
     names = list(next(iter(joint.values())))
+    counted = "wins" in next(iter(res["cross_validation"].values()))
+    moved_head = " | questions up / down (sign test)" if counted else ""
+    moved_rule = "|---:" if counted else ""
     lines = [
         "# USE-multilingual + e5-small int8 as one embedder (`python -m benchmarks.ensemble`)",
         "",
@@ -311,21 +354,21 @@ def render(res: dict[str, Any]) -> str:
         "Leave one dataset out, the share alone at the default alpha (the share best on the mean of the other two, "
         "ties to the smaller share):",
         "",
-        "| held out | chosen share | held-out score | default model alone |",
-        "|---|---:|---:|---:|",
+        "| held out | chosen share | held-out score | default model alone" + moved_head + " |",
+        "|---|---:|---:|---:" + moved_rule + "|",
     ]
     for held, cv in res["cross_validation"].items():
-        lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
+        lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f}{_moved(cv)} |")
     lines += [
         "",
         "Leave one dataset out, share and alpha chosen together (ties to the smaller share, then the alpha "
         "nearest the default):",
         "",
-        "| held out | chosen | held-out score | default (USE, default alpha) |",
-        "|---|---:|---:|---:|",
+        "| held out | chosen | held-out score | default (USE, default alpha)" + moved_head + " |",
+        "|---|---:|---:|---:" + moved_rule + "|",
     ]
     for held, cv in res["joint_cross_validation"].items():
-        lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f} |")
+        lines.append(f"| {held} | {cv['chosen_share']} | {cv['held_out']:.3f} | {cv['use_alone']:.3f}{_moved(cv)} |")
     grouped = res.get("grouped_cross_validated")
     if grouped:
         ties = "ties to the smaller share, then the alpha nearest the default"
@@ -378,8 +421,8 @@ def _grid_results(sets: dict[str, Dataset], alpha: float, out: Path) -> dict[str
     return {
         "grid": grid,
         "joint": joint,
-        "cross_validation": cross_validate(grid, alpha=alpha),
-        "joint_cross_validation": cross_validate(joint, alpha=alpha),
+        "cross_validation": with_questions(cross_validate(grid, alpha=alpha), per_question, alpha),
+        "joint_cross_validation": with_questions(cross_validate(joint, alpha=alpha), per_question, alpha),
         "grouped_cross_validated": within_datasets(per_question, alpha),
     }
 
@@ -406,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif (args.out / "ensemble_questions.json").exists():
             per_question = json.loads((args.out / "ensemble_questions.json").read_text(encoding="utf-8"))
             saved["grouped_cross_validated"] = within_datasets(per_question, saved["default_alpha"])
+            for key in ("cross_validation", "joint_cross_validation"):
+                saved[key] = with_questions(saved[key], per_question, saved["default_alpha"])
         saved["quiet_speed"] = quiet_speed()
         saved["verdict"] = verdict(saved)
         (args.out / "ensemble.json").write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")

@@ -12,6 +12,7 @@ from benchmarks.ensemble import (
     point,
     render,
     verdict,
+    with_questions,
     within_datasets,
 )
 from benchmarks.harness.folds import question_folds
@@ -121,23 +122,58 @@ def test_each_fold_is_scored_by_the_setting_chosen_on_the_other_folds() -> None:
     assert (mb["held_out"], mb["wins"], mb["losses"]) == (1.0, 0, 0)
 
 
+def _study(joint: dict[str, Any], cv: dict[str, Any], joint_cv: dict[str, Any]) -> dict[str, Any]:
+    """A study result to render: the grid and its two leave-one-out tables, no probe or speed."""
+    return {
+        "alphas": [0.4, 0.5],
+        "default_alpha": 0.4,
+        "repeats": 1,
+        "joint": joint,
+        "cross_validation": cv,
+        "joint_cross_validation": joint_cv,
+        "probe": {},
+        "speed": {},
+    }
+
+
 def test_the_grouped_result_is_reported() -> None:
     grouped = within_datasets(_per_question(), 0.4, folds=2)
     line = grouped_summary(grouped)
     assert "(2 folds): chosen 0.800 @ alpha 0.5 in 1 of 2 folds" in line
     assert "locomo 1.000 vs 0.750 (questions up / down: 1 / 0)" in line
     joint = _joint()
-    res: dict[str, Any] = {
-        "alphas": [0.4, 0.5],
-        "default_alpha": 0.4,
-        "repeats": 1,
-        "joint": joint,
-        "cross_validation": cross_validate(at_default_alpha(joint, 0.4), alpha=0.4),
-        "joint_cross_validation": cross_validate(joint, alpha=0.4),
-        "grouped_cross_validated": grouped,
-        "probe": {},
-        "speed": {},
-    }
+    res = _study(joint, cross_validate(at_default_alpha(joint, 0.4), alpha=0.4), cross_validate(joint, alpha=0.4))
+    res["grouped_cross_validated"] = grouped
     md = render(res)
     assert "| longmemeval | 2 | 2 | 0.000 | 0.500 | 0 / 1 |" in md
     assert "(per fold: `0.800 @ alpha 0.5`, `0.000 @ alpha 0.4`)." in md
+
+
+def test_the_leave_one_out_choice_counts_the_questions_it_moves_with_a_sign_test() -> None:
+    per_question = _per_question()
+    cv = {
+        "locomo": {"chosen_share": point(0.8, 0.5), "held_out": 0.75, "use_alone": 0.75},
+        "longmemeval": {"chosen_share": "0.800", "held_out": 0.5, "use_alone": 0.5},  # the share-only table
+        "memorybank": {"chosen_share": point(0.0, 0.4), "held_out": 1.0, "use_alone": 1.0},
+    }
+    per_question["scores"][point(0.8, 0.4)] = {"longmemeval": [0.0, 0.0]}
+    counted = with_questions(cv, per_question, 0.4)
+    assert {k: counted["locomo"][k] for k in ("wins", "losses", "sign_test_p")} == {
+        "wins": 1,
+        "losses": 1,
+        "sign_test_p": 1.0,
+    }
+    assert (counted["longmemeval"]["wins"], counted["longmemeval"]["losses"]) == (0, 1)  # share 0.8 at alpha 0.4
+    assert (counted["memorybank"]["wins"], counted["memorybank"]["losses"]) == (0, 0)
+    assert counted["locomo"]["held_out"] == 0.75  # the rest of the entry is kept
+    joint = _joint()
+    res = _study(joint, counted, counted)
+    md = render(res)
+    assert (
+        "| held out | chosen | held-out score | default (USE, default alpha) | questions up / down (sign test) |" in md
+    )
+    assert "| locomo | 0.800 @ alpha 0.5 | 0.750 | 0.750 | 1 / 1 (p=1.000) |" in md
+    res["probe"] = {f"e5 share {k}": {"recall@1": 0.9, "recall@5": 1.0} for k in joint}
+    res["speed"] = {"concatenation": {"batched_per_s": 150.0, "query_p95_ms": 9.0, "loadavg_before": [0.5]}}
+    res["joint_cross_validation"] = {**counted, "longmemeval": {**counted["longmemeval"], "held_out": 0.4}}
+    assert "lower on longmemeval (0 up / 1 down, sign test p=1.000)." in verdict(res)
