@@ -12,11 +12,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
-from hybrid_memory.stores.weaviate.server import _reap
+from hybrid_memory.stores.weaviate.server import _reap, _reaper
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -42,40 +43,47 @@ def _data_dir(tmp_path: Path) -> str:
 
 
 def test_a_collected_server_is_not_waited_for_in_the_collecting_thread(tmp_path: Path) -> None:
+    _reaper()  # as spawn() does
     proc = _child(_DEAF)
     tmp = _data_dir(tmp_path)
     try:
-        reaper = _reap(proc, 600.0, tmp)
+        done = _reap(proc, 600.0, tmp)
         # Returned at once: the server (deaf to SIGTERM) still runs, and the wait is the reaper's.
-        assert reaper is not None and reaper.daemon
+        assert not done.is_set()
         assert proc.poll() is None
         assert os.path.isdir(tmp)
     finally:
         proc.kill()
-    reaper.join(30)
-    assert not reaper.is_alive()
+    assert done.wait(30)
     assert proc.returncode == -signal.SIGKILL
     assert not os.path.exists(tmp)  # removed once the server is gone
 
 
+def test_the_finalizer_starts_no_thread() -> None:
+    """Thread.start() in a finalizer can wait forever for a lock of threading the interrupted thread holds."""
+    _reaper()
+    proc = _child(_POLITE)
+    before = set(threading.enumerate())
+    done = _reap(proc, 600.0, None)
+    assert set(threading.enumerate()) <= before
+    assert done.wait(30)
+    assert proc.returncode == -signal.SIGTERM
+
+
 def test_the_reaper_stops_a_server_with_sigterm_and_removes_its_data(tmp_path: Path) -> None:
+    _reaper()
     proc = _child(_POLITE)
     tmp = _data_dir(tmp_path)
-    reaper = _reap(proc, 600.0, tmp)
-    assert reaper is not None
-    reaper.join(30)
-    assert not reaper.is_alive()
+    assert _reap(proc, 600.0, tmp).wait(30)
     assert proc.returncode == -signal.SIGTERM
     assert not os.path.exists(tmp)
 
 
-def test_the_reaper_kills_a_server_that_outlives_the_timeout(tmp_path: Path) -> None:
+def test_the_reaper_kills_a_server_that_outlives_the_timeout() -> None:
+    _reaper()
     proc = _child(_DEAF)
     try:
-        reaper = _reap(proc, 0.2, None)
-        assert reaper is not None
-        reaper.join(30)
-        assert not reaper.is_alive()
+        assert _reap(proc, 0.2, None).wait(30)
         assert proc.returncode == -signal.SIGKILL
     finally:
         if proc.poll() is None:
@@ -88,7 +96,7 @@ def test_at_the_interpreters_exit_the_server_is_stopped_before_the_process_ends(
     script = textwrap.dedent(
         f"""
         import subprocess, sys, weakref
-        from hybrid_memory.stores.weaviate.server import _reap, _watch_exit
+        from hybrid_memory.stores.weaviate.server import _reap, _reaper, _watch_exit
 
         class Server:  # holds its process until the interpreter exits, like an unstopped server
             pass
@@ -99,6 +107,7 @@ def test_at_the_interpreters_exit_the_server_is_stopped_before_the_process_ends(
         with child.stdout:
             assert child.stdout.readline() == b"up\\n"
         server = Server()
+        _reaper()  # as spawn() does
         weakref.finalize(server, _reap, child, 1.0, {str(tmp_path / "gone")!r})
         _watch_exit()
         print(child.pid, flush=True)

@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import functools
 import os
+import queue
 import shutil
 import signal
 import socket
@@ -132,6 +133,8 @@ def _await_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
 
 
 _AT_EXIT = threading.Event()
+#: Servers dropped without ``stop()``, for the reaper thread: (process, timeout, temporary data, done).
+_REAPS: queue.SimpleQueue[tuple[subprocess.Popen[bytes], float, str | None, threading.Event]] = queue.SimpleQueue()
 
 
 @functools.cache
@@ -144,34 +147,55 @@ def _watch_exit() -> None:
     atexit.register(_AT_EXIT.set)
 
 
-def _reap(proc: subprocess.Popen[bytes], timeout: float, tmp: str | None) -> threading.Thread | None:
+def _finish(proc: subprocess.Popen[bytes], timeout: float, tmp: str | None) -> None:
+    """Wait for a server sent SIGTERM (SIGKILL after ``timeout``), then remove its temporary data."""
+    _await_exit(proc, timeout)
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _drain() -> None:
+    while True:
+        proc, timeout, tmp, done = _REAPS.get()
+        with contextlib.suppress(Exception):  # the loop must outlive a server it could not reap
+            _finish(proc, timeout, tmp)
+        done.set()
+
+
+@functools.cache
+def _reaper() -> threading.Thread:
+    """The daemon thread that finishes the servers :func:`_reap` hands over (started once per process).
+
+    Started from :meth:`WeaviateServer.spawn`, never from a finalizer: ``Thread.start`` waits for
+    the new thread, which first takes ``threading``'s internal locks (Python 3.10-3.12: the lock of
+    its shutdown set), and the thread the garbage collector interrupted may hold one of them.
+    """
+    os.register_at_fork(after_in_child=_reaper.cache_clear)  # a forked child has no such thread
+    thread = threading.Thread(target=_drain, name="hybrid-memory-weaviate-reaper", daemon=True)
+    thread.start()
+    return thread
+
+
+def _reap(proc: subprocess.Popen[bytes], timeout: float, tmp: str | None) -> threading.Event:
     """The finalizer of a server that was never stopped: stop it, then remove its temporary data.
 
     At the interpreter's exit it waits, as :meth:`WeaviateServer.stop` does (SIGTERM, SIGKILL
     after ``timeout``), so the server flushes its data before the process ends. Anywhere else it
     runs in whichever thread the garbage collector interrupts, at any allocation, perhaps while
-    that thread holds a lock: it only sends SIGTERM and hands the wait, the SIGKILL and the
-    removal of ``tmp`` to a daemon thread, which it returns.
+    that thread holds a lock: it only sends SIGTERM and queues the rest for the reaper thread
+    (``SimpleQueue.put`` is safe in a finalizer; it takes no lock that thread could hold).
+    Returns an event set once the server is gone and its data removed.
     """
-
-    def finish() -> None:
-        _await_exit(proc, timeout)
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-
+    done = threading.Event()
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
     if _AT_EXIT.is_set():
-        finish()
-        return None
-    reaper = threading.Thread(target=finish, name="hybrid-memory-weaviate-reaper", daemon=True)
-    try:
-        reaper.start()
-    except RuntimeError:  # no new threads during the interpreter's shutdown
-        finish()
-        return None
-    return reaper
+        _finish(proc, timeout, tmp)
+        done.set()
+    else:
+        _REAPS.put((proc, timeout, tmp, done))
+    return done
 
 
 class WeaviateServer:
@@ -324,6 +348,7 @@ class WeaviateServer:
         self._t0 = time.monotonic()
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        _reaper()
         self._finalizer = weakref.finalize(self, _reap, self._proc, 30.0, self._tmp)
         _watch_exit()
 
