@@ -185,12 +185,17 @@ def with_questions(cv: dict[str, Any], per_question: dict[str, Any], alpha: floa
     return out
 
 
+def _p(cv: dict[str, Any]) -> str:
+    """A :func:`with_questions` entry's sign-test p as the tables print it."""
+    p = cv["sign_test_p"]
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
 def _moved(cv: dict[str, Any]) -> str:
     """`` | wins / losses (p)`` of a :func:`with_questions` entry, or nothing before they were counted."""
     if "wins" not in cv:
         return ""
-    p = cv["sign_test_p"]
-    return f" | {cv['wins']} / {cv['losses']} ({'p<0.001' if p < 0.001 else f'p={p:.3f}'})"
+    return f" | {cv['wins']} / {cv['losses']} ({_p(cv)})"
 
 
 def best_share(table: dict[str, Any], alpha: float | None = None, *, over: Sequence[str] | None = None) -> str:
@@ -253,8 +258,7 @@ def _named(name: str, cv: dict[str, Any]) -> str:
     """``name``, with the questions the choice moved when they were counted."""
     if "wins" not in cv:
         return name
-    p = cv["sign_test_p"]
-    return f"{name} ({cv['wins']} up / {cv['losses']} down, sign test {'p<0.001' if p < 0.001 else f'p={p:.3f}'})"
+    return f"{name} ({cv['wins']} up / {cv['losses']} down, sign test {_p(cv)})"
 
 
 def verdict(res: dict[str, Any]) -> str:

@@ -113,14 +113,17 @@ def _free_ports(n: int, *, pairs: int = 0) -> list[int]:
             s.close()
 
 
-def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGTERM, then wait ``timeout`` seconds for the exit before a SIGKILL (reaps the process)."""
+def _sigterm(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to a process still running (no wait)."""
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
-        _await_exit(proc, timeout)
-    else:
-        proc.wait()
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM, then wait ``timeout`` seconds for the exit before a SIGKILL (reaps the process)."""
+    _sigterm(proc)
+    _await_exit(proc, timeout)
 
 
 def _await_exit(proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -187,9 +190,7 @@ def _reap(proc: subprocess.Popen[bytes], timeout: float, tmp: str | None) -> thr
     Returns an event set once the server is gone and its data removed.
     """
     done = threading.Event()
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
+    _sigterm(proc)
     if _AT_EXIT.is_set():
         _finish(proc, timeout, tmp)
         done.set()
