@@ -33,6 +33,7 @@ __all__ = [
     "Analyzer",
     "ConfigurationError",
     "ContextFuser",
+    "EmbedderMismatchError",
     "EmbeddingDimensionError",
     "EmbeddingError",
     "FusedContext",
@@ -82,6 +83,7 @@ _LAZY = {
 }
 _ERRORS = {
     "ConfigurationError",
+    "EmbedderMismatchError",
     "EmbeddingDimensionError",
     "EmbeddingError",
     "HybridMemoryError",
@@ -116,6 +118,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from hybrid_memory.embeddings import UniversalSentenceEncoder
     from hybrid_memory.errors import (
         ConfigurationError,
+        EmbedderMismatchError,
         EmbeddingDimensionError,
         EmbeddingError,
         HybridMemoryError,

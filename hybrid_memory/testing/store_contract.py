@@ -60,6 +60,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hybrid_memory.errors import (
+    EmbedderMismatchError,
     EmbeddingDimensionError,
     InvalidInputError,
     MissingDependencyError,
@@ -615,6 +616,19 @@ class StoreContract:
         with pytest.raises(EmbeddingDimensionError):
             search(store, "alice", "dimension", np.ones(2 * DIM, dtype=np.float32), 0.5)
         assert store.dimension == DIM
+
+    def test_another_embedder_of_the_same_dimension_is_refused(self, store: MemoryStore) -> None:
+        # Two models' vectors are not comparable even at one dimension: a store keeps the first
+        # name bound and refuses any other, so nobody searches it with another model's queries.
+        store.upsert([rec("alice", "dimension fixed by a write")], mat(vec(1)))  # no name yet
+        store.bind_embedder("emb-a", DIM)
+        store.bind_embedder("emb-a", DIM)
+        with pytest.raises(EmbedderMismatchError) as info:
+            store.bind_embedder("emb-b", DIM)
+        assert (info.value.stored, info.value.given) == ("emb-a", "emb-b")
+        assert "hybrid-memory reembed" in str(info.value)
+        assert getattr(store, "embedder_name", "emb-a") == "emb-a"
+        store.bind_embedder("emb-a", DIM)  # the recorded one still binds
 
     def test_first_upsert_fixes_the_dimension(self, store: MemoryStore) -> None:
         store.upsert([rec("alice", "no embedder bound yet")], mat(vec(1)))

@@ -14,6 +14,7 @@ import pytest
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.cli import build_parser, main
 from hybrid_memory.cli import ops as ops_module
+from hybrid_memory.embeddings import CallableEmbedder
 from hybrid_memory.observe.trace import TraceStep, TraceStore
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.stores.base import MemoryFilter
@@ -309,16 +310,36 @@ def test_import_resumes_from_its_checkpoint(
     assert not (tmp_path / "dump.jsonl.progress").exists()
 
 
+def _exported(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    dump = tmp_path / "dump.jsonl"
+    assert run(capsys, "export", "--store", str(db), "--out", str(dump), "--quiet")[0] == 0
+    return dump
+
+
 def test_import_into_a_store_of_another_dimension_is_refused(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dump = tmp_path / "dump.jsonl"
-    assert run(capsys, "export", "--store", str(db), "--out", str(dump), "--quiet")[0] == 0
+    dump = _exported(db, tmp_path, capsys)
     other = tmp_path / "other.db"
     with LocalStore(other) as s:
         s.bind_embedder("hashing-64", 64)
     code, _, err = run(capsys, "import", str(dump), "--store", str(other))
     assert code == 2 and "dimension mismatch" in err and "reembed" in err
+
+
+def test_import_into_a_store_of_another_embedder_of_the_same_dimension_is_refused(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = _exported(db, tmp_path, capsys)
+    other = tmp_path / "other.db"
+    with HybridMemory(
+        store=LocalStore(other), embedder=CallableEmbedder(HashingEmbedder().embed_documents, name="acme-256")
+    ) as mem:
+        mem.remember("carol", "I keep bees on the roof")
+    before = records(other)
+    code, _, err = run(capsys, "import", str(dump), "--store", str(other))
+    assert code == 2 and "embedder mismatch" in err and "'acme-256'" in err and "'hashing-256'" in err
+    assert records(other) == before  # nothing of the other model's vectors was written
 
 
 def test_import_rejects_a_file_that_is_not_an_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -500,3 +521,21 @@ def test_inspect_overview(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "7 memories of 2 users, embedder hashing-256" in out
     assert "I live in Berlin (superseded by" in out and "我的狗叫豆豆" in out
     assert "inspect --serve" in out
+
+
+def test_embedder_named_for_a_store_the_command_line_cannot_rebuild(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A store built by an application's own embedder (here: the hashing model under another name).
+    path = tmp_path / "acme.db"
+    with HybridMemory(
+        store=LocalStore(path), embedder=CallableEmbedder(HashingEmbedder().embed_documents, name="acme-256")
+    ) as mem:
+        mem.remember("alice", "I prefer green tea in the morning")
+    code, out, err = run(capsys, "search", "green tea", "--store", str(path), "--user", "alice")
+    assert code == 2 and out == "" and "'acme-256', which the command line cannot load" in err
+    # Naming the model says it is the same one: the search runs with the store's name kept.
+    code, out, _ = run(capsys, "search", "green tea", "--store", str(path), "--user", "alice", "--embedder", "hashing")
+    assert code == 0 and "I prefer green tea in the morning" in out
+    with LocalStore(path) as store:
+        assert store.embedder_name == "acme-256"

@@ -13,6 +13,7 @@ EXPECTED_ALL = [
     "Analyzer",
     "ConfigurationError",
     "ContextFuser",
+    "EmbedderMismatchError",
     "EmbeddingDimensionError",
     "EmbeddingError",
     "FusedContext",

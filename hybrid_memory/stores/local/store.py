@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hybrid_memory.errors import (
+    EmbedderMismatchError,
     EmbeddingDimensionError,
     InvalidInputError,
     NotFoundError,
@@ -238,13 +239,15 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
             return self._meta("embedder_name")
 
     def bind_embedder(self, name: str, dimension: int) -> None:
-        """Record the embedder on first use, or check that its dimension matches.
+        """Record the embedder on first use, or check that it is the one recorded.
 
-        The first name is kept; only the dimension is enforced.
+        A store whose dimension was fixed by a first :meth:`upsert` records the first name bound.
 
         Raises:
             EmbeddingDimensionError: the store holds vectors of another dimension (the message
                 names both dimensions and the ``hybrid-memory reembed`` command).
+            EmbedderMismatchError: the store recorded another embedder of the same dimension
+                (the recorded name stays).
             InvalidInputError: empty name or non-positive dimension.
         """
         if not isinstance(name, str) or not name.strip():
@@ -260,6 +263,9 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
                     hint=f"the store was built with embedder {stored!r} ({self._dim}-d) and cannot take "
                     f"{name!r} ({dimension}-d); {_REEMBED_HINT}",
                 )
+            recorded = self._meta("embedder_name")
+            if recorded is not None and recorded != name:
+                raise EmbedderMismatchError(recorded, name, dimension)
             if self._dim is None or self._meta("embedder_name") is None:
                 with self._tx():
                     if self._meta("embedder_name") is None:

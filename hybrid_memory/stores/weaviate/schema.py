@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError, SchemaError
+from hybrid_memory.errors import EmbedderMismatchError, EmbeddingDimensionError, InvalidInputError, SchemaError
 from hybrid_memory.stores.weaviate.client import _Client, logger
 from hybrid_memory.stores.weaviate.mapping import (
     _CONFIG_UUID,
@@ -311,8 +311,12 @@ class _Schema(_Client):
 
         Raises:
             EmbeddingDimensionError: the store holds vectors of another dimension.
+            EmbedderMismatchError: the collection recorded another embedder of the same dimension
+                (the recorded name stays).
         """
         self._check_open()
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidInputError("embedder name must be a non-empty str")
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
             raise InvalidInputError(f"dimension must be a positive int, got {dimension!r}")
         meta = dict(self._load_meta())
@@ -326,14 +330,10 @@ class _Schema(_Client):
                     f"re-embed into a new collection (`hybrid-memory reembed`) or use the original embedder"
                 ),
             )
-        if stored is None or meta.get("embedder") != name:
-            if stored is not None and meta.get("embedder") not in (None, name):
-                logger.warning(
-                    "embedder changed from %s to %s (same dimension %d); stored vectors may not be comparable",
-                    meta.get("embedder"),
-                    name,
-                    dimension,
-                )
+        recorded = meta.get("embedder")
+        if recorded is not None and recorded != name:
+            raise EmbedderMismatchError(str(recorded), name, dimension)
+        if stored is None or recorded is None:
             meta["dimension"] = dimension
             meta["embedder"] = name
             with self._meta_lock:
