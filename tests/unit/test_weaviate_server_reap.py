@@ -7,17 +7,19 @@ A Python child stands in for ``weaviate-server``: what matters is how it answers
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from hybrid_memory.stores.weaviate.server import _reap, _reaper
+from hybrid_memory.stores.weaviate.server import WeaviateServer, _reap, _reaper
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -124,3 +126,68 @@ def test_at_the_interpreters_exit_the_server_is_stopped_before_the_process_ends(
         os.kill(pid, signal.SIGKILL)
         pytest.fail("the server outlived the interpreter that owned it")
     assert not (tmp_path / "gone").exists()
+
+
+# A stand-in binary for WeaviateServer itself: ignores its arguments and SIGTERM (then says so in
+# its data directory), runs until killed.
+_DEAF_BINARY = (
+    "#!{python}\nimport os, pathlib, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "pathlib.Path(os.environ['PERSISTENCE_DATA_PATH'], 'up').touch()\ntime.sleep(600)\n"
+)
+
+
+def _within_30_s(condition: Callable[[], bool]) -> bool:
+    """Poll ``condition`` (a bound on a wait for another process, not a timing assertion)."""
+    for _ in range(300):
+        if condition():
+            return True
+        threading.Event().wait(0.1)
+    return condition()
+
+
+def _server(tmp_path: Path) -> WeaviateServer:
+    binary = tmp_path / "weaviate-server"
+    binary.write_text(_DEAF_BINARY.format(python=sys.executable), encoding="utf-8")
+    binary.chmod(0o755)
+    return WeaviateServer(binary=binary)
+
+
+def test_a_server_never_started_leaves_no_directory_when_dropped(tmp_path: Path) -> None:
+    server = _server(tmp_path)
+    tmp = server.data_path.parent
+    assert tmp.is_dir()  # made in __init__ (data_path and log_path name it)
+    del server
+    gc.collect()
+    assert not tmp.exists()
+
+
+def test_a_killed_server_keeps_its_data_for_a_restart_and_drops_it_with_the_object(tmp_path: Path) -> None:
+    server = _server(tmp_path)
+    server.spawn()
+    (server.data_path / "segment").write_bytes(b"x")
+    server.kill()
+    assert (server.data_path / "segment").exists()  # start() would bring the server back on it
+    tmp = server.data_path.parent
+    server.stop(keep_data=True)
+    assert tmp.is_dir()
+    del server
+    gc.collect()
+    assert not tmp.exists()
+
+
+def test_a_running_server_s_data_is_removed_only_after_it_exited(tmp_path: Path) -> None:
+    server = _server(tmp_path)
+    server.spawn()
+    proc, tmp = server._proc, server.data_path.parent
+    assert proc is not None
+    up = server.data_path / "up"
+    assert _within_30_s(lambda: up.exists() or proc.poll() is not None)  # its SIGTERM handler is in place
+    assert up.exists()
+    try:
+        del server
+        gc.collect()  # the finalizer sends SIGTERM, which this server ignores
+        assert proc.poll() is None
+        assert tmp.is_dir()  # not removed under the running server
+    finally:
+        proc.kill()
+    assert _within_30_s(lambda: not tmp.exists())  # the reaper removes it once the process is gone

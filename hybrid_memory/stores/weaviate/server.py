@@ -208,7 +208,8 @@ class WeaviateServer:
 
     Args:
         binary: Path of ``weaviate-server`` (default: :func:`find_weaviate_binary`).
-        data_path: Persistent data directory; ``None`` = a temporary directory removed on stop.
+        data_path: Persistent data directory; ``None`` = a temporary directory removed on stop
+            (or when the object is collected: never started, killed or stopped with ``keep_data``).
         memory_limit: ``GOMEMLIMIT`` for the Go runtime (e.g. ``"1GiB"``), ``None`` = unlimited.
         environment: Extra or overriding environment variables for the server.
         startup_timeout: Seconds to wait for ``/v1/.well-known/ready``.
@@ -258,7 +259,23 @@ class WeaviateServer:
         self._ports: list[int] | None = list(ports) if ports is not None else None
         self._proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._dir_finalizer: weakref.finalize[Any, Any] | None = None
         self._t0 = 0.0
+        self._remove_tmp_when_dropped()
+
+    def _remove_tmp_when_dropped(self) -> None:
+        """Remove the temporary directory if this object is collected while no server runs on it.
+
+        Never started, killed, or stopped with ``keep_data``: nothing else would remove it. While
+        a server runs, :func:`_reap` removes it once the server has exited instead.
+        """
+        if self._tmp is not None and self._dir_finalizer is None:
+            self._dir_finalizer = weakref.finalize(self, shutil.rmtree, self._tmp, ignore_errors=True)
+
+    def _keep_tmp(self) -> None:
+        if self._dir_finalizer is not None:
+            self._dir_finalizer.detach()
+            self._dir_finalizer = None
 
     @property
     def url(self) -> str:
@@ -350,6 +367,7 @@ class WeaviateServer:
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         _reaper()
+        self._keep_tmp()  # removed by _reap once the server has exited, not under it
         self._finalizer = weakref.finalize(self, _reap, self._proc, 30.0, self._tmp)
         _watch_exit()
 
@@ -392,6 +410,7 @@ class WeaviateServer:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
+        self._remove_tmp_when_dropped()
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the server log."""
@@ -413,8 +432,10 @@ class WeaviateServer:
             self._finalizer.detach()
             self._finalizer = None
         if self._tmp is not None and not keep_data:
+            self._keep_tmp()
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+        self._remove_tmp_when_dropped()
 
     def __enter__(self) -> WeaviateServer:
         return self.start()
