@@ -438,6 +438,10 @@ def test_reembed_resumes_and_can_swap_in_place(
     assert records(db) == before
     with LocalStore(db) as s:
         assert s.dimension == 32
+    monkeypatch.undo()
+    with HybridMemory(store=LocalStore(db)) as mem:  # embedder=None: the one it was re-embedded with
+        assert mem.embedder.name == "hashing-32"
+        assert mem.recall("乌龙茶", user_id="李雷", k=1)[0].content == "我喜欢喝乌龙茶，不要加糖"
 
 
 def test_reembed_to_e5_onnx_writes_vectors_either_e5_backend_searches(
