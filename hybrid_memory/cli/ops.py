@@ -208,11 +208,11 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
     commands that need no new vectors (list, export, consolidate ...) still work. ``e5`` and
     ``e5-onnx`` are the same model (same name, vectors within cosine 0.98): ``e5-onnx`` runs it on
     ONNX Runtime with int8 weights, about three times faster (``pip install 'hybrid-memory[e5-onnx]'``).
-    ``use+e5`` is :func:`~hybrid_memory.embeddings.use_e5_pair`. Any other choice on a store that
-    recorded another name is the user saying it is the same model: it takes the store's name, as
-    the store refuses an embedder of another name
+    ``use+e5`` is :func:`~hybrid_memory.embeddings.use_e5_pair`. Any other choice on a store whose
+    recorded embedder the command line cannot rebuild is the user saying it is the same model: it
+    takes the store's name, as the store refuses an embedder of another name
     (:class:`~hybrid_memory.errors.EmbedderMismatchError`); a model of another dimension is still
-    refused.
+    refused, and so is another model for a store whose own one it can rebuild.
     """
     from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder, embedder_from_name, use_e5_pair
     from hybrid_memory.testing import HashingEmbedder
@@ -235,7 +235,7 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
         emb = HashingEmbedder(stored_dim if stored_dim is not None else hashing_dim)
     else:
         raise ConfigurationError(f"unknown embedder {choice!r}: use auto, {', '.join(_EMBEDDERS)}")
-    if stored_name is not None and emb.name != stored_name:
+    if stored_name is not None and emb.name != stored_name and embedder_from_name(stored_name) is None:
         emb.name = stored_name
     return emb
 

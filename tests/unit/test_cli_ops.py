@@ -543,3 +543,16 @@ def test_embedder_named_for_a_store_the_command_line_cannot_rebuild(
     assert code == 0 and "I prefer green tea in the morning" in out
     with LocalStore(path) as store:
         assert store.embedder_name == "acme-256"
+
+
+def test_another_model_named_for_a_store_the_command_line_can_rebuild_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "h512.db"
+    with HybridMemory(store=LocalStore(path), embedder=HashingEmbedder(512)) as mem:
+        mem.remember("alice", "I prefer green tea in the morning")
+    # USE is 512-d too: only the name tells the models apart, and the store's own model is known.
+    code, out, err = run(
+        capsys, "search", "green tea", "--store", str(path), "--user", "alice", "--embedder", "default"
+    )
+    assert code == 2 and out == "" and "embedder mismatch" in err and "'hashing-512'" in err
