@@ -132,8 +132,8 @@ def _async_twin(fn: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_
     return twin
 
 
-def _embedder_for(store: MemoryStore, embedder: Any) -> Embedder:
-    """``embedder`` as an :class:`Embedder`; for ``None``, the one the store was built with.
+def _embedder_for(recorded: str | None, embedder: Any) -> Embedder:
+    """``embedder`` as an :class:`Embedder`; for ``None``, the one the store recorded (``recorded``).
 
     A new store (no embedder recorded yet) gets the default local model. A store that recorded
     an embedder the library can rebuild (:func:`~hybrid_memory.embeddings.embedder_from_name`)
@@ -142,11 +142,8 @@ def _embedder_for(store: MemoryStore, embedder: Any) -> Embedder:
     Raises:
         ConfigurationError: the store recorded an embedder the library cannot rebuild by name.
     """
-    if embedder is not None:
+    if embedder is not None or recorded is None:
         return as_embedder(embedder)
-    recorded = getattr(store, "embedder_name", None)
-    if not isinstance(recorded, str):
-        return as_embedder(None)
     known = embedder_from_name(recorded)
     if known is None:
         raise ConfigurationError(
@@ -219,7 +216,9 @@ class HybridMemory:
 
             store = LocalStore(":memory:")
         self.store: MemoryStore = store
-        self.embedder: Embedder = _embedder_for(store, embedder)
+        recorded = getattr(store, "embedder_name", None)  # not a protocol member: a third backend may lack it
+        recorded = recorded if isinstance(recorded, str) else None
+        self.embedder: Embedder = _embedder_for(recorded, embedder)
         self.scorer: ImportanceScorer = (
             scorer
             if scorer is not None
@@ -283,8 +282,7 @@ class HybridMemory:
                 hint=f"the embedder {self.embedder.name!r} does not match this store; migrate it with "
                 "`hybrid-memory reembed` or use the embedder the store was built with",
             )
-        recorded = getattr(self.store, "embedder_name", None)
-        if isinstance(recorded, str) and recorded != self.embedder.name and self.store.dimension is not None:
+        if recorded is not None and recorded != self.embedder.name and self.store.dimension is not None:
             raise EmbedderMismatchError(recorded, self.embedder.name, self.store.dimension)
 
     @property

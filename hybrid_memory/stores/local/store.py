@@ -255,18 +255,17 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
             raise InvalidInputError(f"dimension must be a positive int, got {dimension!r}")
         with self._guard():
+            recorded = self._meta("embedder_name")
             if self._dim is not None and self._dim != dimension:
-                stored = self._meta("embedder_name") or "unknown"
                 raise EmbeddingDimensionError(
                     self._dim,
                     dimension,
-                    hint=f"the store was built with embedder {stored!r} ({self._dim}-d) and cannot take "
-                    f"{name!r} ({dimension}-d); {_REEMBED_HINT}",
+                    hint=f"the store was built with embedder {recorded or 'unknown'!r} ({self._dim}-d) and cannot "
+                    f"take {name!r} ({dimension}-d); {_REEMBED_HINT}",
                 )
-            recorded = self._meta("embedder_name")
             if recorded is not None and recorded != name:
                 raise EmbedderMismatchError(recorded, name, dimension)
-            if self._dim is None or self._meta("embedder_name") is None:
+            if self._dim is None or recorded is None:
                 with self._tx():
                     if self._meta("embedder_name") is None:
                         self._set_meta("embedder_name", name)

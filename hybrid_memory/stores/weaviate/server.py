@@ -272,7 +272,7 @@ class WeaviateServer:
         if self._tmp is not None and self._dir_finalizer is None:
             self._dir_finalizer = weakref.finalize(self, shutil.rmtree, self._tmp, ignore_errors=True)
 
-    def _keep_tmp(self) -> None:
+    def _cancel_tmp_removal(self) -> None:
         if self._dir_finalizer is not None:
             self._dir_finalizer.detach()
             self._dir_finalizer = None
@@ -367,7 +367,7 @@ class WeaviateServer:
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         _reaper()
-        self._keep_tmp()  # removed by _reap once the server has exited, not under it
+        self._cancel_tmp_removal()  # removed by _reap once the server has exited, not under it
         self._finalizer = weakref.finalize(self, _reap, self._proc, 30.0, self._tmp)
         _watch_exit()
 
@@ -432,7 +432,7 @@ class WeaviateServer:
             self._finalizer.detach()
             self._finalizer = None
         if self._tmp is not None and not keep_data:
-            self._keep_tmp()
+            self._cancel_tmp_removal()
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
         self._remove_tmp_when_dropped()
