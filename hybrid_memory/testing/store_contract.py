@@ -1107,5 +1107,6 @@ class StoreContract:
         else:  # the backend documents a window in which two simultaneous marks both win
             assert won.count(True) >= 1, won
         # The next move starts from the winner's mark, through either store.
-        assert store_twin.mark_summarized("alice", "s1", winner + 1, expected=winner, epoch=0) is True
-        assert store.summarized_upto("alice", "s1") == winner + 1
+        race = f"ends {ends}, won {won}, winner {winner}"
+        assert store_twin.mark_summarized("alice", "s1", winner + 1, expected=winner, epoch=0) is True, race
+        assert (after := store.summarized_upto("alice", "s1")) == winner + 1, f"{race}, then read {after}"

@@ -47,6 +47,7 @@ from hybrid_memory.stores.weaviate import store as weaviate_store_module
 from hybrid_memory.stores.weaviate import tombstones as tombstones_module
 from hybrid_memory.stores.weaviate import turns as turns_module
 from hybrid_memory.stores.weaviate.mapping import _turn_properties
+from hybrid_memory.testing.store_contract import turn as contract_turn
 from hybrid_memory.text.analyzer import Analyzer
 from tests.weaviate_fixtures import WeaviateEndpoint, unavailable
 
@@ -143,6 +144,52 @@ def test_the_searchable_text_is_the_analyzer_output(weaviate_store: WeaviateStor
     obj = h.query.fetch_object_by_id(object_uuid(r.id))
     assert obj.properties[SEARCH_PROPERTY] == Analyzer().analyze(r.content)
     assert obj.properties["content"] == r.content
+
+
+class _StaleSort:
+    """A turn-collection handle whose sorted reads rank the oldest match first.
+
+    What Weaviate's sort returns for a summary watermark whose first move was created by two
+    racing writers and kept an index entry of the loser's larger ``seq`` (``turns`` module
+    docstring, Index ghosts). That interleaving of two server goroutines cannot be caused on
+    purpose, so the query is real and only its order is the ghost's.
+    """
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+    @property
+    def query(self) -> Any:
+        return self
+
+    def fetch_object_by_id(self, *args: Any, **kwargs: Any) -> Any:
+        return self._handle.query.fetch_object_by_id(*args, **kwargs)
+
+    def fetch_objects(self, *, sort: Any = None, **kwargs: Any) -> Any:
+        from weaviate.classes.query import Sort
+
+        if sort is not None:
+            sort = Sort.by_property("seq", ascending=True)
+        return self._handle.query.fetch_objects(sort=sort, **kwargs)
+
+
+def test_the_summary_watermark_follows_its_moves_past_a_stale_sort(
+    weaviate_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = weaviate_store
+    stored = store.append_turns([contract_turn("alice", "s1", f"turn {i}") for i in range(5)], epoch=0)
+    seqs = [t.seq for t in stored]
+    for before, after in zip([0, *seqs[:2]], seqs[:3], strict=True):
+        assert store.mark_summarized("alice", "s1", after, expected=before, epoch=0) is True
+    turns_handle = type(store)._turns
+    monkeypatch.setattr(type(store), "_turns", lambda self, *a, **k: _StaleSort(turns_handle(self, *a, **k)))
+    assert store.summarized_upto("alice", "s1") == seqs[2]  # the sort alone reads seqs[0]
+    assert store.mark_summarized("alice", "s1", seqs[3], expected=seqs[1], epoch=0) is False
+    assert store.mark_summarized("alice", "s1", seqs[3], expected=seqs[2], epoch=0) is True
+    assert store.summarized_upto("alice", "s1") == seqs[3]
 
 
 def test_one_hashed_tenant_per_user(weaviate_store: WeaviateStore) -> None:

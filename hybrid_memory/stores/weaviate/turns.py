@@ -18,8 +18,18 @@ summaries of the same turns are both kept, one superseding the other; see
 :mod:`hybrid_memory.write.session`). Measured on one node at load 10-12, four simultaneous
 marks from one watermark: two winners in 12 of 80 races with one read-back, 3 of 120 with the
 second (never more than two). The watermark
-is the largest ``seq`` of the chain; the chain outlives the session's log (the protocol's
+is the end of the chain; the chain outlives the session's log (the protocol's
 ``summarized_upto``) and goes with the user's tenant.
+
+Index ghosts: the watermark is read as the largest ``seq`` by a filtered, sorted query, then
+the chain is followed by id (``fetch_object_by_id`` of the move from the value read) to its end.
+The sort alone is not enough. Weaviate 1.39 updates an object's inverted index after it releases
+the object's lock (``Shard.putObjectLSM``), so when two racing creates of one move both pass, the
+first writer's index entries can land after the second writer removed them: the object then
+stays indexed under the losing ``seq`` as well. When that ``seq`` is the larger, the sort returns
+that move ahead of every later one, and a watermark read by the sort alone stays behind the
+chain (seen in CI: a move acknowledged, then not read back). The walk costs one by-id fetch when
+the sort is right.
 """
 
 from __future__ import annotations
@@ -387,13 +397,27 @@ class _TurnLog(_Writes):
                 filters=where, sort=Sort.by_property("seq", ascending=False), limit=1, return_properties=["seq"]
             )
 
+        def read_move(mark: int) -> Any:
+            uid = _summary_uuid(user_id, session_id, mark)
+            return self._call(
+                "read summary watermark move",
+                lambda: h.query.fetch_object_by_id(uid, return_properties=["seq", "epoch"]),
+            )
+
         try:
             res = self._call("read summary watermark", run)
+            mark = int(res.objects[0].properties.get("seq") or 0) if res.objects else 0
+            # The sort can lag the chain (module docstring, Index ghosts): follow the moves by id.
+            while (move := read_move(mark)) is not None and move.properties.get("epoch") == _mark_epoch(epoch):
+                nxt = int(move.properties.get("seq") or 0)
+                if nxt <= mark:  # never written (moves go up); stop rather than loop
+                    break
+                mark = nxt
         except StoreError as exc:
             if is_tenant_missing(exc):
                 return 0
             raise
-        return int(res.objects[0].properties.get("seq") or 0) if res.objects else 0
+        return mark
 
     def summarized_upto(self, user_id: str, session_id: str) -> int:
         """The session's summary watermark: ``seq`` of its last summarised turn (0: none yet)."""
