@@ -193,6 +193,32 @@ def test_the_summary_watermark_follows_its_moves_past_a_stale_sort(
     assert store.summarized_upto("alice", "s1") == seqs[3]
 
 
+class _GhostMatch(_StaleSort):
+    """A turn-collection handle whose session reads match every turn of session ``s1``, whatever its ``seq``.
+
+    What the ``seq > after_seq`` filter matches when a turn appended by two processes at once
+    kept an index entry of the losing write's larger ``seq`` (``turns`` module docstring).
+    """
+
+    def fetch_objects(self, *, filters: Any = None, **kwargs: Any) -> Any:
+        from weaviate.classes.query import Filter
+
+        if kwargs.get("sort") is not None:
+            filters = Filter.by_property("session_id").equal("s1")
+        return self._handle.query.fetch_objects(filters=filters, **kwargs)
+
+
+def test_a_session_read_after_a_seq_keeps_only_turns_stored_above_it(
+    weaviate_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = weaviate_store
+    stored = store.append_turns([contract_turn("alice", "s1", f"turn {i}") for i in range(4)], epoch=0)
+    turns_handle = type(store)._turns
+    monkeypatch.setattr(type(store), "_turns", lambda self, *a, **k: _GhostMatch(turns_handle(self, *a, **k)))
+    log = store.load_session("alice", "s1", after_seq=stored[1].seq)
+    assert [t.content for t in log.turns] == ["turn 2", "turn 3"]
+
+
 def test_one_hashed_tenant_per_user(weaviate_store: WeaviateStore) -> None:
     users = ["alice@example.com", "李雷", "a b/c:d"]
     weaviate_store.upsert([rec(u, f"memory of {u}") for u in users], vecs(3))

@@ -216,7 +216,8 @@ class _TurnLog(_Writes):
         """The objects ``scope`` matches with ``seq > after_seq``, in log order, read by pages of :data:`_TURN_PAGE`.
 
         Keyset pagination on ``seq`` (then id): a page starts at the last page's largest ``seq``,
-        inclusive, since equal seqs may span pages; objects already read are skipped.
+        inclusive, since equal seqs may span pages; objects already read are skipped, and so is an
+        object whose stored ``seq`` is not above ``after_seq``.
         ``properties``: the properties to return (``None``: all of them).
         """
         from weaviate.classes.query import Filter, Sort
@@ -239,7 +240,9 @@ class _TurnLog(_Writes):
 
             res = self._call("load session", run)
             for o in res.objects:
-                if str(o.uuid) not in seen:
+                # The stored seq decides: an index ghost (module docstring) can match a turn appended
+                # by two processes at once under the seq of the write that lost.
+                if str(o.uuid) not in seen and int(o.properties.get("seq") or 0) > after_seq:
                     seen.add(str(o.uuid))
                     out.append(o)
             if len(res.objects) < _TURN_PAGE:
