@@ -177,16 +177,26 @@ class _StaleSort:
         return self._handle.query.fetch_objects(sort=sort, **kwargs)
 
 
+def _alice_turns(store: WeaviateStore, n: int) -> list[Turn]:
+    """Append ``n`` turns to alice's session ``s1``."""
+    return store.append_turns([contract_turn("alice", "s1", f"turn {i}") for i in range(n)], epoch=0)
+
+
+def _read_turns_through(monkeypatch: pytest.MonkeyPatch, store: WeaviateStore, handle: type[_StaleSort]) -> None:
+    """From now on, the store reads its turn collection through ``handle``."""
+    turns_handle = type(store)._turns
+    monkeypatch.setattr(type(store), "_turns", lambda self, *a, **k: handle(turns_handle(self, *a, **k)))
+
+
 def test_the_summary_watermark_follows_its_moves_past_a_stale_sort(
     weaviate_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = weaviate_store
-    stored = store.append_turns([contract_turn("alice", "s1", f"turn {i}") for i in range(5)], epoch=0)
+    stored = _alice_turns(store, 5)
     seqs = [t.seq for t in stored]
     for before, after in zip([0, *seqs[:2]], seqs[:3], strict=True):
         assert store.mark_summarized("alice", "s1", after, expected=before, epoch=0) is True
-    turns_handle = type(store)._turns
-    monkeypatch.setattr(type(store), "_turns", lambda self, *a, **k: _StaleSort(turns_handle(self, *a, **k)))
+    _read_turns_through(monkeypatch, store, _StaleSort)
     assert store.summarized_upto("alice", "s1") == seqs[2]  # the sort alone reads seqs[0]
     assert store.mark_summarized("alice", "s1", seqs[3], expected=seqs[1], epoch=0) is False
     assert store.mark_summarized("alice", "s1", seqs[3], expected=seqs[2], epoch=0) is True
@@ -212,9 +222,8 @@ def test_a_session_read_after_a_seq_keeps_only_turns_stored_above_it(
     weaviate_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = weaviate_store
-    stored = store.append_turns([contract_turn("alice", "s1", f"turn {i}") for i in range(4)], epoch=0)
-    turns_handle = type(store)._turns
-    monkeypatch.setattr(type(store), "_turns", lambda self, *a, **k: _GhostMatch(turns_handle(self, *a, **k)))
+    stored = _alice_turns(store, 4)
+    _read_turns_through(monkeypatch, store, _GhostMatch)
     log = store.load_session("alice", "s1", after_seq=stored[1].seq)
     assert [t.content for t in log.turns] == ["turn 2", "turn 3"]
 
