@@ -1,9 +1,9 @@
-"""Index ghosts on a real Weaviate, and whether the summary watermark reads through them.
+"""Index ghosts on a real Weaviate, and whether the store's reads see through them.
 
 Usage::
 
     python -m benchmarks.weaviate_ghosts            # writes results/weaviate_ghosts.{md,json}
-    python -m benchmarks.weaviate_ghosts --trials 300
+    python -m benchmarks.weaviate_ghosts --trials 300 --status-trials 300
 
 Weaviate 1.39 updates an object's inverted index after it releases the object's lock
 (``Shard.putObjectLSM``). When two creates of one UUID both pass the server's existence check (it
@@ -21,7 +21,16 @@ the summary watermark of a real :class:`WeaviateStore`, one session per trial:
 
 Counted per trial: creates told they won, whether a loser's ``seq`` still finds the object
 (a ghost), whether a sort by ``seq`` alone (the read before the fix) would have missed the last
-move, and whether the store's reads were right. Needs ``weaviate-server`` (``.ci/run`` installs it).
+move, and whether the store's reads were right.
+
+A second experiment does the same to a memory's status (package docstring of
+:mod:`hybrid_memory.stores.weaviate`, *Index ghosts*), one memory per trial: a store writes it
+archived, then two other stores (two processes) at once restore it (``update`` to active) and
+archive it again. Counted: memories whose stored status is archived but that a filter on
+``status == active`` still matches (a ghost), memories that a filter on their stored status no
+longer matches, and the store's reads (``search``, ``list``, ``neighbours``) that returned a
+memory whose stored status is not active (the reads check their filter on the stored values).
+Needs ``weaviate-server`` (``.ci/run`` installs it).
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from hybrid_memory.stores.weaviate import WeaviateServer, WeaviateStore, find_weaviate_binary  # noqa: E402
-from hybrid_memory.stores.weaviate.mapping import tenant_name  # noqa: E402
+from hybrid_memory.stores.weaviate.mapping import object_uuid, tenant_name  # noqa: E402
 from hybrid_memory.stores.weaviate.turns import _mark_epoch, _summary_uuid  # noqa: E402
 from hybrid_memory.testing.store_contract import turn  # noqa: E402
 
@@ -126,8 +135,49 @@ def trial(store: WeaviateStore, clients: list[Any], pool: ThreadPoolExecutor, rn
     }
 
 
-def run(trials: int, seed: int) -> dict[str, Any]:
-    """Start a server, run ``trials`` trials, and count (module docstring)."""
+def status_trial(stores: list[WeaviateStore], pool: ThreadPoolExecutor, rng: random.Random) -> dict[str, Any]:
+    """One memory: an archive and a restore at once from two stores, then the first store's reads."""
+    import numpy as np
+    from weaviate.classes.query import Filter
+
+    from hybrid_memory.records import MemoryRecord
+    from hybrid_memory.values import MemoryFilter, SearchRequest
+
+    store = stores[0]
+    record = MemoryRecord.create(user_id=USER, content=f"tea {_body(rng, rng.choice([5, 3000]))}", status="archived")
+    vector = np.asarray([[rng.gauss(0.0, 1.0) for _ in range(8)]], dtype=np.float32)
+    store.upsert([record], vector)
+    start = threading.Barrier(2)
+
+    def write(k: int) -> None:
+        start.wait(timeout=30)
+        stores[k + 1].update([record.evolve(status=("active", "archived")[k])])
+
+    list(pool.map(write, range(2)))
+    raw = store.client.collections.use(store.collection).with_tenant(tenant_name(USER))
+    uid = object_uuid(record.id)
+    stored = str(raw.query.fetch_object_by_id(uid, return_properties=["status"]).properties["status"])
+
+    def indexed(status: str) -> bool:
+        where = Filter.all_of([Filter.by_id().equal(uid), Filter.by_property("status").equal(status)])
+        return bool(raw.query.fetch_objects(filters=where, limit=1, return_properties=[]).objects)
+
+    hits = store.search(SearchRequest(user_id=USER, query="tea", vector=vector[0], alpha=0.5, limit=5))
+    listed = store.list(USER, filter=MemoryFilter(), limit=5)
+    [near] = store.neighbours(USER, vector, threshold=0.5, top=5)
+    returned = {h.record.id for h in hits} | {r.id for r in listed} | {n[0] for n in near}
+    row = {
+        "stored_active": stored == "active",
+        "ghost": stored != "active" and indexed("active"),
+        "unindexed": not indexed(stored),
+        "read_wrong": stored != "active" and record.id in returned,
+    }
+    store.delete(USER, [record.id])
+    return row
+
+
+def run(trials: int, seed: int, status_trials: int = 300) -> dict[str, Any]:
+    """Start a server, run ``trials`` watermark and ``status_trials`` status trials, and count (module docstring)."""
     import weaviate
 
     binary = find_weaviate_binary()
@@ -142,13 +192,18 @@ def run(trials: int, seed: int) -> dict[str, Any]:
         clients = [
             weaviate.connect_to_local(host=host, port=int(port), grpc_port=server.grpc_port) for _ in range(RACERS)
         ]
+        others = [
+            WeaviateStore.connect(server.url, grpc_port=server.grpc_port, collection="GhostMemories") for _ in range(3)
+        ]
         try:
             with ThreadPoolExecutor(RACERS) as pool:
                 rows = [trial(store, clients, pool, rng) for _ in range(trials)]
+                status_rows = [status_trial(others, pool, rng) for _ in range(status_trials)]
         finally:
             for c in clients:
                 c.close()
-            store.close()
+            for s in [store, *others]:
+                s.close()
             server.stop()
     ghosted = [r for r in rows if r["ghosts"]]
     return {
@@ -161,17 +216,26 @@ def run(trials: int, seed: int) -> dict[str, Any]:
         "sort_alone_misses": sum(r["sort_alone_misses"] for r in rows),
         "store_wrong": sum(not r["store_right"] for r in rows),
         "store_wrong_with_a_ghost": sum(not r["store_right"] for r in ghosted),
+        "status_trials": status_trials,
+        "status_stored_active": sum(r["stored_active"] for r in status_rows),
+        "status_ghosts": sum(r["ghost"] for r in status_rows),
+        "status_unindexed": sum(r["unindexed"] for r in status_rows),
+        "status_reads_wrong": sum(r["read_wrong"] for r in status_rows),
     }
 
 
 def render(r: dict[str, Any]) -> str:
     return "\n".join(
         [
-            "# Index ghosts on a real Weaviate and the summary watermark",
+            "# Index ghosts on a real Weaviate: the summary watermark and memory statuses",
             "",
             f"Measured {r['when']} (load {r['load']:.1f}) with `python -m benchmarks.weaviate_ghosts"
-            f" --trials {r['trials']} --seed {r['seed']}` on weaviate-server v1.39.0, one node."
-            " Each trial races four creates of one watermark move (module docstring).",
+            f" --trials {r['trials']} --status-trials {r['status_trials']} --seed {r['seed']}`"
+            " on weaviate-server v1.39.0, one node (module docstring).",
+            "",
+            "## The summary watermark",
+            "",
+            "Each trial races four creates of one watermark move.",
             "",
             "| trials | two or more creates told they won | trials leaving an index ghost"
             " | a sort by `seq` alone misses the last move | store reads wrong |",
@@ -182,6 +246,20 @@ def render(r: dict[str, Any]) -> str:
             "A ghost: the object of the move is still found by a losing create's `seq`. The store reads the"
             " watermark by the sort and then follows the moves by id, so a ghost does not hold it back.",
             "",
+            "## Memory statuses",
+            "",
+            "Each trial stores one archived memory; two other stores then restore it and archive it at once.",
+            "",
+            "| trials | stored active at the end | archived but still matched by `status == active` (ghost)"
+            " | not matched by its stored status | store reads returning a memory that is not active |",
+            "|---|---|---|---|---|",
+            f"| {r['status_trials']} | {r['status_stored_active']} | {r['status_ghosts']}"
+            f" | {r['status_unindexed']} | {r['status_reads_wrong']} |",
+            "",
+            "The reads (`search`, `list`, `neighbours`) check their filter again on the stored properties,"
+            " so a ghost does not bring an archived memory back. A memory not matched by its stored status"
+            " is missed by filters on it until its next write (not repaired).",
+            "",
         ]
     )
 
@@ -189,10 +267,11 @@ def render(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, default=600)
+    p.add_argument("--status-trials", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "weaviate_ghosts.md")
     args = p.parse_args(argv)
-    report = run(args.trials, args.seed)
+    report = run(args.trials, args.seed, args.status_trials)
     args.out.write_text(render(report), encoding="utf-8")
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(render(report))

@@ -9,6 +9,7 @@ store's own steps (the forget itself is real, through a second client).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import json
 import os
@@ -152,7 +153,7 @@ class _StaleSort:
     What Weaviate's sort returns for a summary watermark whose first move was created by two
     racing writers and kept an index entry of the loser's larger ``seq`` (``turns`` module
     docstring, Index ghosts). Racing creates leave such a ghost only by chance (``python -m
-    benchmarks.weaviate_ghosts``: 6 misreads in 600 races), so the query is real and only its
+    benchmarks.weaviate_ghosts``: 7 misreads in 600 races), so the query is real and only its
     order is the ghost's.
     """
 
@@ -226,6 +227,35 @@ def test_a_session_read_after_a_seq_keeps_only_turns_stored_above_it(
     _read_turns_through(monkeypatch, store, _GhostMatch)
     log = store.load_session("alice", "s1", after_seq=stored[1].seq)
     assert [t.content for t in log.turns] == ["turn 2", "turn 3"]
+
+
+def test_memory_reads_check_their_filter_on_the_stored_status(
+    weaviate_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = weaviate_store
+    records = [rec("alice", f"tea note {i}", minutes=i) for i in range(4)]
+    v = vecs(4)
+    store.upsert(records, v)
+    store.update([records[1].evolve(status="archived"), records[2].evolve(status="superseded")])
+    active = [records[0], records[3]]
+    # The server matches every status, as it does for a memory an archive and a restore wrote at
+    # once that stayed indexed under "active" (package docstring, Index ghosts).
+    build = type(store)._build_filters
+    everything = ("active", "superseded", "archived")
+    monkeypatch.setattr(
+        type(store), "_build_filters", lambda self, f: build(self, dataclasses.replace(f, statuses=everything))
+    )
+    store._filter_cache.clear()
+    hits = store.search(SearchRequest(user_id="alice", query="tea note", vector=v[1], alpha=0.5))
+    assert sorted(h.record.id for h in hits) == sorted(r.id for r in active)
+    assert store.list("alice", filter=MemoryFilter(), limit=10) == active
+    [near] = store.neighbours("alice", v[1:2], threshold=-1.0, top=10)
+    assert sorted(n[0] for n in near) == sorted(r.id for r in active)
+    snapshot = store.active_vectors("alice", limit=100)
+    assert snapshot is not None
+    assert sorted(snapshot[0]) == sorted(r.id for r in active)
+    archived = store.list("alice", filter=MemoryFilter(statuses=("archived",)), limit=10)
+    assert [r.id for r in archived] == [records[1].id]
 
 
 def test_one_hashed_tenant_per_user(weaviate_store: WeaviateStore) -> None:

@@ -87,6 +87,20 @@ Conversation state without transactions (architecture §10):
   against (property ``epoch``), so every read of memories leaves it out and deletes it
   (``_Writes._live``); only ``count`` includes it until then.
 
+Index ghosts: Weaviate 1.39 updates an object's inverted index after it releases the object's
+lock (``Shard.putObjectLSM``, ``Shard.mergeObjectInStorage``). Two writes of one object that
+change the same property at once (one process archives a memory while another restores it) can
+leave it indexed under the losing write's value as well as, or instead of, the stored one, until
+a later write changes that property again. A filter on the property can then match an object whose
+stored value it excludes: every memory read (search, neighbours, the writer's snapshot, ``list``)
+therefore checks its filter again on the stored properties it got back
+(:meth:`MemoryFilter.matches <hybrid_memory.values.MemoryFilter.matches>`), so an archived or
+superseded memory is never returned as active; such a page or top-k holds one result fewer.
+Not repaired: a memory left indexed *only* under the losing value is missed by filters on the
+stored one until its next write, and ``count`` (an aggregate over the index) counts by the index.
+The turn log and the summary watermark read stored values the same way (:mod:`.turns`).
+``python -m benchmarks.weaviate_ghosts`` causes both kinds on a real server and counts them.
+
 Search sends ``alpha`` explicitly (1.0 = pure vector, 0.0 = pure keyword (BM25)), the query text
 ``analyzer.analyze_query(query)`` (stopwords removed client-side, because ``whitespace``
 tokenisation keeps them) and the query vector. :attr:`StoreHit.score` is Weaviate's fused score;

@@ -1019,6 +1019,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             rec = _record(o.properties)
             if rec.user_id != request.user_id:  # defence in depth
                 continue
+            if not request.filter.matches(rec):  # an index ghost (package docstring)
+                continue
             vec = _vector_of(o)
             sim = cosine(vec) if (cosine is not None and vec is not None) else None
             hits.append(
@@ -1061,7 +1063,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             return [[] for _ in range(len(rows))]  # nothing was ever stored
         if rows.shape[1] != dim:
             raise EmbeddingDimensionError(dim, int(rows.shape[1]))
-        where = self._filters(MemoryFilter())
+        active = MemoryFilter()
+        where = self._filters(active)
         h = self._tenant(tenant_name(user_id))
         epoch = functools.cache(lambda: self._read_epoch(user_id))  # read once for all rows, if needed
         # The server's distance cut is a pre-filter; the exact threshold is applied below.
@@ -1085,6 +1088,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 rec = _record(o.properties)
                 vec = _vector_of(o)
                 if rec.user_id != user_id or vec is None:  # defence in depth
+                    continue
+                if not active.matches(rec):  # an index ghost (package docstring)
                     continue
                 sim = cosine(vec)
                 if sim >= threshold:
@@ -1124,7 +1129,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 filters=where,
                 limit=limit + 1,
                 include_vector=True,
-                return_properties=["record_id", "user_id", "category", "epoch"],
+                return_properties=["record_id", "user_id", "category", "status", "epoch"],
             )
 
         try:
@@ -1141,6 +1146,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         for o in self._live(user_id, res.objects):
             vec = _vector_of(o)
             if o.properties.get("user_id") != user_id or vec is None:  # defence in depth
+                continue
+            if o.properties.get("status") not in MemoryFilter().statuses:  # an index ghost (package docstring)
                 continue
             ids.append(str(o.properties["record_id"]))
             cats.append(str(o.properties["category"]))
@@ -1227,7 +1234,9 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 if is_tenant_missing(exc):
                     return []
                 raise
-            return [_record(o.properties) for o in self._live(user_id, res.objects)]
+            recs = [_record(o.properties) for o in self._live(user_id, res.objects)]
+            # an index ghost (package docstring): the page may then hold fewer than ``limit``
+            return recs if filter is None else [r for r in recs if filter.matches(r)]
         # Large windows: the cursor API has no filters or sorting, so scan and sort here.
         try:
             objects = self._call("list", lambda: list(h.iterator(cache_size=1000)))
