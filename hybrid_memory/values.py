@@ -166,6 +166,8 @@ class SearchRequest:
             object.__setattr__(self, "vector", v)
         if self.query is not None and not isinstance(self.query, str):
             raise InvalidInputError("query must be a str or None")
+        if not isinstance(self.filter, MemoryFilter):
+            raise InvalidInputError(f"filter must be a MemoryFilter, got {type(self.filter).__name__}")
 
     @property
     def effective_alpha(self) -> float:

@@ -19,6 +19,7 @@ import pytest
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore
 from hybrid_memory.errors import EmbeddingDimensionError, InvalidInputError
 from hybrid_memory.records import MemoryRecord
+from hybrid_memory.stores.base import SearchRequest
 from hybrid_memory.testing import HashingEmbedder
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=timezone.utc)
@@ -231,3 +232,9 @@ def test_langgraph_store_put_uses_the_memory_clock() -> None:
         assert item is not None and item.created_at == NOW
     finally:
         m.close()
+
+
+@pytest.mark.parametrize("bad", [None, {"statuses": ("active",)}, ("active",)])
+def test_a_search_request_without_a_memory_filter_is_a_typed_error(bad: Any) -> None:
+    with pytest.raises(InvalidInputError, match="filter must be a MemoryFilter"):
+        SearchRequest(user_id="u", query="tea", vector=None, alpha=0.0, filter=bad)
