@@ -153,7 +153,7 @@ class _StaleSort:
     What Weaviate's sort returns for a summary watermark whose first move was created by two
     racing writers and kept an index entry of the loser's larger ``seq`` (``turns`` module
     docstring, Index ghosts). Racing creates leave such a ghost only by chance (``python -m
-    benchmarks.weaviate_ghosts``: 7 misreads in 600 races), so the query is real and only its
+    benchmarks.weaviate_ghosts``: 11 misreads in 600 races), so the query is real and only its
     order is the ghost's.
     """
 
@@ -256,6 +256,79 @@ def test_memory_reads_check_their_filter_on_the_stored_status(
     assert sorted(snapshot[0]) == sorted(r.id for r in active)
     archived = store.list("alice", filter=MemoryFilter(statuses=("archived",)), limit=10)
     assert [r.id for r in archived] == [records[1].id]
+
+
+def _indexed_statuses(store: WeaviateStore, user: str, record_id: str) -> set[str]:
+    """The statuses a filter matches memory ``record_id`` by (the index, not the stored object)."""
+    from weaviate.classes.query import Filter
+
+    h = store.client.collections.use(store.collection).with_tenant(tenant_name(user))
+    found = set()
+    for status in ("active", "superseded", "archived"):
+        where = Filter.all_of(
+            [Filter.by_id().equal(object_uuid(record_id)), Filter.by_property("status").equal(status)]
+        )
+        if h.query.fetch_objects(filters=where, limit=1, return_properties=[]).objects:
+            found.add(status)
+    return found
+
+
+def _race(*calls: Callable[[], Any]) -> None:
+    """Run ``calls`` at once, one thread each."""
+    start = threading.Barrier(len(calls))
+
+    def go(call: Callable[[], Any]) -> None:
+        start.wait(timeout=30)
+        call()
+
+    threads = [threading.Thread(target=go, args=(c,)) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+
+
+def test_a_memory_left_indexed_under_another_status_is_re_indexed(weaviate_store: WeaviateStore) -> None:
+    store = weaviate_store
+    h = store.client.collections.use(store.collection).with_tenant(tenant_name("alice"))
+    words = " ".join(f"w{i}" for i in range(3000))  # a long text slows the index update: ghosts come sooner
+    # A restore and an archive sent at once, until Weaviate leaves a memory indexed under another
+    # status than the stored one (about one race in ten here; package docstring, Index ghosts).
+    for attempt in range(300):
+        r = rec("alice", f"tea {attempt} {words}", status="archived")
+        store.upsert([r], vecs(1, seed=attempt))
+        _race(
+            lambda r=r: h.data.update(uuid=object_uuid(r.id), properties={"status": "active"}),
+            lambda r=r: h.data.update(uuid=object_uuid(r.id), properties={"status": "archived"}),
+        )
+        [stored] = store.get("alice", [r.id])
+        if _indexed_statuses(store, "alice", r.id) != {stored.status}:
+            break
+    else:
+        pytest.fail("300 raced updates left no memory indexed under another status")
+    vector = store.get_vectors("alice", [r.id])[r.id]
+    assert store._reindex_status_ghosts("alice", {r.id: {"active", "archived"}}) == 1
+    assert _indexed_statuses(store, "alice", r.id) == {stored.status}
+    assert np.array_equal(store.get_vectors("alice", [r.id])[r.id], vector)
+    assert store.get("alice", [r.id]) == [stored]
+    assert store._reindex_status_ghosts("alice", {r.id: {"active", "archived"}}) == 0
+
+
+def test_racing_status_updates_from_two_stores_leave_the_index_as_stored(
+    weaviate_store_factory: Callable[..., WeaviateStore],
+) -> None:
+    store = weaviate_store_factory()
+    twin = weaviate_store_factory(collection=store.collection)
+    words = " ".join(f"w{i}" for i in range(3000))
+    for attempt in range(30):  # without the re-index check about one in seven ends wrong
+        r = rec("alice", f"tea {attempt} {words}", status="archived")
+        store.upsert([r], vecs(1, seed=attempt))
+        _race(
+            lambda r=r: store.update([r.evolve(status="active")]),
+            lambda r=r: twin.update([r.evolve(status="archived")]),
+        )
+        [stored] = store.get("alice", [r.id])
+        assert _indexed_statuses(store, "alice", r.id) == {stored.status}, attempt
 
 
 def test_one_hashed_tenant_per_user(weaviate_store: WeaviateStore) -> None:

@@ -96,8 +96,12 @@ stored value it excludes: every memory read (search, neighbours, the writer's sn
 therefore checks its filter again on the stored properties it got back
 (:meth:`MemoryFilter.matches <hybrid_memory.values.MemoryFilter.matches>`), so an archived or
 superseded memory is never returned as active; such a page or top-k holds one result fewer.
-Not repaired: a memory left indexed *only* under the losing value is missed by filters on the
-stored one until its next write, and ``count`` (an aggregate over the index) counts by the index.
+An ``update`` that changes a memory's status (from the one it read) then checks which statuses
+the index matches the memory by, and re-indexes it when that is not exactly its stored status
+(``WeaviateStore._reindex_status_ghosts``): of two racing writers, the one whose index update
+lands last sees the final index. So a memory restored while another process archives it is
+not left invisible to recall. Not repaired: a ghost of another property (category, tags) until
+the memory's next write, and ``count`` (an aggregate over the index) counts by the index.
 The turn log and the summary watermark read stored values the same way (:mod:`.turns`).
 ``python -m benchmarks.weaviate_ghosts`` causes both kinds on a real server and counts them.
 

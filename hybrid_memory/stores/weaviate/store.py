@@ -41,9 +41,11 @@ from hybrid_memory.records import MemoryRecord, check_id, ensure_utc
 from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, update_present
 from hybrid_memory.stores.nearest import Neighbour
 from hybrid_memory.stores.weaviate.client import (
+    _ID_CHUNK,
     _NOTHING,
     _check_epoch_map,
     _check_records,
+    _chunks,
     _import_weaviate,
     _is_active,
     _Node,
@@ -550,6 +552,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 guard[user_id] = self._read_epoch(user_id)
         recs: list[MemoryRecord] = []
         vecs: list[Vector] = []
+        moved: dict[tuple[str, str], set[str]] = {}  # (user, id) -> statuses before and after
         # Under the write lock, like every write of this process that touches the dead-letter
         # queue: a replay here cannot interleave with this update's bookkeeping.
         with self._write_lock:
@@ -568,6 +571,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                         raise SchemaError(f"memory {r.id!r} has no stored vector")
                     recs.append(r)
                     vecs.append(vec)
+                    if stored[r.id][0].status != r.status:
+                        moved[(user_id, r.id)] = {stored[r.id][0].status, r.status}
             items = self._pending(recs, np.stack(vecs).astype(np.float32))
             merges = [
                 _Merge(
@@ -583,6 +588,13 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             vanished, failed = self._merge(merges)
             failures = [_Failure(items[i], msg, transient) for i, (msg, transient) in sorted(failed.items())]
             self._settle_queue(items, failures, guard, gone=[items[i].uuid for i in vanished])
+        landed = [items[i].record for i in range(len(items)) if i not in vanished and i not in failed]
+        by_status: dict[str, dict[str, set[str]]] = {}
+        for r in landed:
+            if (r.user_id, r.id) in moved:
+                by_status.setdefault(r.user_id, {})[r.id] = moved[(r.user_id, r.id)]
+        for user_id, statuses in by_status.items():
+            self._reindex_status_ghosts(user_id, statuses)
         if vanished:
             gone = self._forgotten_since(guard)
             if gone:
@@ -590,6 +602,58 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             first = items[min(vanished)].record
             raise NotFoundError(f"memory {first.id!r} does not exist for user {first.user_id!r} (deleted meanwhile)")
         self._raise_failures(failures, len(items))
+
+    def _reindex_status_ghosts(self, user_id: str, statuses: Mapping[str, set[str]]) -> int:
+        """Re-index the memories whose index no longer matches their stored status; return how many.
+
+        Called after an update changed these memories' statuses (``statuses``: record id -> the
+        statuses before and after). A restore and an archive of one memory at once can leave it
+        indexed under the losing write's status only, or under both (package docstring, *Index
+        ghosts*); the writer whose index update lands last sees it here. For each status involved
+        (before, after, now stored), one query asks which of the memories a filter on it
+        matches; a memory matched by another status than its stored one, or not by its own, is
+        written again with its vector moved by one ulp and then with its own vector: a changed
+        vector gives the object a new internal document id, indexed afresh from its stored
+        properties. Best effort: a store error is logged, not raised (the update itself landed).
+        On a replicated collection only the replicas this read reaches are checked.
+        """
+        from weaviate.classes.query import Filter
+
+        tenant = tenant_name(user_id)
+        try:
+            stored = self._fetch(user_id, list(statuses), vectors=True)
+            h = self._tenant(tenant, note=False)
+            uuids = {object_uuid(i): i for i in stored}
+            involved = set().union(*statuses.values(), (rec.status for rec, _ in stored.values()))
+            wrong: set[str] = set()
+            for status in sorted(involved):
+                for chunk in _chunks(list(uuids), _ID_CHUNK):
+                    where = Filter.all_of(
+                        [Filter.by_id().contains_any(list(chunk)), Filter.by_property("status").equal(status)]
+                    )
+
+                    def run(where: Any = where, n: int = len(chunk)) -> Any:
+                        return h.query.fetch_objects(filters=where, limit=n, return_properties=[])
+
+                    matched = {str(o.uuid) for o in self._call("check status index", run).objects}
+                    wrong |= {uuids[u] for u in chunk if (u in matched) != (stored[uuids[u]][0].status == status)}
+            repairs = [(i, v) for i in sorted(wrong) if (v := stored[i][1]) is not None]
+            if not repairs:
+                return 0
+            nudged = [v.copy() for _, v in repairs]
+            for n in nudged:
+                n[0] = np.nextafter(n[0], np.float32(np.inf))
+            for vectors in (nudged, [v for _, v in repairs]):
+                _, failed = self._merge(
+                    [_Merge(tenant, object_uuid(i), {}, v.tolist()) for (i, _), v in zip(repairs, vectors, strict=True)]
+                )
+                if failed:  # logged below; a vector left one ulp off changes no ranking
+                    raise StoreError(next(iter(failed.values()))[0])
+        except StoreError as exc:
+            logger.warning("could not check the status index of %d memories: %s", len(statuses), exc)
+            return 0
+        logger.info("re-indexed %d memories whose index lost their stored status", len(repairs))
+        return len(repairs)
 
     def touch(self, user_id: str, ids: Sequence[str], when: datetime) -> None:
         """``access_count += 1`` and ``last_accessed_at = when`` (missing ids are skipped).
