@@ -915,6 +915,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         """Number of memories of one user (or all users) passing ``filter`` (``None`` = all).
 
         With ``user_id=None`` only active tenants are counted (offloaded users are not woken up).
+        The count is an aggregate over the server's index, so a memory that racing writes left
+        indexed under another value (package docstring, *Index ghosts*) counts by that value.
         """
         self._check_open()
         where = self._filters(filter)
