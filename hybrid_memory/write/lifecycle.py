@@ -25,7 +25,10 @@ back, reporting work the forget undid, or failing with a ``NotFoundError`` about
 caller never passed. A ``delete`` of some memories by another process wins too: their archive is
 dropped, and a merge whose kept memory is gone is not made, so its other members stay (merged
 away, their text would be gone with it); a memory merged away that another process deleted
-meanwhile still lends its tags and provenance to the kept one (the merge read it first).
+meanwhile still lends its tags and provenance to the kept one (the merge read it first). Any
+other change by another process between the read and the writes (a restated memory bumped, an
+edit, a touch, a supersede) wins as well: the memories to change are read again just before the
+writes, and one that changed is left for the next run, with the merge it belongs to.
 
 Example:
     >>> from datetime import datetime, timedelta, timezone
@@ -126,6 +129,45 @@ def _merge_groups(
     return [g for g in groups.values() if len(g) > 1]
 
 
+def _unchanged_since_read(
+    store: MemoryStore,
+    user_id: str,
+    records: Sequence[MemoryRecord],
+    updates: list[MemoryRecord],
+    archived: list[str],
+    deleted: list[str],
+    merged: dict[str, list[str]],
+    reasons: dict[str, str],
+) -> list[MemoryRecord]:
+    """Drop the plans for memories another process changed since the read; return the updates left.
+
+    The updates are whole records built from the copies read, and the decisions were taken on
+    them: writing them over a memory that was restated (bumped), edited, touched or superseded
+    meanwhile would undo that change, and a memory the user just restated could be deleted as
+    faded. So the planned memories are read again just before the writes, and one that differs
+    from its first read is left alone this run (with every member of a merge it belongs to); the
+    next run decides on its new state. ``archived``, ``deleted``, ``merged`` and ``reasons`` are
+    edited in place. Left: a change landing between this read and the writes (one round trip).
+    """
+    planned = {*archived, *deleted, *(u.id for u in updates)}
+    if not planned:
+        return updates
+    first = {r.id: r for r in records}
+    moved = {r.id for r in store.get(user_id, sorted(planned)) if r != first.get(r.id)}
+    if not moved:
+        return updates
+    dropped = set(moved)
+    for keep, others in list(merged.items()):
+        if dropped.intersection([keep, *others]):
+            dropped.update([keep, *others])
+            del merged[keep]
+    for i in dropped:
+        reasons.pop(i, None)
+    archived[:] = [i for i in archived if i not in dropped]
+    deleted[:] = [i for i in deleted if i not in dropped]
+    return [u for u in updates if u.id not in dropped]
+
+
 def consolidate(
     store: MemoryStore,
     user_id: str,
@@ -214,6 +256,7 @@ def consolidate(
                 for r in others:
                     deleted.append(r.id)
                     reasons[r.id] = f"merged into {keep.id}"
+    updates = _unchanged_since_read(store, user_id, records, updates, archived, deleted, merged, reasons)
     # Another process may delete some of these memories after the read: the delete wins. Their
     # archive is dropped, and a merge whose kept memory is gone is not made (its other members
     # stay as they are: merged away, their text would be lost with it).

@@ -110,6 +110,27 @@ def test_remember_many_outcomes_match_localstore(weaviate_store: WeaviateStore) 
     assert {a for a, _ in got[0]} >= {"added", "deduplicated", "superseded"}
 
 
+def test_consolidate_changes_the_same_memories_as_on_localstore(weaviate_store: WeaviateStore) -> None:
+    from hybrid_memory import LocalStore
+    from hybrid_memory.testing import HashingEmbedder
+    from hybrid_memory.write.lifecycle import consolidate
+
+    emb = HashingEmbedder()
+    records = [
+        rec("u", "I like green tea", importance=0.6),
+        rec("u", "I like green tea!", minutes=60 * 24, importance=0.5),
+        rec("u", "watched a funny cat video", minutes=1, importance=0.1),
+        rec("u", "I am allergic to peanuts", minutes=2, importance=1.0),
+    ]
+    reports = []
+    for store in (LocalStore(":memory:"), weaviate_store):
+        store.upsert(records, emb.embed_documents([r.content for r in records]))
+        reports.append(consolidate(store, "u", now=T0 + timedelta(days=45), dedup_threshold=emb.dedup_threshold))
+        assert [r.status for r in store.list("u", limit=None)] == ["archived", "active", "active"]
+    assert reports[0] == reports[1]
+    assert reports[0].merged == {records[1].id: [records[0].id]} and reports[0].archived == [records[2].id]
+
+
 # -- schema ---------------------------------------------------------------------------------------
 def test_schema_follows_weaviate_md_section_7(weaviate_store: WeaviateStore) -> None:
     weaviate_store.upsert([rec("alice", "green tea")], vecs(1))

@@ -144,3 +144,48 @@ def test_a_memory_deleted_by_another_process_while_consolidating_is_not_archived
     rep = consolidate(store, "u", now=DAY0 + timedelta(days=45), dedup_threshold=emb.dedup_threshold)
     assert rep.archived == [fades[1].id] and fades[0].id not in rep.reasons  # the rest is still archived
     assert (status(store, fades[0]), status(store, fades[1]), status(store, keep)) == (None, "archived", "active")
+
+
+def _between_read_and_write(store: LocalStore, monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
+    """Run ``change`` (another process) once, right after consolidate's read of the memories."""
+    real = store.list
+
+    def list_then_change(*args: Any, **kwargs: Any) -> list[MemoryRecord]:
+        out = real(*args, **kwargs)
+        monkeypatch.setattr(store, "list", real)
+        change()
+        return out
+
+    monkeypatch.setattr(store, "list", list_then_change)
+
+
+def test_a_memory_restated_while_consolidating_is_neither_deleted_nor_reverted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, other, emb = LocalStore(tmp_path / "m.db"), LocalStore(tmp_path / "m.db"), HashingEmbedder()
+    fades = [mk("watched a funny cat video", 0.1), mk("ate a sandwich for lunch", 0.1)]
+    put(store, emb, *fades)
+    later = DAY0 + timedelta(days=120)
+    restated = fades[0].evolve(importance=0.9, updated_at=later)  # the writer's bump in another process
+    _between_read_and_write(store, monkeypatch, lambda: other.update([restated]))
+    rep = consolidate(store, "u", now=later, dedup_threshold=emb.dedup_threshold)
+    assert rep.deleted == [fades[1].id] and fades[0].id not in rep.reasons
+    assert store.get("u", [fades[0].id]) == [restated]
+    assert status(store, fades[1]) is None
+    # the next run decides on the new state: restated today with importance 0.9, it stays
+    assert consolidate(store, "u", now=later, dedup_threshold=emb.dedup_threshold).changed == 0
+
+
+def test_an_edit_while_consolidating_is_kept_and_its_merge_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, other, emb = LocalStore(tmp_path / "m.db"), LocalStore(tmp_path / "m.db"), HashingEmbedder()
+    short = mk("I like green tea", 0.6)
+    full = mk("I like green tea!", 0.5, days=1)
+    faded = mk("watched a funny cat video", 0.1)
+    put(store, emb, short, full, faded)
+    edited = full.evolve(tags=("drink",), updated_at=DAY0 + timedelta(days=2))
+    _between_read_and_write(store, monkeypatch, lambda: other.update([edited]))
+    rep = consolidate(store, "u", now=DAY0 + timedelta(days=45), dedup_threshold=emb.dedup_threshold)
+    assert rep.merged == {} and rep.archived == [faded.id]
+    assert store.get("u", [full.id, short.id]) == [edited, short]
