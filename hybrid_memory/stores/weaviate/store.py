@@ -552,7 +552,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 guard[user_id] = self._read_epoch(user_id)
         recs: list[MemoryRecord] = []
         vecs: list[Vector] = []
-        moved: dict[tuple[str, str], set[str]] = {}  # (user, id) -> statuses before and after
+        moved: dict[str, dict[str, set[str]]] = {}  # user -> id -> statuses before and after
         # Under the write lock, like every write of this process that touches the dead-letter
         # queue: a replay here cannot interleave with this update's bookkeeping.
         with self._write_lock:
@@ -572,7 +572,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                     recs.append(r)
                     vecs.append(vec)
                     if stored[r.id][0].status != r.status:
-                        moved[(user_id, r.id)] = {stored[r.id][0].status, r.status}
+                        moved.setdefault(user_id, {})[r.id] = {stored[r.id][0].status, r.status}
             items = self._pending(recs, np.stack(vecs).astype(np.float32))
             merges = [
                 _Merge(
@@ -588,13 +588,10 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             vanished, failed = self._merge(merges)
             failures = [_Failure(items[i], msg, transient) for i, (msg, transient) in sorted(failed.items())]
             self._settle_queue(items, failures, guard, gone=[items[i].uuid for i in vanished])
-        landed = [items[i].record for i in range(len(items)) if i not in vanished and i not in failed]
-        by_status: dict[str, dict[str, set[str]]] = {}
-        for r in landed:
-            if (r.user_id, r.id) in moved:
-                by_status.setdefault(r.user_id, {})[r.id] = moved[(r.user_id, r.id)]
-        for user_id, statuses in by_status.items():
-            self._reindex_status_ghosts(user_id, statuses)
+        landed = {items[i].key for i in range(len(items)) if i not in vanished and i not in failed}
+        for user_id, statuses in moved.items():
+            if changed := {i: s for i, s in statuses.items() if (user_id, i) in landed}:
+                self._reindex_status_ghosts(user_id, changed)
         if vanished:
             gone = self._forgotten_since(guard)
             if gone:
@@ -1187,7 +1184,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         self._check_open()
         check_id(user_id)
         limit = max(0, min(int(limit), QUERY_MAXIMUM_RESULTS - 1))
-        where = self._filters(MemoryFilter())
+        active = MemoryFilter()
+        where = self._filters(active)
         h = self._tenant(tenant_name(user_id))
 
         def run() -> Any:
@@ -1213,7 +1211,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             vec = _vector_of(o)
             if o.properties.get("user_id") != user_id or vec is None:  # defence in depth
                 continue
-            if o.properties.get("status") not in MemoryFilter().statuses:  # an index ghost (package docstring)
+            if o.properties.get("status") not in active.statuses:  # an index ghost (package docstring)
                 continue
             ids.append(str(o.properties["record_id"]))
             cats.append(str(o.properties["category"]))
