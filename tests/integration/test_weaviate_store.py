@@ -174,7 +174,7 @@ class _StaleSort:
     What Weaviate's sort returns for a summary watermark whose first move was created by two
     racing writers and kept an index entry of the loser's larger ``seq`` (``turns`` module
     docstring, Index ghosts). Racing creates leave such a ghost only by chance (``python -m
-    benchmarks.weaviate_ghosts``: 11 misreads in 600 races), so the query is real and only its
+    benchmarks.weaviate_ghosts``: 4 misreads in 600 races), so the query is real and only its
     order is the ghost's.
     """
 

@@ -29,8 +29,8 @@ first writer's index entries can land after the second writer removed them: the 
 stays indexed under the losing ``seq`` as well. When that ``seq`` is the larger, the sort returns
 that move ahead of every later one, and a watermark read by the sort alone stays behind the
 chain (seen in CI: a move acknowledged, then not read back). ``python -m
-benchmarks.weaviate_ghosts`` causes it: 600 raced moves (some racers with long contents) left 42 ghosts,
-and in 11 a sort alone missed the last move; the walk read all 600 right. It costs one by-id fetch
+benchmarks.weaviate_ghosts`` causes it: 600 raced moves (some racers with long contents) left 17 ghosts,
+and in 4 a sort alone missed the last move; the walk read all 600 right. It costs one by-id fetch
 when the sort is right.
 """
 
