@@ -63,6 +63,11 @@ isolate the retrieval idea; the winners are then measured again through ``Hybrid
   the keyword leg learns that "activities" may be "pottery" without a second search of the memories' vectors (the
   stores would keep one vector per distinct word of a user; Han text is not expanded).
 
+* ``hub_k_beta``: ``ctx_tail_45`` with the vector leg's cosines lowered by ``beta`` times each memory's mean cosine to
+  its ``k`` nearest other memories of the user, centred on the user's mean (a memory near everything the user says,
+  a "hub", comes up for every question); ``k`` 0 = to all of them, which is the query minus ``beta`` times the user's
+  mean vector (``retrieval.centre_weight`` through the API).
+
     python -m benchmarks.experiments   # writes benchmarks/results/experiments.{json,md}
 
 Combinations are written ``first+then[+then...]`` (e.g. ``ctx_prev_bm25+time_window_0.3``), the stages
@@ -191,6 +196,19 @@ def _fuse_cosines(kw: PureIndex, sims: np.ndarray, q: str, alpha: float, depth: 
     _, kw_leg = kw.legs(q, None, limit=depth)
     hits = hybrid_fuse(alpha=alpha, vector_leg=vec_leg, keyword_leg=kw_leg, limit=depth)
     return {h.id: float(h.score) for h in hits}
+
+
+def _hub_offsets(unit: np.ndarray, k: int) -> np.ndarray:
+    """Each memory's mean cosine to its ``k`` nearest other memories, centred on the group's mean (``hub_k_beta``)."""
+    if len(unit) < 2:
+        return np.zeros(len(unit), dtype=np.float32)
+    sims = unit @ unit.T
+    np.fill_diagonal(sims, -np.inf)
+    if k == 0:  # every memory: its cosine to the group's mean vector
+        return (unit @ unit.mean(axis=0)).astype(np.float32)
+    k = min(k, len(unit) - 1)
+    r = np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
+    return (r - r.mean()).astype(np.float32)
 
 
 def _maxvec_scores(
@@ -526,6 +544,9 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
             if name.startswith("maxvec_tail_")
             for tails in [_tail_texts(g, int(name.rsplit("_", 1)[1]))]
         }
+        hub_firsts = [f for f in firsts if f.startswith("hub_")]
+        hub_kw = PureIndex(ids, _tail_texts(g, 45), vecs, an) if hub_firsts else None
+        hub_r = {f: _hub_offsets(unit, int(f.split("_")[1])) for f in hub_firsts}
         sent_firsts = [f for f in firsts if f.startswith(("sentmax_tail_", "sentmix_tail_"))]
         sents = _sentence_vectors(emb, texts) if sent_firsts else None
         sentmax = {name: PureIndex(ids, _tail_texts(g, int(name.rsplit("_", 1)[1])), vecs, an) for name in sent_firsts}
@@ -553,6 +574,12 @@ def run_variants(ds: Dataset, emb: CachedEmbedder, variants: Sequence[str], alph
                 ahead_scores |= {
                     n: _sentmax_scores(ix, unit, sents, q.text, v, alpha, dep, mix=n.startswith("sentmix"))
                     for n, ix in sentmax.items()
+                }
+            if hub_kw is not None:
+                raw = unit @ v
+                ahead_scores |= {
+                    f: _fuse_cosines(hub_kw, raw - float(f.split("_")[2]) * r, q.text, alpha, dep)
+                    for f, r in hub_r.items()
                 }
             if rm3 is not None:
                 rm3_first = _mix_legs(rm3, base, q.text, v, alpha, dep)  # the default pipeline's first stage
@@ -667,6 +694,13 @@ VERDICTS = {
     "(mean), R@1 0.292 -> 0.305 / 0.307; MemoryBank-CN R@1 0.541 -> 0.561, R@5 unchanged; LongMemEval s-all@5 "
     "unchanged, but s-all@10 0.957 -> 0.935 (max) and R@5 0.900 -> 0.878 (mean): about five LoCoMo questions for "
     "four to five vectors per memory (one per sentence; a multi-vector index in Weaviate): not built",
+    "hub": "against the default pipeline (`ctx_tail_45+time_window_0.2`): the k 10 / 30 neighbourhoods lift LoCoMo "
+    "R@10 0.690 -> 0.708-0.713 but cost LongMemEval turn R@5 (0.900 -> 0.837-0.875: the evidence turns of one session "
+    "are each other's neighbours); the user's whole mean (k 0) lifts LoCoMo 0.690 -> 0.699 / 0.704 / 0.704 / 0.709 "
+    "for beta 0.25 / 0.5 / 0.75 / 1, MemoryBank-CN nDCG@10 up to 0.818 but R@5 0.980 -> 0.959 from 0.75 (one "
+    "question; through the API, with the re-rank, it stays 0.986), LongMemEval s-all@5 unchanged (R@5 0.900 -> 0.889 "
+    "at 0.5 and 0.75). k 0 is one vector per user and a query vector moved before the search, so it runs on both stores "
+    "unchanged: **kept** through the API as `retrieval.centre_weight` 0.75 (the `centre_cv` section below)",
     "mmr": "on the default pipeline (lambda 0.1 / 0.2 / 0.4) LoCoMo R@10 0.690 -> 0.691 / 0.693 / 0.689 and "
     "MemoryBank-CN R@5 0.980 -> 0.986 (one question), but LongMemEval nDCG@10 0.788 -> 0.782 / 0.776 / 0.755, turn "
     "R@10 0.967 -> 0.967 / 0.957 / 0.941 and at 0.4 s-all@5 0.935 -> 0.891 (the evidence turns of one session look "
@@ -698,6 +732,8 @@ def _verdict(name: str) -> str:
         return VERDICTS["rm3"]
     if first.startswith("wexp_"):
         return VERDICTS["wexp"]
+    if first.startswith("hub_"):
+        return VERDICTS["hub"]
     if then:
         key = then.rsplit("+", 1)[-1].rsplit("_", 1)[0]
         if first == "ctx_prev_bm25" and then.startswith("time_window") and "+" not in then:
@@ -767,7 +803,9 @@ def main(argv: list[str] | None = None) -> int:
         "ctx_tail_45+time_window_0.2+spread_0.8,rm3_5_10_0.3+time_window_0.2,rm3_5_10_1.0+time_window_0.2,"
         "rm3_10_10_0.3+time_window_0.2,wexp_2_0.5_0.2+time_window_0.2,wexp_3_0.5_0.3+time_window_0.2,"
         "wexp_3_0.5_0.6+time_window_0.2,wexp_5_0.5_0.3+time_window_0.2,wexp_8_0.5_0.6+time_window_0.2,"
-        "sentmax_tail_45+time_window_0.2,sentmix_tail_45+time_window_0.2",
+        "sentmax_tail_45+time_window_0.2,sentmix_tail_45+time_window_0.2,hub_10_0.5+time_window_0.2,"
+        "hub_10_1.0+time_window_0.2,hub_30_0.5+time_window_0.2,hub_0_0.25+time_window_0.2,hub_0_0.5+time_window_0.2,"
+        "hub_0_0.75+time_window_0.2,hub_0_1.0+time_window_0.2",
     )
     args = p.parse_args(argv)
     if args.render_only:

@@ -73,6 +73,17 @@ class RetrievalConfig(_Section):
         "times the stored vector of the first search's best hit (renormalised), and keep that search's order; "
         "each hit's vector_similarity stays its cosine to the query itself (0 = off, one search)",
     )
+    centre_weight: float = Field(
+        default=0.75,
+        ge=0.0,
+        le=2.0,
+        description="query centring: the vector leg searches with the query vector minus this weight times the "
+        "mean of the user's active memory vectors (renormalised), so memories that resemble everything the user "
+        "said (greetings, generic questions) stop crowding the vector leg; each hit's vector_similarity stays its "
+        "cosine to the query itself. 0.75 was chosen on the dev benchmarks (benchmarks/results/centre_cv.md); "
+        "0 = off. It needs a store that implements MeanSource (LocalStore and WeaviateStore do); with another "
+        "store it is off, unless set explicitly (then ConfigurationError)",
+    )
 
 
 class RerankConfig(_Section):

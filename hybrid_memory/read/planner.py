@@ -3,6 +3,11 @@
 A recall is one hybrid search of the user's memories (``alpha`` 1.0 = pure vector, 0.0 = pure
 keyword/BM25), then
 
+* query centring (``retrieval.centre_weight``, 0.75 by default): the vector leg searches with the
+  query vector minus that weight times the mean of the user's active memory vectors
+  (:meth:`RecallPlanner.centred`), so a memory that resembles everything the user says (a greeting,
+  a generic question) no longer comes up for every query; every hit keeps its cosine to the query
+  itself;
 * dense pseudo-relevance feedback (``retrieval.feedback_weight``, off by default): the query vector
   is moved towards the stored vector of the first search's best hit and the store is searched a
   second time with it (:meth:`RecallPlanner.feedback`); the keyword leg and the store's maths are
@@ -24,20 +29,25 @@ facade's, once, at the door.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import cast
 
 import numpy as np
 
 from hybrid_memory.config import HybridMemoryConfig
 from hybrid_memory.embeddings import Embedder
-from hybrid_memory.errors import InvalidInputError, StoreUnavailableError
+from hybrid_memory.errors import ConfigurationError, InvalidInputError, StoreUnavailableError
 from hybrid_memory.read.context import ContextFuser, passes_floor
 from hybrid_memory.read.rerank import rerank
 from hybrid_memory.records import FusedContext, RecallHit, Turn
 from hybrid_memory.stores.base import MemoryStore
+from hybrid_memory.stores.nearest import MeanSource
 from hybrid_memory.text.temporal import TimeWindow, find_time_windows
 from hybrid_memory.values import FusionType, MemoryFilter, SearchRequest, StoreHit, Vector
+
+logger = logging.getLogger("hybrid_memory.read")
 
 __all__ = ["RecallPlanner", "Recalled", "WindowDedup", "check_alpha", "check_fusion", "check_k", "query_cosines"]
 
@@ -100,6 +110,20 @@ class WindowDedup:
     hit_vectors: dict[str, Vector] | None = None
 
 
+def _moved(vector: Vector, towards: Vector, weight: float) -> Vector | None:
+    """``(q + weight·v) / ‖q + weight·v‖`` in float32, or ``None`` (shapes differ, or nothing is left)."""
+    q = np.asarray(vector, dtype=np.float32)
+    v = np.asarray(towards, dtype=np.float32)
+    if v.shape != q.shape:
+        return None
+    moved = q + np.float32(weight) * v
+    norm = float(np.linalg.norm(moved))
+    if not np.isfinite(norm) or norm < 1e-6:
+        return None
+    out: Vector = (moved / np.float32(norm)).astype(np.float32, copy=False)
+    return out
+
+
 def query_cosines(hits: Sequence[StoreHit], vector: Vector) -> list[StoreHit]:
     """``hits`` with each ``vector_similarity`` set to the cosine of its stored vector to ``vector``.
 
@@ -139,6 +163,11 @@ class RecallPlanner:
         bind: Binds the embedder to the store before the first embedding (idempotent).
         touches: Adds a user's access touches not written yet to its hits (:meth:`TouchQueue.apply
             <hybrid_memory.read.touches.TouchQueue.apply>`); ``None``: the hits as the store has them.
+
+    Raises:
+        ConfigurationError: ``retrieval.centre_weight`` was set and the store cannot give a user's
+            mean vector (:class:`~hybrid_memory.stores.nearest.MeanSource`). Left at its default,
+            centring is then off for that store (logged once, at INFO).
     """
 
     def __init__(
@@ -157,6 +186,16 @@ class RecallPlanner:
         self.config = config
         self.fuser = fuser
         self._bind = bind
+        #: The weight query centring uses with this store (0: off).
+        self.centre_weight = config.retrieval.centre_weight
+        if self.centre_weight > 0 and not isinstance(store, MeanSource):
+            if "centre_weight" in config.retrieval.model_fields_set:
+                raise ConfigurationError(
+                    f"retrieval.centre_weight needs a store that implements MeanSource (mean_vector); "
+                    f"{type(store).__name__} does not: set it to 0 or use LocalStore / WeaviateStore"
+                )
+            logger.info("query centring is off: %s has no mean_vector (MeanSource)", type(store).__name__)
+            self.centre_weight = 0.0
 
     def recall(
         self,
@@ -199,9 +238,12 @@ class RecallPlanner:
             return Recalled()  # nothing was ever stored (no embedding needed); a per-user COUNT(*) costs O(n)
         self._bind()
         vector = self.embedder.embed_query(query) if alpha > 0 or self.config.retrieval.archive_fallback else None
-        asked = vector  # the query's own vector; ``vector`` is what the searches use (moved by feedback)
+        asked = vector  # the query's own vector; ``vector`` is what the searches use (centred, moved by feedback)
+        if vector is not None and alpha > 0 and self.centre_weight > 0:
+            vector = self.centred(vector, user_id)
         limit = max(k, self.config.retrieval.candidates)
         hits = self.search(query, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
+        hits = self._as_asked(hits, asked, vector)
         if vector is not None and alpha > 0 and hits and self.config.retrieval.feedback_weight > 0:
             moved = self.feedback(vector, hits[0], user_id)
             if moved is not None:
@@ -241,6 +283,20 @@ class RecallPlanner:
         """``hits`` of a search with ``searched`` judged by the cosine to ``asked`` (no-op when they are the same)."""
         return hits if asked is None or searched is asked else query_cosines(hits, asked)
 
+    def centred(self, vector: Vector, user_id: str) -> Vector:
+        """``vector`` minus ``retrieval.centre_weight`` times the user's mean memory vector, renormalised.
+
+        ``q' = (q - w·m) / ‖q - w·m‖``: the cosine to ``q'`` ranks a memory by how much more it
+        resembles the query than it resembles the user's memories on average, which demotes the
+        memories that come up for any query (hubs). The keyword leg and the store's maths are
+        unchanged. ``vector`` itself when the user has no active memory or the result would be 0.
+        """
+        mean = cast(MeanSource, self.store).mean_vector(user_id)
+        if mean is None:
+            return vector
+        out = _moved(vector, mean, -self.centre_weight)
+        return vector if out is None else out
+
     def feedback(self, vector: Vector, best: StoreHit, user_id: str) -> Vector | None:
         """The query vector moved towards ``best``'s stored vector (unit norm), or ``None`` without one.
 
@@ -253,16 +309,7 @@ class RecallPlanner:
             top = self.store.get_vectors(user_id, [best.record.id]).get(best.record.id)
         if top is None:
             return None
-        q = np.asarray(vector, dtype=np.float32)
-        v = np.asarray(top, dtype=np.float32)
-        if v.shape != q.shape:
-            return None
-        moved = q + np.float32(self.config.retrieval.feedback_weight) * v
-        norm = float(np.linalg.norm(moved))
-        if not np.isfinite(norm) or norm == 0.0:
-            return None
-        out: Vector = (moved / np.float32(norm)).astype(np.float32, copy=False)
-        return out
+        return _moved(vector, top, self.config.retrieval.feedback_weight)
 
     def search(
         self,

@@ -18,7 +18,7 @@ import numpy as np
 
 from hybrid_memory.values import Vector
 
-__all__ = ["Neighbour", "NeighbourSource", "nearest"]
+__all__ = ["MeanSource", "Neighbour", "NeighbourSource", "nearest"]
 
 #: ``(memory id, cosine similarity, category)`` of one neighbour.
 Neighbour = tuple[str, float, str]
@@ -33,6 +33,15 @@ class NeighbourSource(Protocol):
 
         Most similar first, ties by id.
         """
+        ...
+
+
+@runtime_checkable
+class MeanSource(Protocol):
+    """A store that can give the mean of a user's active vectors (optional capability; ``retrieval.centre_weight``)."""
+
+    def mean_vector(self, user_id: str) -> Vector | None:
+        """The mean of ``user_id``'s active unit vectors (not renormalised); ``None`` when there is none."""
         ...
 
 

@@ -70,7 +70,7 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.records import MemoryRecord, Status, Turn
 from hybrid_memory.stores.base import AsyncFromSyncStore, MemoryStore
-from hybrid_memory.stores.nearest import NeighbourSource
+from hybrid_memory.stores.nearest import MeanSource, NeighbourSource
 from hybrid_memory.values import MemoryFilter, SearchRequest, SessionLog, StoreHit, Vector
 
 try:
@@ -736,6 +736,26 @@ class StoreContract:
         assert [i for i, _, _ in store.neighbours("alice", queries[:1], threshold=0.5, top=1)[0]] == [nearer.id]
         assert store.neighbours("alice", queries[:1], threshold=0.99, top=5) == [[]]
         assert store.neighbours("carol", queries[:1], threshold=0.0, top=5) == [[]]  # no tenant, no error
+
+    def test_mean_vector_is_the_mean_of_that_users_active_vectors(self, store: MemoryStore) -> None:
+        # Optional capability (MeanSource): query centring (``retrieval.centre_weight``).
+        if not isinstance(store, MeanSource):
+            pytest.skip(f"{type(store).__name__} has no mean_vector(); query centring is refused for it")
+        a = rec("alice", "green tea every morning")
+        b = rec("alice", "a jacket for the rain", minutes=1)
+        old = rec("alice", "black tea every morning", minutes=2)
+        bobs = rec("bob", "green tea every morning")
+        seed(store, [a, b, old, bobs], [vec(3, 4), vec(0, 0, 2), vec(1), vec(0, 0, 0, 1)])
+        assert store.mean_vector("carol") is None  # no memories (no tenant), no error
+        store.update([old.evolve(status="archived")])
+        got = store.mean_vector("alice")
+        assert got is not None
+        np.testing.assert_allclose(got, vec(0.3, 0.4, 0.5), atol=1e-6)  # unit vectors, archived one left out
+        store.update([a.evolve(status="superseded"), b.evolve(status="archived")])
+        assert store.mean_vector("alice") is None  # nothing active
+        assert store.mean_vector("bob") is not None
+        store.delete_user("bob")
+        assert store.mean_vector("bob") is None  # a forgotten user's mean is gone at once
 
     def test_epoch_starts_at_zero_and_moves_on_every_delete_user(self, store: MemoryStore) -> None:
         assert store.user_epoch("alice") == 0

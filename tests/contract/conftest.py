@@ -3,7 +3,8 @@
 The suite itself is :class:`hybrid_memory.testing.store_contract.StoreContract`, the same public
 entry point a third backend uses; ``test_store_contract.py`` subclasses it once per backend. The
 Weaviate fixtures (a real server: :mod:`tests.weaviate_fixtures`) are registered here by import.
-``stores`` gives the race tests two store objects on the same data, as two processes have them.
+``stores`` gives the race tests two store objects on the same data, as two processes have them;
+``either_store`` one store of each kind, for the recall features measured on both.
 """
 
 from __future__ import annotations
@@ -38,3 +39,17 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Mem
     finally:
         b.close()
         a.close()
+
+
+@pytest.fixture(params=["local", pytest.param("weaviate", marks=pytest.mark.weaviate)])
+def either_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
+    """A LocalStore file, then a real Weaviate server: one store each run, closed after the test."""
+    s: MemoryStore = (
+        LocalStore(tmp_path / "m.db")
+        if request.param == "local"
+        else request.getfixturevalue("weaviate_contract_store")
+    )
+    try:
+        yield s
+    finally:
+        s.close()

@@ -2,35 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from hybrid_memory import HybridMemory, LocalStore
+from hybrid_memory import HybridMemory
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.testing import HashingEmbedder
 from tests.unit.test_recall_feedback import MEMORIES, T0
 
 
-@pytest.fixture(params=["local", pytest.param("weaviate", marks=pytest.mark.weaviate)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryStore]:
-    s: MemoryStore = (
-        LocalStore(tmp_path / "m.db")
-        if request.param == "local"
-        else request.getfixturevalue("weaviate_contract_store")
-    )
-    try:
-        yield s
-    finally:
-        s.close()
-
-
 @pytest.mark.parametrize("weight", [0.0, 1.0])
-def test_feedback_lifts_the_best_hits_neighbour_and_keeps_query_cosines(store: MemoryStore, weight: float) -> None:
+def test_feedback_lifts_the_best_hits_neighbour_and_keeps_query_cosines(
+    either_store: MemoryStore, weight: float
+) -> None:
     mem = HybridMemory(
-        store,
+        either_store,
         embedder=HashingEmbedder(),
         config={"retrieval": {"feedback_weight": weight, "time_windows": False, "archive_fallback": False}},
     )
@@ -40,6 +26,6 @@ def test_feedback_lifts_the_best_hits_neighbour_and_keeps_query_cosines(store: M
     expected = MEMORIES[:2] if weight else [MEMORIES[0], MEMORIES[2]]
     assert [h.content for h in hits][:2] == expected
     q = np.asarray(mem.embedder.embed_query("alpha beta"), dtype=np.float32)
-    vectors = store.get_vectors("u", [h.id for h in hits])
+    vectors = either_store.get_vectors("u", [h.id for h in hits])
     for h in hits:
         assert h.vector_similarity == pytest.approx(float(vectors[h.id] @ q), abs=1e-4)

@@ -36,7 +36,14 @@ def _memory(weight: float) -> tuple[HybridMemory, list[SearchRequest]]:
     mem = HybridMemory(
         store=store,
         embedder=HashingEmbedder(),
-        config={"retrieval": {"feedback_weight": weight, "time_windows": False, "archive_fallback": False}},
+        config={
+            "retrieval": {
+                "feedback_weight": weight,
+                "centre_weight": 0.0,  # feedback alone: the searched vector is q + w·v exactly
+                "time_windows": False,
+                "archive_fallback": False,
+            }
+        },
     )
     for i, text in enumerate(MEMORIES):
         mem.remember("u", text, importance=0.5, timestamp=T0.replace(hour=9 + i))

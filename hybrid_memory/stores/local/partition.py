@@ -123,6 +123,11 @@ class _Partition:
         self._bm25_cache: dict[tuple[str, int], npt.NDArray[np.float64]] = {}
         # Row masks per filter (read-only arrays), valid until the next change (cleared like the above).
         self._masks: dict[MemoryFilter, npt.NDArray[np.bool_]] = {}
+        # The mean of the active rows (``mean_active``; a 1-tuple so that "no active row" is cached too), the
+        # active rows it was computed from and the memories put, updated or removed since.
+        self._mean: tuple[npt.NDArray[np.float32] | None] | None = None
+        self._mean_rows = 0
+        self._mean_writes = 0
         self.total_tokens = 0
         self.docs_with_tokens = 0
         self._alloc(16)
@@ -229,6 +234,7 @@ class _Partition:
     def put(self, rec: _FilterFields, tokens: Sequence[str], vector: npt.NDArray[np.float32]) -> None:
         """Insert or replace one memory."""
         self._changed()
+        self._mean_writes += 1
         if self.dim is None:
             self.dim = int(vector.shape[0])
             self._alloc(self.matrix.shape[0])
@@ -252,6 +258,7 @@ class _Partition:
         Rows are ``(id, analyzed, status, category, created_us, session_id, tags, vector)``.
         """
         self._changed()
+        self._mean = None
         n = len(rows)
         blobs = b"".join(r[7] for r in rows)
         matrix = np.frombuffer(blobs, dtype="<f4").reshape(n, -1)
@@ -393,6 +400,7 @@ class _Partition:
     ) -> None:
         """Change the filter fields (the tokens when the content changed, the vector if given) of one memory."""
         self._changed()
+        self._mean_writes += 1
         row = self.row_of.get(rec.id)
         if row is None:
             return
@@ -406,6 +414,7 @@ class _Partition:
     def remove(self, memory_id: str) -> None:
         """Remove one memory, moving the last row into its place."""
         self._changed()
+        self._mean_writes += 1
         row = self.row_of.pop(memory_id, None)
         if row is None:
             return
@@ -565,6 +574,23 @@ class _Partition:
                 sims[:, inactive] = -np.inf
             found.extend(nearest(sims, self.ids, names, threshold, top))
         return found
+
+    def mean_active(self) -> npt.NDArray[np.float32] | None:
+        """The mean of the active rows' vectors (a read-only array), or ``None`` without one.
+
+        Computed again once about a tenth of the rows it was computed from were put, updated or
+        removed since (``max(1, rows // 10)``, the rule of :class:`~hybrid_memory.stores.means.MeanCache`):
+        a mean of many memories moves little with a few more, and a user with 100,000 memories
+        would otherwise pay a pass over all of them on the first recall after every write.
+        """
+        if self._mean is None or self._mean_writes >= max(1, self._mean_rows // 10):
+            active = self.status[: self.n] == _ACTIVE
+            mean: npt.NDArray[np.float32] | None = None
+            if active.any():
+                mean = self.matrix[: self.n][active].mean(axis=0, dtype=np.float32)
+                mean.flags.writeable = False
+            self._mean, self._mean_rows, self._mean_writes = (mean,), int(active.sum()), 0
+        return self._mean[0]
 
     def _posting_arrays(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
         cached = self._arrays.get(term)

@@ -585,6 +585,18 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
                 raise EmbeddingDimensionError(self._dim, int(m.shape[1]), hint=_REEMBED_HINT)
             return self._partition(user_id).neighbours(m, float(threshold), top)
 
+    def mean_vector(self, user_id: str) -> Vector | None:
+        """The mean of ``user_id``'s active unit vectors, from the search index (``retrieval.centre_weight``).
+
+        Raises:
+            InvalidInputError: bad user id.
+        """
+        check_id(user_id)
+        with self._guard():
+            if self._dim is None:
+                return None
+            return self._partition(user_id).mean_active()
+
     def search(self, request: SearchRequest) -> builtins.list[StoreHit]:
         """Hybrid search within ``request.user_id``'s memories (Weaviate semantics).
 

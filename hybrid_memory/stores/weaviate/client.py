@@ -34,6 +34,7 @@ from hybrid_memory.errors import (
     StoreUnavailableError,
 )
 from hybrid_memory.records import MemoryRecord, check_id
+from hybrid_memory.stores.means import MeanCache
 from hybrid_memory.stores.weaviate.dead_letters import _DeadLetterQueue, _default_dead_letter_path
 from hybrid_memory.stores.weaviate.errors import UnreachableError, is_transient, translate
 from hybrid_memory.stores.weaviate.runtime import _WORKERS, _live_url_of
@@ -223,6 +224,7 @@ class _Client:
         self._write_lock = threading.RLock()
         self._handles: dict[tuple[str, str | None, str | None], tuple[Any, Any]] = {}
         self._filter_cache: dict[MemoryFilter, Any] = {}
+        self._means = MeanCache()  # query centring's per-user means (hybrid_memory.stores.means)
         self.health_check_interval = health_check_interval
         self._live_url = _live_url_of(client)
         self._probe_timeout = 2.0

@@ -490,6 +490,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         if guard:
             self._check_epochs(guard, outage_ok=True)
         failures = self._write(items, epochs=guard or None)
+        self._means.wrote_records(r.user_id for r in records)
         gone = self._undo_if_forgotten(items, failures, guard)
         if gone:
             raise UserForgottenError(gone[0])
@@ -589,6 +590,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             failures = [_Failure(items[i], msg, transient) for i, (msg, transient) in sorted(failed.items())]
             self._settle_queue(items, failures, guard, gone=[items[i].uuid for i in vanished])
         landed = {items[i].key for i in range(len(items)) if i not in vanished and i not in failed}
+        self._means.wrote_records(r.user_id for r in recs)
         for user_id, statuses in moved.items():
             if changed := {i: s for i, s in statuses.items() if (user_id, i) in landed}:
                 self._reindex_status_ghosts(user_id, changed)
@@ -988,6 +990,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             n = self._delete_objects(h, uuids, "delete")
             self._bury(user_id, ids)
             self._delete_objects(h, uuids, "delete again")
+        self._means.wrote(user_id, len(ids))
         return n
 
     def delete_user(self, user_id: str) -> int:
@@ -1020,6 +1023,7 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                 if sweep == 0:
                     self._dlq.remove_user(user_id)
             self._forget_use(tenant)
+            self._means.forget(user_id)
         return n
 
     # -- search --------------------------------------------------------------------------------
@@ -1218,6 +1222,32 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             rows.append(vec)
         dim = self.dimension or 0
         return ids, cats, (np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32))
+
+    def mean_vector(self, user_id: str) -> Vector | None:
+        """The mean of ``user_id``'s active unit vectors (``retrieval.centre_weight``), or ``None``.
+
+        Computed from one :meth:`active_vectors` read and cached in this store
+        (:class:`~hybrid_memory.stores.means.MeanCache`): read again after this process has written
+        about a tenth of the user's memories, after five minutes (other processes' writes), and
+        dropped when this store forgets the user. ``None`` when the user has no active memory or
+        more than ``QUERY_MAXIMUM_RESULTS - 1`` of them.
+
+        Raises:
+            InvalidInputError: bad user id.
+        """
+        self._check_open()
+        check_id(user_id)
+
+        def fetch(user: str) -> tuple[Vector | None, int]:
+            got = self.active_vectors(user, limit=QUERY_MAXIMUM_RESULTS - 1)
+            if got is None:
+                return None, QUERY_MAXIMUM_RESULTS
+            if not got[0]:
+                return None, 0
+            mean: Vector = got[2].mean(axis=0, dtype=np.float32)
+            return mean, len(got[0])
+
+        return self._means.get(user_id, fetch)
 
     def _keyword_scores(
         self, objects: Sequence[Any], request: SearchRequest, query_text: str | None, h: Any, where: Any
