@@ -7,7 +7,10 @@ import pytest
 
 from hybrid_memory import HybridMemory
 from hybrid_memory.stores.base import MemoryStore
+from hybrid_memory.stores.means import MeanCache
+from hybrid_memory.stores.weaviate import WeaviateStore
 from hybrid_memory.testing import HashingEmbedder
+from hybrid_memory.testing.store_contract import rec, seed, vec
 from tests.unit.test_recall_centring import MEMORIES, QUERY, T0
 
 
@@ -28,3 +31,28 @@ def test_centring_reorders_the_vector_leg_and_keeps_query_cosines(either_store: 
     vectors = either_store.get_vectors("u", [h.id for h in hits])
     for h in hits:
         assert h.vector_similarity == pytest.approx(float(vectors[h.id] @ q), abs=1e-4)
+
+
+class _Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_another_process_sees_the_writes_and_the_forget_in_its_mean(
+    stores: tuple[MemoryStore, MemoryStore],
+) -> None:
+    """LocalStore at once (its index follows the file); Weaviate once its cached mean is older than the ttl."""
+    a, b = stores
+    clock = _Clock()
+    if isinstance(b, WeaviateStore):
+        b._means = MeanCache(ttl=300.0, clock=clock)  # the other process's cache, on a clock the test moves
+    seed(a, [rec("u", f"first {i}", minutes=i) for i in range(30)], [vec(1)] * 30)
+    np.testing.assert_allclose(b.mean_vector("u"), vec(1), atol=1e-6)
+    seed(a, [rec("u", f"then {i}", minutes=30 + i) for i in range(10)], [vec(0, 1)] * 10)
+    clock.now = 301.0
+    np.testing.assert_allclose(b.mean_vector("u"), vec(0.75, 0.25), atol=1e-6)
+    a.delete_user("u")
+    clock.now = 602.0
+    assert b.mean_vector("u") is None

@@ -493,3 +493,19 @@ def test_a_rewrite_another_writer_blocks_is_recorded_and_done_by_the_next_finish
         other.close()
         conn.close()
     assert canary.encode() not in _db_bytes(path)
+
+
+def test_a_store_opened_before_another_process_bound_its_embedder_sees_its_memories(tmp_path: Path) -> None:
+    from hybrid_memory.testing.store_contract import DIM, rec, seed, vec
+
+    late = LocalStore(tmp_path / "m.db")  # a worker that opened the empty file first
+    first = LocalStore(tmp_path / "m.db")
+    seed(first, [rec("u", "green tea every morning")], [vec(1)])
+    try:
+        assert late.dimension == DIM  # was None: the first operation did not look at the file again
+        hits = late.search(SearchRequest(user_id="u", query="tea", vector=vec(1), alpha=0.5, limit=5))
+        assert [h.record.content for h in hits] == ["green tea every morning"]
+        np.testing.assert_allclose(late.mean_vector("u"), vec(1), atol=1e-6)
+    finally:
+        late.close()
+        first.close()

@@ -156,6 +156,9 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
             _create_or_migrate(c, self.analyzer, self._path)
         dim = self._meta("embedder_dimension")
         self._dim = int(dim) if dim is not None else None
+        # From here on another connection's commit changes data_version, so the first operation
+        # reads the dimension again if another process bound an embedder since this open.
+        self._data_version = int(c.execute("PRAGMA data_version").fetchone()[0])
         if not self._memory and self._meta(_WIPE_KEY) is not None:
             self._wipe_pending = True
             self._wipe(0.0)  # a forget left text behind a reader: finish it if the reader has left
