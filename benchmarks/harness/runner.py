@@ -581,6 +581,7 @@ def run_benchmark(
         "alpha_note": "1.0 = pure vector, 0.0 = pure keyword (BM25)",
         "recall_k": k,
         "candidates": max(k, base_cfg.retrieval.candidates),
+        "centre_weight": base_cfg.retrieval.centre_weight,
         "rerank": base_cfg.rerank.model_dump(),
         "fusion": base_cfg.retrieval.fusion,
     }
