@@ -1,7 +1,10 @@
-"""Nearest active memories per query vector: the optional store capability the writer's dedup uses.
+"""Optional store capabilities over a user's vectors: nearest memories, and their mean.
 
 A store that implements :class:`NeighbourSource` answers the writer's dedup and conflict lookups
-from its own index (``LocalStore`` does), so the writer keeps no second copy of the vectors.
+from its own index (``LocalStore`` does), so the writer keeps no second copy of the vectors. A
+store that implements :class:`MeanSource` gives query centring (``retrieval.centre_weight``) the
+mean of a user's active vectors (``LocalStore`` and ``WeaviateStore`` do); without it, centring is
+off for that store.
 
 Example:
     >>> import numpy as np
