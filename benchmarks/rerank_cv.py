@@ -224,8 +224,17 @@ def verdict(name: str, scores: dict[str, dict[str, float]], cv: dict[str, Any], 
     return "not chosen on any two datasets: not kept"
 
 
-def section_rows(scores: dict[str, dict[str, float]], cv: dict[str, Any], names: list[str], default: str) -> list[str]:
-    """The experiments.md table of ``names`` (those scored): headline per dataset and the verdict."""
+def section_rows(
+    scores: dict[str, dict[str, float]],
+    cv: dict[str, Any],
+    names: list[str],
+    default: str,
+    verdict_of: Callable[[str], str] | None = None,
+) -> list[str]:
+    """The experiments.md table of ``names`` (those scored): headline per dataset and the verdict.
+
+    ``verdict_of``: a study's own verdict per name (default :func:`verdict` against ``default``).
+    """
     lines = [
         "| variant | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | verdict |",
         "|---|---:|---:|---:|---|",
@@ -235,7 +244,7 @@ def section_rows(scores: dict[str, dict[str, float]], cv: dict[str, Any], names:
             s = scores[name]
             lines.append(
                 f"| `{name}` | {s['locomo']:.3f} | {s['longmemeval']:.3f} | {s['memorybank']:.3f} | "
-                f"{verdict(name, scores, cv, default)} |"
+                f"{(verdict_of or (lambda n: verdict(n, scores, cv, default)))(name)} |"
             )
     return lines
 

@@ -50,6 +50,7 @@ from benchmarks.rerank_cv import (  # noqa: E402
     cv_tables,
     grouped_lines,
     run,
+    section_rows,
     update_experiments,
     verdict,
     within_datasets,
@@ -259,13 +260,7 @@ def experiments_section(study: Setting, scores: dict[str, dict[str, float]], cv:
         f"the third; details in [{study.file}.md]({study.file}.md). "
         f"Reproduce: `python -m benchmarks.setting_cv {study.short}`.",
         "",
-        "| variant | LoCoMo R@10 | LongMemEval s-all@5 | MemoryBank-CN R@5 | verdict |",
-        "|---|---:|---:|---:|---|",
-        *(
-            f"| `{n}` | {v['locomo']:.3f} | {v['longmemeval']:.3f} | {v['memorybank']:.3f} | "
-            f"{_verdict(study, n, scores, cv)} |"
-            for n, v in scores.items()
-        ),
+        *section_rows(scores, cv, list(scores), study.reference_name, lambda n: _verdict(study, n, scores, cv)),
         *(["", study.decision] if study.decision else []),
     ]
     return "\n".join([*lines, end])
