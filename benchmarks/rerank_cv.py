@@ -173,7 +173,8 @@ def markdown(scores: dict[str, dict[str, float]], cv: dict[str, Any], grouped: d
     lines = [
         "# Re-rank weights and guard through the API, cross-validated (`python -m benchmarks.rerank_cv`)",
         "",
-        "Default pipeline (`HybridMemory.recall`, alpha 0.4, search context, time windows), default embedder; "
+        "Default pipeline (`HybridMemory.recall`, alpha 0.4, query centring 0.75, search context, time windows), "
+        "default embedder; "
         "weights relevance / importance / recency / heat; guard: `margin m` keeps every candidate whose "
         "relevance is within m of the best one in the top k, `gap g` keeps the store's own top k candidates "
         "whose relevance exceeds candidate k + 1's by g (`rerank.guard_margin` / `rerank.guard_gap`); "

@@ -137,7 +137,7 @@ CENTRE_DECISION = (
     "folds' choice, MemoryBank-CN Recall@1 falls to 0.595, so the weight is 0.75, the largest that lowers neither; "
     "(4) the probe is unchanged at every weight (Recall@1 0.926, Recall@5 1.0, the same blocks injected). It costs "
     "LongMemEval turn Recall@5 0.904 -> 0.893 (one question's evidence turns; session recall_all@5 stays 0.957). "
-    "The same test keeps none of the earlier studies' LoCoMo-only gains: dense feedback 27 up / 20 down (p = 0.38, "
+    "The same test keeps none of the earlier studies' LoCoMo-only gains (measured before centring): dense feedback 27 up / 20 down (p = 0.38, "
     "and Recall@1 drops), recency half-life 1 day 8 / 3 (p = 0.23), statement-form queries 25 / 15 (p = 0.15), "
     "re-rank weights 0.6/0.3/0.05/0.05 14 / 7 (p = 0.19); the USE + e5 pair (49 / 13) fails (1) and (4)."
 )
@@ -202,7 +202,8 @@ def markdown(
     lines = [
         f"# {study.title} through the API, cross-validated (`python -m benchmarks.setting_cv {study.short}`)",
         "",
-        "Default pipeline (`HybridMemory.recall`: alpha 0.4, search context, re-rank 0.6/0.2/0.1/0.1), default "
+        "Default pipeline (`HybridMemory.recall`: alpha 0.4, query centring 0.75, search context, re-rank 0.6/0.2/0.1/0.1), "
+        "default "
         f"embedder, `{study.dotted}` {study.what} from the grid; "
         "headline metric per dataset; chosen on two datasets (best mean, ties to "
         + ("the default" if study.reference is None else f"the reference, {study.reference_name}")

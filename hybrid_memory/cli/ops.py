@@ -1329,7 +1329,7 @@ def register(subparsers: Any) -> None:
         choices=_EMBEDDERS,
         required=True,
         help="the new embedder ('e5-onnx': e5-small on ONNX Runtime, the same vectors as 'e5' within cosine 0.98, "
-        "about 3x faster; 'use+e5': the default model and e5-small as one embedder, search it at alpha 0.5)",
+        "about 3x faster; 'use+e5': the default model and e5-small as one embedder)",
     )
     p.add_argument("--hashing-dim", type=_positive, default=256, help="dimension of --to hashing (default 256)")
     dest = p.add_mutually_exclusive_group()
