@@ -165,6 +165,10 @@ def probe(embedders: dict[str, tuple[Embedder, dict[str, Any]]]) -> dict[str, An
             stray = unanswered = 0
             for q in data["questions"]:
                 ctx = mem.build_context(q["text"], user_id="probe")
+                # Its access touches are written in the background; a recall that ran while one was being
+                # committed would count it twice or not at all (hybrid_memory.read.touches), so the score
+                # would flicker between runs (1 run in 6 for USE at alpha 0.25). Written first, it cannot.
+                mem.flush()
                 if q["gold"] is None:
                     unanswered += 1
                     stray += not ctx.skipped

@@ -26,7 +26,7 @@ dev files each). Reproduce::
     python -m benchmarks.ensemble --out benchmarks/results
 
 Writes ``ensemble.json``, ``ensemble_questions.json`` and ``ensemble.md``; ``--grid`` reruns only the
-grid and the cross-validations into them (the probe and the speed stay).
+grid and the cross-validations into them (the probe and the speed stay), ``--probe`` only the probe.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ def _pair(use: Embedder, e5: Embedder, share: float) -> Embedder:
         return use
     if share >= 1.0:
         return e5
-    return ConcatEmbedder([(use, 1.0 - share), (e5, share)])
+    return ConcatEmbedder([(use, 1.0 - share), (e5, share)], cross_script=0)  # as use_e5_pair builds it
 
 
 def datasets(data_dir: Path) -> dict[str, Dataset]:
@@ -332,8 +332,10 @@ def render(res: dict[str, Any]) -> str:
     lines = [
         "# USE-multilingual + e5-small int8 as one embedder (`python -m benchmarks.ensemble`)",
         "",
-        "`ConcatEmbedder([(USE, 1 - s), (e5 int8, s)])`: the cosine is the weighted mean of both models' cosines. "
-        "The dev files through the public API with default settings (the `hybrid-memory bench` runner), for each "
+        "`ConcatEmbedder([(USE, 1 - s), (e5 int8, s)], cross_script=0)`, as `use_e5_pair` builds it: the cosine is "
+        "the weighted mean of both models' cosines, and a memory in another script than the question is judged by "
+        "USE's cosine alone. The dev files through the public API with default settings (query centring on; the "
+        "`hybrid-memory bench` runner), for each "
         "share `s` of e5 (0 = the default model alone, 1 = e5 alone) and each alpha of "
         f"{', '.join(f'{a:g}' for a in res['alphas'])} (`retrieval.alpha`; the default is "
         f"{res['default_alpha']:g}; 1.0 = pure vector).",
@@ -431,6 +433,14 @@ def _grid_results(sets: dict[str, Dataset], alpha: float, out: Path) -> dict[str
     }
 
 
+def probe_all_shares(joint: Mapping[str, Any]) -> dict[str, Any]:
+    """The bilingual probe for every share and alpha of the grid (``joint``'s keys)."""
+    use, e5 = UniversalSentenceEncoder(), E5SmallEmbedder(backend="onnx")
+    return probe(
+        {f"e5 share {key}": (_pair(use, e5, _parse(key)[0]), {"retrieval": {"alpha": _parse(key)[1]}}) for key in joint}
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ensemble", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
@@ -441,9 +451,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--grid", action="store_true", help="only rerun the grid and the cross-validations into the saved results"
     )
+    parser.add_argument("--probe", action="store_true", help="only rerun the bilingual probe into the saved results")
     args = parser.parse_args(argv)
-    if args.render or args.speed or args.grid:
+    if args.render or args.speed or args.grid or args.probe:
         saved = json.loads((args.out / "ensemble.json").read_text(encoding="utf-8"))
+        if args.probe:
+            saved["probe"] = probe_all_shares(saved["joint"])
         if args.speed:
             best = best_share(saved["joint"], saved["default_alpha"])
             saved["speed"] = speed(datasets(args.data_dir), args.repeats, _parse(best)[0])
@@ -467,10 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     res: dict[str, Any] = {"alphas": list(ALPHAS), "default_alpha": alpha, "repeats": args.repeats}
     res.update(_grid_results(sets, alpha, args.out))
     joint = res["joint"]
-    use, e5 = UniversalSentenceEncoder(), E5SmallEmbedder(backend="onnx")
-    res["probe"] = probe(
-        {f"e5 share {key}": (_pair(use, e5, _parse(key)[0]), {"retrieval": {"alpha": _parse(key)[1]}}) for key in joint}
-    )
+    res["probe"] = probe_all_shares(joint)
     res["speed"] = speed(sets, args.repeats, _parse(best_share(joint, alpha))[0])
     res["quiet_speed"] = quiet_speed()
     res["verdict"] = verdict(res)

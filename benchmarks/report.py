@@ -485,8 +485,10 @@ def cv_section(extra: Mapping[str, Any]) -> list[str]:
         "dataset's headline metric): the held-out column estimates what the choice is worth on data it was not "
         "tuned on. A default changes only where no held-out score drops and one rises; query centring, which this rule "
         "cannot decide (LongMemEval and MemoryBank-CN are flat across its grid, so LoCoMo held out always gets the "
-        "reference), is on by the tie rule in [centre_cv.md](centre_cv.md). The other studies ran before centring "
-        "became the default: their default column is the pipeline without it (centre_cv.md has both).",
+        "reference), is on by the tie rule in [centre_cv.md](centre_cv.md). The studies through the API were rerun "
+        "with centring on (their default column is today's pipeline); the store-level ones (the adaptive fusions of "
+        "fusion_cv.md, BM25 k1 / b and dense feedback at store level) search without centring or re-rank, as they "
+        "always did.",
         "",
     ]
     if rows:

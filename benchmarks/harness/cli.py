@@ -140,7 +140,8 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
             [
                 (make_embedder("default", cache=cache), 1.0 - USE_E5_SHARE),
                 (make_embedder("e5-onnx", cache=cache), USE_E5_SHARE),
-            ]
+            ],
+            cross_script=0,  # as use_e5_pair builds it
         )
     elif name == "hashing":
         from hybrid_memory.testing import HashingEmbedder

@@ -275,8 +275,33 @@ class RecallPlanner:
             hits = self._as_asked(hits, asked, vector)
         if self._touches is not None:
             hits = self._touches(user_id, hits)  # heat counts the touches still being written
-        ranked = rerank(hits, now=now, config=self.config.rerank, fusion=fusion, windows=windows, k=k, query=query)
+        ranked = rerank(
+            hits,
+            now=now,
+            config=self.config.rerank,
+            fusion=fusion,
+            windows=windows,
+            k=k,
+            query=query,
+            cross_script_similarity=self.cross_script_cosines(hits, asked),
+        )
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
+
+    def cross_script_cosines(self, hits: Sequence[StoreHit], asked: Vector | None) -> list[float] | None:
+        """Each hit's cosine to ``asked`` in the embedder's cross-script view (``None``: the embedder has none).
+
+        An embedder with a ``cross_script_view`` (a :class:`~hybrid_memory.embeddings.ConcatEmbedder`
+        built with ``cross_script``) judges memories in another script than the question by one of
+        its parts. When the store returned a hit without its vector (a store that does not return
+        them), every hit keeps the whole vector's cosine, so no two hits are compared on two scales.
+        """
+        view = getattr(self.embedder, "cross_script_view", None)
+        if view is None or asked is None or not self.config.rerank.cross_script:
+            return None
+        q = view(asked)
+        if q is None or any(h.vector is None for h in hits):
+            return None
+        return [float(np.dot(view(h.vector), q)) for h in hits if h.vector is not None]
 
     @staticmethod
     def _as_asked(hits: list[StoreHit], asked: Vector | None, searched: Vector | None) -> list[StoreHit]:

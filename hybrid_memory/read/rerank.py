@@ -8,7 +8,9 @@ with
   query, its search context included (``cross_script``, with relative fusion), cannot score on
   the keyword leg, which gives same-script memories up to ``1 - alpha`` for a single shared
   character; its relevance is the larger of the fused score and its vector score alone (the
-  candidates' cosines rescaled to 0..1, as relativeScoreFusion rescales a leg);
+  candidates' cosines rescaled to 0..1, as relativeScoreFusion rescales a leg; with
+  ``cross_script_similarity``, those cosines instead, e.g. the language-aligning part of a
+  :class:`~hybrid_memory.embeddings.ConcatEmbedder`);
 * ``recency = 0.5 ** (Δt / half_life)``, Δt since the later of last access and last update;
 * ``heat = log1p(access_count) / log1p(max access_count among the candidates)`` (0 when none
   was ever accessed);
@@ -127,22 +129,30 @@ def guarded_order(scores: Sequence[float], keep: frozenset[int], k: int) -> list
     return head + [i for i in order if i not in chosen]
 
 
-def _cross_script_relevance(hits: Sequence[StoreHit], query: str | None) -> dict[int, float]:
-    """Vector-leg relevance (cosines rescaled to 0..1 over the candidates) of the hits in another script than ``query``."""
+def _cross_script_relevance(
+    hits: Sequence[StoreHit], query: str | None, similarity: Sequence[float | None] | None = None
+) -> dict[int, float]:
+    """Vector-leg relevance (cosines rescaled to 0..1 over the candidates) of the hits in another script than ``query``.
+
+    ``similarity``: one cosine per hit (``None``: none) to use instead of ``vector_similarity``.
+    """
     asked = scripts(query) if query else frozenset()
     if len(asked) != 1:
         return {}  # no words, or mixed: every memory may share words with the query
-    sims = [h.vector_similarity for h in hits if h.vector_similarity is not None]
+    cos = list(similarity) if similarity is not None else [h.vector_similarity for h in hits]
+    if len(cos) != len(hits):
+        raise ValueError(f"cross_script_similarity has {len(cos)} values for {len(hits)} hits")
+    sims = [c for c in cos if c is not None]
     if not sims:
         return {}
     low, high = min(sims), max(sims)
     out: dict[int, float] = {}
-    for i, h in enumerate(hits):
-        if h.vector_similarity is None:
+    for i, (h, c) in enumerate(zip(hits, cos, strict=True)):
+        if c is None:
             continue
         own = scripts(h.record.search_text)  # what the keyword leg reads: the context too
         if len(own) == 1 and own != asked:
-            out[i] = (h.vector_similarity - low) / (high - low) if high > low else 1.0
+            out[i] = (c - low) / (high - low) if high > low else 1.0
     return out
 
 
@@ -155,6 +165,7 @@ def rerank(
     windows: Sequence[TimeWindow] = (),
     k: int | None = None,
     query: str | None = None,
+    cross_script_similarity: Sequence[float | None] | None = None,
 ) -> list[RecallHit]:
     """Score store hits with relevance, importance, recency, heat and time match; best first.
 
@@ -162,12 +173,17 @@ def rerank(
     the caller keeps) and the guard on (``config.guard_margin`` / ``guard_gap``), the clearly
     relevant candidates (:func:`protected`) come first, at most ``k`` (:func:`guarded_order`).
     With ``query`` (and ``config.cross_script``), memories in another script than the query are
-    scored by their vector leg alone (see the module docstring).
+    scored by their vector leg alone (see the module docstring): by ``cross_script_similarity``
+    when given (one cosine per hit, ``None`` for a hit without one), else by ``vector_similarity``.
     """
     cfg = config if config is not None else RerankConfig()
     max_access = max((h.record.access_count for h in hits), default=0)
     denom = math.log1p(max_access)
-    vector_alone = _cross_script_relevance(hits, query) if cfg.cross_script and fusion == "relative" else {}
+    vector_alone = (
+        _cross_script_relevance(hits, query, cross_script_similarity)
+        if cfg.cross_script and fusion == "relative"
+        else {}
+    )
     out: list[RecallHit] = []
     for i, h in enumerate(hits):
         rel = max(relevance_of(h.score, fusion), vector_alone.get(i, 0.0))

@@ -144,3 +144,103 @@ def test_concat_embedder_is_a_working_memory_embedder() -> None:
         assert [h.content for h in hits] == ["I am allergic to peanuts"]
     finally:
         mem.close()
+
+
+def test_concat_embedder_cross_script_view_is_that_part_alone_at_unit_norm() -> None:
+    from hybrid_memory.embeddings import ConcatEmbedder
+    from hybrid_memory.errors import EmbeddingDimensionError
+    from hybrid_memory.testing import HashingEmbedder
+
+    a, b = HashingEmbedder(dim=32), HashingEmbedder(dim=48)
+    texts = ["I live in Berlin", "我喜欢喝乌龙茶"]
+    for index, part in ((0, a), (1, b)):
+        both = ConcatEmbedder([(a, 1.0), (b, 3.0)], cross_script=index)
+        for row, own in zip(both.embed_documents(texts), part.embed_documents(texts), strict=True):
+            view = both.cross_script_view(row)
+            assert view is not None and np.allclose(view, own, atol=1e-5)
+        query_view = both.cross_script_view(both.embed_query("Where do I live?"))
+        assert query_view is not None and np.allclose(query_view, part.embed_query("Where do I live?"), atol=1e-5)
+    whole = ConcatEmbedder([(a, 1.0), (b, 3.0)])
+    assert whole.cross_script is None and whole.cross_script_view(whole.embed_query("x")) is None
+    with pytest.raises(EmbeddingDimensionError):
+        ConcatEmbedder([(a, 1.0), (b, 3.0)], cross_script=1).cross_script_view(np.ones(32, dtype=np.float32))
+
+
+@pytest.mark.parametrize("index", [-1, 2, True, 1.0, "0"])
+def test_concat_embedder_refuses_a_cross_script_part_it_does_not_have(index: object) -> None:
+    from hybrid_memory.embeddings import ConcatEmbedder
+    from hybrid_memory.testing import HashingEmbedder
+
+    with pytest.raises(ConfigurationError, match="cross_script"):
+        ConcatEmbedder([(HashingEmbedder(), 1.0), (HashingEmbedder(dim=32), 1.0)], cross_script=index)  # type: ignore[arg-type]
+
+
+def _topics(texts: object) -> list[list[float]]:
+    """A part that pairs languages: one axis per topic, whatever the language."""
+    axes = (("护士", "job"), ("subway",), ("football",))
+    return [[1.0 if any(w in str(t) for w in words) else 0.0 for words in axes] + [0.1] for t in texts]  # type: ignore[attr-defined]
+
+
+def _scripts(texts: object) -> list[list[float]]:
+    """A part that ranks well in one language and pairs languages badly: one axis per script."""
+    return [[0.0, 1.0] if any("\u4e00" <= c <= "\u9fff" for c in str(t)) else [1.0, 0.0] for t in texts]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("cross_script", [None, 0])
+def test_a_pair_judges_other_script_memories_by_its_cross_script_part(cross_script: int | None) -> None:
+    # The Chinese answer shares no keyword with the English question; by the whole vector (mostly the
+    # script part) it is the least similar memory, by the topic part alone the most similar.
+    from hybrid_memory import HybridMemory, LocalStore
+    from hybrid_memory.config import HybridMemoryConfig
+    from hybrid_memory.embeddings import ConcatEmbedder
+
+    pair = ConcatEmbedder(
+        [(CallableEmbedder(_topics, name="topics"), 0.2), (CallableEmbedder(_scripts, name="scripts"), 0.8)],
+        cross_script=cross_script,
+    )
+    weights = {"w_relevance": 1.0, "w_importance": 0.0, "w_recency": 0.0, "w_heat": 0.0}
+    mem = HybridMemory(
+        store=LocalStore(":memory:"), embedder=pair, config=HybridMemoryConfig(rerank=weights), trace=False
+    )
+    try:
+        for text in ("我在医院做护士。", "I take the subway to work every day.", "My son plays football."):
+            mem.remember("u", text, importance=0.5)
+        hits = mem.recall("What is my job?", user_id="u", k=3, touch=False)
+        assert (hits[0].content == "我在医院做护士。") is (cross_script == 0)
+        answer = next(h for h in hits if h.content == "我在医院做护士。")
+        assert answer.relevance == pytest.approx(1.0 if cross_script == 0 else 0.0, abs=1e-6)
+    finally:
+        mem.close()
+
+
+def test_without_stored_vectors_a_pair_falls_back_to_the_whole_cosine() -> None:
+    # A store that returns hits without their vectors: the part cannot be computed for any hit, so
+    # the other-script memories are judged by the whole vector's cosine, as with any embedder (not on
+    # two scales, and not left to the fused score, which is only alpha times that).
+    import dataclasses
+
+    from hybrid_memory import HybridMemory, LocalStore
+    from hybrid_memory.config import HybridMemoryConfig
+    from hybrid_memory.embeddings import ConcatEmbedder
+
+    store = LocalStore(":memory:")
+    search = store.search
+    store.search = lambda *a, **kw: [dataclasses.replace(h, vector=None) for h in search(*a, **kw)]  # type: ignore[method-assign]
+    pair = ConcatEmbedder(
+        [(CallableEmbedder(_topics, name="topics"), 0.2), (CallableEmbedder(_scripts, name="scripts"), 0.8)],
+        cross_script=0,
+    )
+    weights = {"w_relevance": 1.0, "w_importance": 0.0, "w_recency": 0.0, "w_heat": 0.0}
+    config = HybridMemoryConfig(rerank=weights, retrieval={"centre_weight": 0})
+    mem = HybridMemory(store=store, embedder=pair, config=config, trace=False)
+    texts = ["我在医院做护士。", "我儿子踢足球。", "I take the subway to work every day.", "My son plays football."]
+    try:
+        for text in texts:
+            mem.remember("u", text, importance=0.5)
+        hits = mem.recall("What is my job?", user_id="u", k=4, touch=False)
+        whole = pair.embed_documents(texts) @ pair.embed_query("What is my job?")
+        expected = (whole[0] - whole.min()) / (whole.max() - whole.min())
+        assert 0.1 < expected < 0.9
+        assert next(h for h in hits if h.content == texts[0]).relevance == pytest.approx(expected, abs=1e-5)
+    finally:
+        mem.close()

@@ -4,6 +4,7 @@ import math
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import pytest
 
 from hybrid_memory.config import FuserConfig, RerankConfig
 from hybrid_memory.read.context import CLOSE, OPEN, ContextFuser, detect_language, time_label
@@ -205,6 +206,26 @@ def test_a_memory_in_the_other_script_is_ranked_by_its_vector_leg() -> None:
         query="What is my job?",
     )
     assert ranked[0].content == distractor.record.content
+
+
+def test_given_cross_script_similarities_judge_the_other_script_memories() -> None:
+    # The same candidates; a language-aligning part of the embedder says the answer is far (0.1) and the
+    # football memory near (0.9): the answer's relevance follows those cosines, same-script hits keep theirs.
+    answer = StoreHit(rec("我在一家医院做夜班护士。"), 0.4 * 1.0, None, 0.55)
+    distractor = StoreHit(rec("I take the subway to work every day."), 0.6, 1.1, 0.20)
+    other = StoreHit(rec("我儿子踢足球。"), 0.4 * 0.6, None, 0.41)
+    weights = RerankConfig(w_relevance=1, w_importance=0, w_recency=0, w_heat=0)
+    hits = [distractor, answer, other]
+    out = rerank(hits, now=NOW, config=weights, query="What is my job?", cross_script_similarity=[0.5, 0.1, 0.9])
+    by = {h.content: h.relevance for h in out}
+    assert out[0].content == other.record.content and math.isclose(by[other.record.content], 1.0)
+    assert math.isclose(by[answer.record.content], 0.4)  # its fused score: the rescaled 0.0 is lower
+    assert math.isclose(by[distractor.record.content], 0.6)
+    # A hit without a cosine (None) keeps its fused score; a list of another length is a bug of the caller.
+    out = rerank(hits, now=NOW, config=weights, query="What is my job?", cross_script_similarity=[0.5, None, 0.1])
+    assert math.isclose({h.content: h.relevance for h in out}[answer.record.content], 0.4)
+    with pytest.raises(ValueError, match="3 hits"):
+        rerank(hits, now=NOW, config=weights, query="What is my job?", cross_script_similarity=[0.5])
 
 
 def test_scripts_of_a_text() -> None:
