@@ -215,6 +215,12 @@ def within_datasets(per_question: dict[str, Any], alpha: float, *, folds: int = 
     return grouped_cross_validate(per_question, choose=chooser(alpha), reference=point(0.0, alpha), folds=folds)
 
 
+def within_datasets_share(per_question: dict[str, Any], alpha: float, *, folds: int = FOLDS) -> dict[str, Any]:
+    """The share alone cross-validated within each dataset, every setting at the default ``alpha``."""
+    at_alpha = {k: v for k, v in per_question["scores"].items() if _parse(k)[1] == alpha}
+    return within_datasets({**per_question, "scores": at_alpha}, alpha, folds=folds)
+
+
 def quiet_speed() -> dict[str, float] | None:
     """The concatenation's speed estimated from the two models' runs on an idle machine.
 
@@ -379,6 +385,14 @@ def render(res: dict[str, Any]) -> str:
     if grouped:
         ties = "ties to the smaller share, then the alpha nearest the default"
         lines += ["", *section_lines(grouped, ties=ties, default_label="default (USE, default alpha)")]
+    share_grouped = res.get("grouped_share_cross_validated")
+    if share_grouped:
+        lines += [
+            "",
+            f"The share alone, every setting at the default alpha {res['default_alpha']:g}:",
+            "",
+            *section_lines(share_grouped, ties="ties to the smaller share", default_label="default (USE)"),
+        ]
     lines += [
         "",
         "Bilingual probe (`tests/data/bilingual_probe.json`, default settings incl. `rerank.cross_script`):",
@@ -430,6 +444,7 @@ def _grid_results(sets: dict[str, Dataset], alpha: float, out: Path) -> dict[str
         "cross_validation": with_questions(cross_validate(grid, alpha=alpha), per_question, alpha),
         "joint_cross_validation": with_questions(cross_validate(joint, alpha=alpha), per_question, alpha),
         "grouped_cross_validated": within_datasets(per_question, alpha),
+        "grouped_share_cross_validated": within_datasets_share(per_question, alpha),
     }
 
 
@@ -466,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif (args.out / "ensemble_questions.json").exists():
             per_question = json.loads((args.out / "ensemble_questions.json").read_text(encoding="utf-8"))
             saved["grouped_cross_validated"] = within_datasets(per_question, saved["default_alpha"])
+            saved["grouped_share_cross_validated"] = within_datasets_share(per_question, saved["default_alpha"])
             for key in ("cross_validation", "joint_cross_validation"):
                 saved[key] = with_questions(saved[key], per_question, saved["default_alpha"])
         saved["quiet_speed"] = quiet_speed()

@@ -459,7 +459,8 @@ _GROUPED_KEYS = {
 def _grouped(name: str, res: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The within-dataset cross-validation of one study's JSON (:mod:`benchmarks.harness.folds`), if it has one."""
     if name == "ensemble":
-        return None  # the ensemble's folds choose share and alpha together: they belong to its joint row
+        share = res.get("grouped_share_cross_validated")  # the share alone, at the default alpha
+        return share if isinstance(share, Mapping) else None
     found: Any = res
     for key in _GROUPED_KEYS.get(name, ("grouped_cross_validated",)):
         found = found.get(key) if isinstance(found, Mapping) else None

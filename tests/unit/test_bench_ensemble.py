@@ -14,6 +14,7 @@ from benchmarks.ensemble import (
     verdict,
     with_questions,
     within_datasets,
+    within_datasets_share,
 )
 from benchmarks.harness.folds import question_folds
 
@@ -120,6 +121,34 @@ def test_each_fold_is_scored_by_the_setting_chosen_on_the_other_folds() -> None:
     assert locomo == {"held_out": 1.0, "default": 0.75, "wins": 1, "losses": 0, "groups": 2, "questions": 4}
     assert (lme["held_out"], lme["default"], lme["wins"], lme["losses"]) == (0.0, 0.5, 0, 1)
     assert (mb["held_out"], mb["wins"], mb["losses"]) == (1.0, 0, 0)
+
+
+def test_the_share_alone_is_cross_validated_at_the_default_alpha_only() -> None:
+    per_question = _per_question()
+    # Best in both folds, but at another alpha: the share-alone folds never see it.
+    per_question["scores"][point(1.0, 0.25)] = {"locomo": [1.0] * 4, "longmemeval": [1.0] * 2, "memorybank": [1.0] * 2}
+    per_question["scores"][point(0.8, 0.4)] = {
+        "locomo": [1.0, 1.0, 1.0, 0.5],
+        "longmemeval": [1.0, 1.0],
+        "memorybank": [1.0, 1.0],
+    }
+    res = within_datasets_share(per_question, 0.4, folds=2)
+    assert res["chosen"] == [point(0.8, 0.4), point(0.8, 0.4)]
+    assert res["datasets"]["locomo"] == {
+        "held_out": 0.875,
+        "default": 0.75,
+        "wins": 1,
+        "losses": 1,
+        "groups": 2,
+        "questions": 4,
+    }
+    assert within_datasets(per_question, 0.4, folds=2)["chosen"][0] == point(1.0, 0.25)  # share and alpha together
+    joint = _joint()
+    study = _study(joint, cross_validate(at_default_alpha(joint, 0.4), alpha=0.4), cross_validate(joint, alpha=0.4))
+    study["grouped_share_cross_validated"] = res
+    md = render(study)
+    assert "The share alone, every setting at the default alpha 0.4:" in md
+    assert "ties to the smaller share): chosen 0.800 @ alpha 0.4 in 2 of 2 folds" in md
 
 
 def _study(joint: dict[str, Any], cv: dict[str, Any], joint_cv: dict[str, Any]) -> dict[str, Any]:
