@@ -143,10 +143,7 @@ def test_the_share_alone_is_cross_validated_at_the_default_alpha_only() -> None:
         "questions": 4,
     }
     assert within_datasets(per_question, 0.4, folds=2)["chosen"][0] == point(1.0, 0.25)  # share and alpha together
-    joint = _joint()
-    study = _study(joint, cross_validate(at_default_alpha(joint, 0.4), alpha=0.4), cross_validate(joint, alpha=0.4))
-    study["grouped_share_cross_validated"] = res
-    md = render(study)
+    md = _rendered_with("grouped_share_cross_validated", res)
     assert "The share alone, every setting at the default alpha 0.4:" in md
     assert "ties to the smaller share): chosen 0.800 @ alpha 0.4 in 2 of 2 folds" in md
 
@@ -165,15 +162,19 @@ def _study(joint: dict[str, Any], cv: dict[str, Any], joint_cv: dict[str, Any]) 
     }
 
 
+def _rendered_with(key: str, grouped: dict[str, Any]) -> str:
+    """``ensemble.md`` of the made-up grid with one within-dataset result under ``key``."""
+    joint = _joint()
+    res = _study(joint, cross_validate(at_default_alpha(joint, 0.4), alpha=0.4), cross_validate(joint, alpha=0.4))
+    return render({**res, key: grouped})
+
+
 def test_the_grouped_result_is_reported() -> None:
     grouped = within_datasets(_per_question(), 0.4, folds=2)
     line = grouped_summary(grouped)
     assert "(2 folds): chosen 0.800 @ alpha 0.5 in 1 of 2 folds" in line
     assert "locomo 1.000 vs 0.750 (questions up / down: 1 / 0)" in line
-    joint = _joint()
-    res = _study(joint, cross_validate(at_default_alpha(joint, 0.4), alpha=0.4), cross_validate(joint, alpha=0.4))
-    res["grouped_cross_validated"] = grouped
-    md = render(res)
+    md = _rendered_with("grouped_cross_validated", grouped)
     assert "| longmemeval | 2 | 2 | 0.000 | 0.500 | 0 / 1 |" in md
     assert "(per fold: `0.800 @ alpha 0.5`, `0.000 @ alpha 0.4`)." in md
 
