@@ -470,8 +470,10 @@ class ConcatEmbedder(_BaseEmbedder):
     the reverse) has no keyword to match, and the re-rank scores it by its vector leg alone
     (``rerank.cross_script``). With ``cross_script=i`` that score is the cosine of part ``i``
     alone (:meth:`cross_script_view`): the part whose model aligns languages, when another part
-    ranks better in one language but pairs languages worse (USE-multilingual and e5-small: the
-    bilingual probe's Recall@1 0.630 -> 0.815 at e5's share 6/7, ``benchmarks/results/ensemble.md``).
+    ranks better in one language but pairs languages worse. When the candidates mix scripts, the
+    same-script ones take their vector share from part ``i`` too, so all are judged by one model
+    (USE-multilingual and e5-small at e5's share 6/7: the bilingual probe's Recall@1 0.630 ->
+    0.926, as USE alone; ``benchmarks/results/ensemble.md``).
 
     Args:
         parts: ``(embedder, share)`` pairs; shares are positive and are normalised to sum to 1.

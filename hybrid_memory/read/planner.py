@@ -284,6 +284,7 @@ class RecallPlanner:
             k=k,
             query=query,
             cross_script_similarity=self.cross_script_cosines(hits, asked),
+            alpha=alpha,
         )
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
 

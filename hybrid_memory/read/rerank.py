@@ -10,7 +10,12 @@ with
   character; its relevance is the larger of the fused score and its vector score alone (the
   candidates' cosines rescaled to 0..1, as relativeScoreFusion rescales a leg; with
   ``cross_script_similarity``, those cosines instead, e.g. the language-aligning part of a
-  :class:`~hybrid_memory.embeddings.ConcatEmbedder`);
+  :class:`~hybrid_memory.embeddings.ConcatEmbedder`). Given those cosines and the search's
+  ``alpha``, and when some candidates are in the other script, the same-script candidates'
+  vector share is re-taken from them too (``score - alpha·v + alpha·v_aligned``, both rescaled
+  to 0..1 over the candidates), so every candidate is judged by the same model: a part that
+  ranks well in one language but pairs languages badly cannot lift a same-language memory
+  over the other-language one that answers;
 * ``recency = 0.5 ** (Δt / half_life)``, Δt since the later of last access and last update;
 * ``heat = log1p(access_count) / log1p(max access_count among the candidates)`` (0 when none
   was ever accessed);
@@ -129,6 +134,24 @@ def guarded_order(scores: Sequence[float], keep: frozenset[int], k: int) -> list
     return head + [i for i in order if i not in chosen]
 
 
+def _other_script(hits: Sequence[StoreHit], query: str | None) -> list[bool] | None:
+    """Per hit, whether its search text is in one script, another than ``query``'s.
+
+    The search text includes the context: what the keyword leg reads. ``None`` when ``query`` is
+    not in one script (no words, or mixed: any memory may share its words).
+    """
+    asked = scripts(query) if query else frozenset()
+    if len(asked) != 1:
+        return None
+    return [len(own) == 1 and own != asked for own in (scripts(h.record.search_text) for h in hits)]
+
+
+def _rescaled(values: Sequence[float]) -> list[float]:
+    """``values`` min-max rescaled to 0..1 (all 1.0 when they are equal), as relativeScoreFusion rescales a leg."""
+    low, high = min(values), max(values)
+    return [(v - low) / (high - low) if high > low else 1.0 for v in values]
+
+
 def _cross_script_relevance(
     hits: Sequence[StoreHit], query: str | None, similarity: Sequence[float | None] | None = None
 ) -> dict[int, float]:
@@ -136,8 +159,8 @@ def _cross_script_relevance(
 
     ``similarity``: one cosine per hit (``None``: none) to use instead of ``vector_similarity``.
     """
-    asked = scripts(query) if query else frozenset()
-    if len(asked) != 1:
+    other = _other_script(hits, query)
+    if other is None:
         return {}  # no words, or mixed: every memory may share words with the query
     cos = list(similarity) if similarity is not None else [h.vector_similarity for h in hits]
     if len(cos) != len(hits):
@@ -146,14 +169,29 @@ def _cross_script_relevance(
     if not sims:
         return {}
     low, high = min(sims), max(sims)
-    out: dict[int, float] = {}
-    for i, (h, c) in enumerate(zip(hits, cos, strict=True)):
-        if c is None:
-            continue
-        own = scripts(h.record.search_text)  # what the keyword leg reads: the context too
-        if len(own) == 1 and own != asked:
-            out[i] = (c - low) / (high - low) if high > low else 1.0
-    return out
+    return {i: (c - low) / (high - low) if high > low else 1.0 for i, c in enumerate(cos) if c is not None and other[i]}
+
+
+def _aligned_same_script(
+    hits: Sequence[StoreHit], query: str | None, similarity: Sequence[float | None], alpha: float
+) -> dict[int, float]:
+    """Fused relevance of the same-script hits with the vector share taken from ``similarity`` (see the module docstring).
+
+    Empty unless some hit is in the other script and every hit has both cosines.
+    """
+    other = _other_script(hits, query)
+    whole = [h.vector_similarity for h in hits]
+    if other is None or not any(other) or all(other):
+        return {}
+    if any(w is None for w in whole) or any(c is None for c in similarity):
+        return {}
+    v_whole = _rescaled([float(w) for w in whole if w is not None])
+    v_part = _rescaled([float(c) for c in similarity if c is not None])
+    return {
+        i: min(1.0, max(0.0, h.score - alpha * v_whole[i] + alpha * v_part[i]))
+        for i, h in enumerate(hits)
+        if not other[i]
+    }
 
 
 def rerank(
@@ -166,6 +204,7 @@ def rerank(
     k: int | None = None,
     query: str | None = None,
     cross_script_similarity: Sequence[float | None] | None = None,
+    alpha: float | None = None,
 ) -> list[RecallHit]:
     """Score store hits with relevance, importance, recency, heat and time match; best first.
 
@@ -174,7 +213,9 @@ def rerank(
     relevant candidates (:func:`protected`) come first, at most ``k`` (:func:`guarded_order`).
     With ``query`` (and ``config.cross_script``), memories in another script than the query are
     scored by their vector leg alone (see the module docstring): by ``cross_script_similarity``
-    when given (one cosine per hit, ``None`` for a hit without one), else by ``vector_similarity``.
+    when given (one cosine per hit, ``None`` for a hit without one), else by ``vector_similarity``;
+    with both those cosines and the search's ``alpha``, the same-script memories' vector share is
+    re-taken from them as well when the candidates mix scripts.
     """
     cfg = config if config is not None else RerankConfig()
     max_access = max((h.record.access_count for h in hits), default=0)
@@ -184,9 +225,14 @@ def rerank(
         if cfg.cross_script and fusion == "relative"
         else {}
     )
+    aligned = (
+        _aligned_same_script(hits, query, cross_script_similarity, alpha)
+        if vector_alone and cross_script_similarity is not None and alpha is not None
+        else {}
+    )
     out: list[RecallHit] = []
     for i, h in enumerate(hits):
-        rel = max(relevance_of(h.score, fusion), vector_alone.get(i, 0.0))
+        rel = max(aligned.get(i, relevance_of(h.score, fusion)), vector_alone.get(i, 0.0))
         rec = recency(h.record, now, cfg.half_life_days)
         heat = math.log1p(h.record.access_count) / denom if denom > 0 else 0.0
         imp = h.record.importance

@@ -244,3 +244,46 @@ def test_without_stored_vectors_a_pair_falls_back_to_the_whole_cosine() -> None:
         assert next(h for h in hits if h.content == texts[0]).relevance == pytest.approx(expected, abs=1e-5)
     finally:
         mem.close()
+
+
+_ALIGNED = {  # a part that pairs languages: the question and its English answer agree, nothing else does
+    "我的工作是什么？": [1.0, 0.0, 0.0, 0.0],
+    "I work night shifts as a nurse.": [1.0, 0.0, 0.0, 0.0],
+    "我的工作室在三楼。": [0.0, 1.0, 0.0, 0.0],
+    "我喜欢猫。": [0.0, 0.0, 1.0, 0.0],
+}
+
+
+def _aligned(texts: object) -> list[list[float]]:
+    return [_ALIGNED.get(str(t), [0.0, 0.0, 0.0, 1.0]) for t in texts]  # type: ignore[attr-defined]
+
+
+def _by_script(texts: object) -> list[list[float]]:
+    """Ranks within one language and pairs languages badly: every Chinese text is near the Chinese question."""
+    return [[1.0, 0.3] if any("\u4e00" <= c <= "\u9fff" for c in str(t)) else [0.0, 1.0] for t in texts]  # type: ignore[attr-defined]
+
+
+def test_when_candidates_mix_scripts_the_same_script_ones_are_judged_by_the_aligned_part_too() -> None:
+    # The Chinese distractor shares 工作 with the Chinese question and, by the script part, looks like it:
+    # its fused relevance is 1.0, as is the English answer's by the aligned part alone. With the vector
+    # share of the same-script memories also taken from the aligned part, the answer comes first.
+    from hybrid_memory import HybridMemory, LocalStore
+    from hybrid_memory.config import HybridMemoryConfig
+    from hybrid_memory.embeddings import ConcatEmbedder
+
+    pair = ConcatEmbedder(
+        [(CallableEmbedder(_aligned, name="aligned"), 0.2), (CallableEmbedder(_by_script, name="script"), 0.8)],
+        cross_script=0,
+    )
+    weights = {"w_relevance": 1.0, "w_importance": 0.0, "w_recency": 0.0, "w_heat": 0.0}
+    mem = HybridMemory(
+        store=LocalStore(":memory:"), embedder=pair, config=HybridMemoryConfig(rerank=weights), trace=False
+    )
+    try:
+        for text in ("我的工作室在三楼。", "I work night shifts as a nurse.", "我喜欢猫。"):
+            mem.remember("u", text, importance=0.5)
+        hits = mem.recall("我的工作是什么？", user_id="u", k=3, touch=False)
+        assert [h.content for h in hits][:2] == ["I work night shifts as a nurse.", "我的工作室在三楼。"]
+        assert hits[0].relevance == pytest.approx(1.0) and hits[1].relevance < 0.9
+    finally:
+        mem.close()

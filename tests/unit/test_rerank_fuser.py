@@ -228,6 +228,37 @@ def test_given_cross_script_similarities_judge_the_other_script_memories() -> No
         rerank(hits, now=NOW, config=weights, query="What is my job?", cross_script_similarity=[0.5])
 
 
+def test_with_the_search_alpha_same_script_memories_take_their_vector_share_from_the_aligned_cosines() -> None:
+    # Whole cosines 0.30 / 0.80 / 0.50 (rescaled 0 / 1 / 0.4), aligned ones 0.9 / 0.2 / 0.5 (1 / 0 / 0.43);
+    # fused at alpha 0.4: the distractor 0.6 (keyword) + 0.4 = 1.0, the other 0.24 (the store rescales its own pool).
+    answer = StoreHit(rec("我在一家医院做夜班护士。"), 0.0, None, 0.30)
+    distractor = StoreHit(rec("I take the subway to work every day."), 1.0, 1.1, 0.80)
+    other = StoreHit(rec("My son plays football."), 0.24, None, 0.50)
+    weights = RerankConfig(w_relevance=1, w_importance=0, w_recency=0, w_heat=0)
+    hits, aligned, q = [distractor, answer, other], [0.2, 0.9, 0.5], "What is my job?"
+    tied = rerank(hits, now=NOW, config=weights, query=q, cross_script_similarity=aligned)
+    assert [(h.content, round(h.relevance, 4)) for h in tied][:2] == [
+        (distractor.record.content, 1.0),  # a tie: the store's order
+        (answer.record.content, 1.0),
+    ]
+    out = rerank(hits, now=NOW, config=weights, query=q, cross_script_similarity=aligned, alpha=0.4)
+    assert [(h.content, round(h.relevance, 4)) for h in out] == [
+        (answer.record.content, 1.0),
+        (distractor.record.content, 0.6),  # 1.0 - 0.4 * 1 + 0.4 * 0
+        (other.record.content, round(0.24 - 0.4 * 0.4 + 0.4 * 0.3 / 0.7, 4)),
+    ]
+    # All in the question's script, or a mixed-script question: nothing to align, the fused scores stand.
+    same = [distractor, other]
+    assert [
+        h.relevance
+        for h in rerank(same, now=NOW, config=weights, query=q, cross_script_similarity=[0.2, 0.5], alpha=0.4)
+    ] == [1.0, 0.24]
+    mixed_q = rerank(
+        hits, now=NOW, config=weights, query="What is my 工作?", cross_script_similarity=aligned, alpha=0.4
+    )
+    assert [h.relevance for h in mixed_q] == [1.0, 0.24, 0.0]
+
+
 def test_scripts_of_a_text() -> None:
     from hybrid_memory.text.analyzer import scripts
 
