@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -186,31 +188,44 @@ def _scripts(texts: object) -> list[list[float]]:
     return [[0.0, 1.0] if any("\u4e00" <= c <= "\u9fff" for c in str(t)) else [1.0, 0.0] for t in texts]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("cross_script", [None, 0])
-def test_a_pair_judges_other_script_memories_by_its_cross_script_part(cross_script: int | None) -> None:
-    # The Chinese answer shares no keyword with the English question; by the whole vector (mostly the
-    # script part) it is the least similar memory, by the topic part alone the most similar.
+def _recall_with_pair(
+    parts: tuple[Any, Any],
+    cross_script: int | None,
+    memories: tuple[str, ...],
+    question: str,
+    *,
+    store: Any = None,
+    retrieval: dict[str, Any] | None = None,
+) -> list[Any]:
+    """``recall`` of a fake two-part pair (shares 0.2 / 0.8), ranking by relevance alone."""
     from hybrid_memory import HybridMemory, LocalStore
     from hybrid_memory.config import HybridMemoryConfig
     from hybrid_memory.embeddings import ConcatEmbedder
 
     pair = ConcatEmbedder(
-        [(CallableEmbedder(_topics, name="topics"), 0.2), (CallableEmbedder(_scripts, name="scripts"), 0.8)],
+        [(CallableEmbedder(parts[0], name="aligned"), 0.2), (CallableEmbedder(parts[1], name="script"), 0.8)],
         cross_script=cross_script,
     )
     weights = {"w_relevance": 1.0, "w_importance": 0.0, "w_recency": 0.0, "w_heat": 0.0}
-    mem = HybridMemory(
-        store=LocalStore(":memory:"), embedder=pair, config=HybridMemoryConfig(rerank=weights), trace=False
-    )
+    config = HybridMemoryConfig(rerank=weights, retrieval=retrieval or {})
+    mem = HybridMemory(store=store or LocalStore(":memory:"), embedder=pair, config=config, trace=False)
     try:
-        for text in ("我在医院做护士。", "I take the subway to work every day.", "My son plays football."):
+        for text in memories:
             mem.remember("u", text, importance=0.5)
-        hits = mem.recall("What is my job?", user_id="u", k=3, touch=False)
-        assert (hits[0].content == "我在医院做护士。") is (cross_script == 0)
-        answer = next(h for h in hits if h.content == "我在医院做护士。")
-        assert answer.relevance == pytest.approx(1.0 if cross_script == 0 else 0.0, abs=1e-6)
+        return list(mem.recall(question, user_id="u", k=len(memories), touch=False))
     finally:
         mem.close()
+
+
+@pytest.mark.parametrize("cross_script", [None, 0])
+def test_a_pair_judges_other_script_memories_by_its_cross_script_part(cross_script: int | None) -> None:
+    # The Chinese answer shares no keyword with the English question; by the whole vector (mostly the
+    # script part) it is the least similar memory, by the topic part alone the most similar.
+    memories = ("我在医院做护士。", "I take the subway to work every day.", "My son plays football.")
+    hits = _recall_with_pair((_topics, _scripts), cross_script, memories, "What is my job?")
+    assert (hits[0].content == "我在医院做护士。") is (cross_script == 0)
+    answer = next(h for h in hits if h.content == "我在医院做护士。")
+    assert answer.relevance == pytest.approx(1.0 if cross_script == 0 else 0.0, abs=1e-6)
 
 
 def test_without_stored_vectors_a_pair_falls_back_to_the_whole_cosine() -> None:
@@ -219,31 +234,21 @@ def test_without_stored_vectors_a_pair_falls_back_to_the_whole_cosine() -> None:
     # two scales, and not left to the fused score, which is only alpha times that).
     import dataclasses
 
-    from hybrid_memory import HybridMemory, LocalStore
-    from hybrid_memory.config import HybridMemoryConfig
+    from hybrid_memory import LocalStore
     from hybrid_memory.embeddings import ConcatEmbedder
 
     store = LocalStore(":memory:")
     search = store.search
     store.search = lambda *a, **kw: [dataclasses.replace(h, vector=None) for h in search(*a, **kw)]  # type: ignore[method-assign]
-    pair = ConcatEmbedder(
-        [(CallableEmbedder(_topics, name="topics"), 0.2), (CallableEmbedder(_scripts, name="scripts"), 0.8)],
-        cross_script=0,
+    texts = ("我在医院做护士。", "我儿子踢足球。", "I take the subway to work every day.", "My son plays football.")
+    hits = _recall_with_pair(
+        (_topics, _scripts), 0, texts, "What is my job?", store=store, retrieval={"centre_weight": 0}
     )
-    weights = {"w_relevance": 1.0, "w_importance": 0.0, "w_recency": 0.0, "w_heat": 0.0}
-    config = HybridMemoryConfig(rerank=weights, retrieval={"centre_weight": 0})
-    mem = HybridMemory(store=store, embedder=pair, config=config, trace=False)
-    texts = ["我在医院做护士。", "我儿子踢足球。", "I take the subway to work every day.", "My son plays football."]
-    try:
-        for text in texts:
-            mem.remember("u", text, importance=0.5)
-        hits = mem.recall("What is my job?", user_id="u", k=4, touch=False)
-        whole = pair.embed_documents(texts) @ pair.embed_query("What is my job?")
-        expected = (whole[0] - whole.min()) / (whole.max() - whole.min())
-        assert 0.1 < expected < 0.9
-        assert next(h for h in hits if h.content == texts[0]).relevance == pytest.approx(expected, abs=1e-5)
-    finally:
-        mem.close()
+    pair = ConcatEmbedder([(CallableEmbedder(_topics), 0.2), (CallableEmbedder(_scripts), 0.8)])
+    whole = pair.embed_documents(list(texts)) @ pair.embed_query("What is my job?")
+    expected = (whole[0] - whole.min()) / (whole.max() - whole.min())
+    assert 0.1 < expected < 0.9
+    assert next(h for h in hits if h.content == texts[0]).relevance == pytest.approx(expected, abs=1e-5)
 
 
 _ALIGNED = {  # a part that pairs languages: the question and its English answer agree, nothing else does
@@ -267,23 +272,7 @@ def test_when_candidates_mix_scripts_the_same_script_ones_are_judged_by_the_alig
     # The Chinese distractor shares 工作 with the Chinese question and, by the script part, looks like it:
     # its fused relevance is 1.0, as is the English answer's by the aligned part alone. With the vector
     # share of the same-script memories also taken from the aligned part, the answer comes first.
-    from hybrid_memory import HybridMemory, LocalStore
-    from hybrid_memory.config import HybridMemoryConfig
-    from hybrid_memory.embeddings import ConcatEmbedder
-
-    pair = ConcatEmbedder(
-        [(CallableEmbedder(_aligned, name="aligned"), 0.2), (CallableEmbedder(_by_script, name="script"), 0.8)],
-        cross_script=0,
-    )
-    weights = {"w_relevance": 1.0, "w_importance": 0.0, "w_recency": 0.0, "w_heat": 0.0}
-    mem = HybridMemory(
-        store=LocalStore(":memory:"), embedder=pair, config=HybridMemoryConfig(rerank=weights), trace=False
-    )
-    try:
-        for text in ("我的工作室在三楼。", "I work night shifts as a nurse.", "我喜欢猫。"):
-            mem.remember("u", text, importance=0.5)
-        hits = mem.recall("我的工作是什么？", user_id="u", k=3, touch=False)
-        assert [h.content for h in hits][:2] == ["I work night shifts as a nurse.", "我的工作室在三楼。"]
-        assert hits[0].relevance == pytest.approx(1.0) and hits[1].relevance < 0.9
-    finally:
-        mem.close()
+    memories = ("我的工作室在三楼。", "I work night shifts as a nurse.", "我喜欢猫。")
+    hits = _recall_with_pair((_aligned, _by_script), 0, memories, "我的工作是什么？")
+    assert [h.content for h in hits][:2] == ["I work night shifts as a nurse.", "我的工作室在三楼。"]
+    assert hits[0].relevance == pytest.approx(1.0) and hits[1].relevance < 0.9
