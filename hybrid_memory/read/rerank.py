@@ -153,40 +153,34 @@ def _rescaled(values: Sequence[float]) -> list[float]:
 
 
 def _cross_script_relevance(
-    hits: Sequence[StoreHit], query: str | None, similarity: Sequence[float | None] | None = None
+    hits: Sequence[StoreHit], other: Sequence[bool], similarity: Sequence[float | None] | None = None
 ) -> dict[int, float]:
-    """Vector-leg relevance (cosines rescaled to 0..1 over the candidates) of the hits in another script than ``query``.
+    """Vector-leg relevance (cosines rescaled to 0..1 over the candidates) of the ``other``-script hits.
 
     ``similarity``: one cosine per hit (``None``: none) to use instead of ``vector_similarity``.
     """
-    other = _other_script(hits, query)
-    if other is None:
-        return {}  # no words, or mixed: every memory may share words with the query
     cos = list(similarity) if similarity is not None else [h.vector_similarity for h in hits]
     if len(cos) != len(hits):
         raise ValueError(f"cross_script_similarity has {len(cos)} values for {len(hits)} hits")
-    sims = [c for c in cos if c is not None]
-    if not sims:
+    known = [(i, c) for i, c in enumerate(cos) if c is not None]
+    if not known:
         return {}
-    low, high = min(sims), max(sims)
-    return {i: (c - low) / (high - low) if high > low else 1.0 for i, c in enumerate(cos) if c is not None and other[i]}
+    scaled = _rescaled([c for _, c in known])
+    return {i: v for (i, _), v in zip(known, scaled, strict=True) if other[i]}
 
 
 def _aligned_same_script(
-    hits: Sequence[StoreHit], query: str | None, similarity: Sequence[float | None], alpha: float
+    hits: Sequence[StoreHit], other: Sequence[bool], similarity: Sequence[float | None], alpha: float
 ) -> dict[int, float]:
     """Fused relevance of the same-script hits with the vector share taken from ``similarity`` (see the module docstring).
 
-    Empty unless some hit is in the other script and every hit has both cosines.
+    Empty unless every hit has both cosines.
     """
-    other = _other_script(hits, query)
-    whole = [h.vector_similarity for h in hits]
-    if other is None or not any(other) or all(other):
+    whole = [h.vector_similarity for h in hits if h.vector_similarity is not None]
+    part = [c for c in similarity if c is not None]
+    if len(whole) != len(hits) or len(part) != len(hits):
         return {}
-    if any(w is None for w in whole) or any(c is None for c in similarity):
-        return {}
-    v_whole = _rescaled([float(w) for w in whole if w is not None])
-    v_part = _rescaled([float(c) for c in similarity if c is not None])
+    v_whole, v_part = _rescaled(whole), _rescaled(part)
     return {
         i: min(1.0, max(0.0, h.score - alpha * v_whole[i] + alpha * v_part[i]))
         for i, h in enumerate(hits)
@@ -220,14 +214,11 @@ def rerank(
     cfg = config if config is not None else RerankConfig()
     max_access = max((h.record.access_count for h in hits), default=0)
     denom = math.log1p(max_access)
-    vector_alone = (
-        _cross_script_relevance(hits, query, cross_script_similarity)
-        if cfg.cross_script and fusion == "relative"
-        else {}
-    )
+    other = _other_script(hits, query) if cfg.cross_script and fusion == "relative" else None
+    vector_alone = _cross_script_relevance(hits, other, cross_script_similarity) if other else {}
     aligned = (
-        _aligned_same_script(hits, query, cross_script_similarity, alpha)
-        if vector_alone and cross_script_similarity is not None and alpha is not None
+        _aligned_same_script(hits, other, cross_script_similarity, alpha)
+        if other and vector_alone and cross_script_similarity is not None and alpha is not None
         else {}
     )
     out: list[RecallHit] = []
