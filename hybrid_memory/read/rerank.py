@@ -153,12 +153,15 @@ def _rescaled(values: Sequence[float]) -> list[float]:
 
 
 def _cross_script_relevance(
-    hits: Sequence[StoreHit], other: Sequence[bool], similarity: Sequence[float | None] | None = None
+    hits: Sequence[StoreHit], query: str | None, similarity: Sequence[float | None] | None = None
 ) -> dict[int, float]:
-    """Vector-leg relevance (cosines rescaled to 0..1 over the candidates) of the ``other``-script hits.
+    """Vector-leg relevance (cosines rescaled to 0..1 over the candidates) of the hits in another script than ``query``.
 
     ``similarity``: one cosine per hit (``None``: none) to use instead of ``vector_similarity``.
     """
+    other = _other_script(hits, query)
+    if other is None:
+        return {}  # no words, or mixed: every memory may share words with the query
     cos = list(similarity) if similarity is not None else [h.vector_similarity for h in hits]
     if len(cos) != len(hits):
         raise ValueError(f"cross_script_similarity has {len(cos)} values for {len(hits)} hits")
@@ -214,13 +217,16 @@ def rerank(
     cfg = config if config is not None else RerankConfig()
     max_access = max((h.record.access_count for h in hits), default=0)
     denom = math.log1p(max_access)
-    other = _other_script(hits, query) if cfg.cross_script and fusion == "relative" else None
-    vector_alone = _cross_script_relevance(hits, other, cross_script_similarity) if other else {}
-    aligned = (
-        _aligned_same_script(hits, other, cross_script_similarity, alpha)
-        if other and vector_alone and cross_script_similarity is not None and alpha is not None
+    vector_alone = (
+        _cross_script_relevance(hits, query, cross_script_similarity)
+        if cfg.cross_script and fusion == "relative"
         else {}
     )
+    aligned: dict[int, float] = {}
+    if vector_alone and cross_script_similarity is not None and alpha is not None:  # the candidates mix scripts
+        other = _other_script(hits, query)
+        if other is not None:
+            aligned = _aligned_same_script(hits, other, cross_script_similarity, alpha)
     out: list[RecallHit] = []
     for i, h in enumerate(hits):
         rel = max(aligned.get(i, relevance_of(h.score, fusion)), vector_alone.get(i, 0.0))
