@@ -15,6 +15,7 @@ memory that answers them in the other, and questions no memory answers) is score
 with Recall@5 and the share injected (part 3 of issue 17).
 
     python -m benchmarks.gate --out benchmarks/results          # collect (cached) and score
+    python -m benchmarks.gate --embedder use+e5 --out benchmarks/results   # the USE + e5 pair: gate_use_e5.*
 """
 
 from __future__ import annotations
@@ -213,15 +214,20 @@ def load_cases(path: Path) -> list[Case]:
     ]
 
 
-def collect(data_dir: Path, cache: Path) -> list[Case]:
+#: The embedders the study runs with: the default model, and the USE + e5 pair (``use_e5_pair``),
+#: whose floor and gate are USE's and read USE's cosine (``ConcatEmbedder(cross_script=0)``).
+EMBEDDERS = {"default": "default embedder (USE)", "use+e5": "the USE + e5-small pair (`use_e5_pair()`)"}
+
+
+def collect(data_dir: Path, cache: Path, embedder: str = "default") -> list[Case]:
     """All cases (three datasets and the probe), cached in ``cache``."""
     if cache.exists():
         return load_cases(cache)
     from benchmarks.__main__ import load_all
     from benchmarks.harness.cache import CachedEmbedder
-    from hybrid_memory.embeddings import default_embedder
+    from hybrid_memory.embeddings import default_embedder, use_e5_pair
 
-    emb = CachedEmbedder(default_embedder())
+    emb = CachedEmbedder(use_e5_pair() if embedder == "use+e5" else default_embedder())
     cases: list[Case] = []
     try:
         for name, ds in load_all(data_dir).items():
@@ -368,8 +374,18 @@ def _row(cases: Sequence[Case], rule: Rule) -> dict[str, Any]:
     return {**score(cases, rule), "share_injected": share_injected(cases, rule, floor_rule(0.2, 0.5))}
 
 
-def study(cases: Sequence[Case], probe_recall: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Old floor vs the calibrated gate: dev numbers, leave-one-dataset-out numbers, the probe."""
+def study(
+    cases: Sequence[Case],
+    probe_recall: Mapping[str, Any] | None = None,
+    *,
+    embedder: str = "default",
+    library: Params | None = None,
+) -> dict[str, Any]:
+    """Old floor vs the calibrated gate: dev numbers, leave-one-dataset-out numbers, the probe.
+
+    ``library``: the gate the library ships for ``embedder`` (its ``injection_gate``), scored
+    beside the rule tuned here when they differ.
+    """
     by = {n: [c for c in cases if c.dataset == n] for n in (*DATASETS, "probe")}
     grid = _grid()
     dev = fit(by, DATASETS, grid)
@@ -377,6 +393,7 @@ def study(cases: Sequence[Case], probe_recall: Mapping[str, Any] | None = None) 
     chosen: Params = (*dev[:3], bonus)
     old = floor_rule(0.2, 0.5)
     out: dict[str, Any] = {
+        "embedder": embedder,
         "max_false_skip_when_tuning": MAX_FALSE_SKIP,
         "chosen": dict(
             zip(
@@ -398,6 +415,8 @@ def study(cases: Sequence[Case], probe_recall: Mapping[str, Any] | None = None) 
         "cross_validated": {},
         "probe": dict(probe_recall or {}),
     }
+    if library is not None and tuple(library) != tuple(chosen):
+        out["library_gate"] = {"params": list(library), **{n: _row(by[n], gate_rule(library)) for n in by}}
     for held in DATASETS:
         params = fit(by, [n for n in DATASETS if n != held], grid)
         out["cross_validated"][held] = {"params": list(params[:3]), **_row(by[held], gate_rule((*params[:3], bonus)))}
@@ -409,7 +428,8 @@ def markdown(res: Mapping[str, Any]) -> str:
     lines = [
         "# Injection gate: false skips and false injects (`python -m benchmarks.gate`)",
         "",
-        "Default pipeline, default embedder (USE), k = 10 candidates per question as `build_context` recalls. "
+        f"Default pipeline, {EMBEDDERS[res.get('embedder', 'default')]}, k = 10 candidates per question as "
+        "`build_context` recalls. "
         "*False skip*: the top hit covers a gold document and the gate injects nothing (share of those questions). "
         "*False inject*: the question asked against another group's memories (another LoCoMo conversation, "
         "LongMemEval haystack or MemoryBank user; nothing there is relevant) and the gate injects a block. "
@@ -438,6 +458,23 @@ def markdown(res: Mapping[str, Any]) -> str:
             f"| {n} | {d['relevant_top']} / {d['no_relevant']} | {o['false_skip']:.1%} | {o['false_inject']:.1%} | "
             f"{d['false_skip']:.1%} | {d['false_inject']:.1%} | {d['share_injected']:.1%} | {cv_cells} |"
         )
+    lib = res.get("library_gate")
+    if lib:
+        sets = (*DATASETS, "probe")
+        lines += [
+            "",
+            f"The gate the library ships for this embedder ({tuple(lib['params'])}), on the same candidates "
+            "(false skip / false inject / share injected):",
+            "",
+            "| " + " | ".join(sets) + " |",
+            "|" + "---|" * len(sets),
+            "| "
+            + " | ".join(
+                f"{lib[n]['false_skip']:.1%} / {lib[n]['false_inject']:.1%} / {lib[n]['share_injected']:.1%}"
+                for n in sets
+            )
+            + " |",
+        ]
     p = res.get("probe") or {}
     if p:
         lines += [
@@ -508,17 +545,30 @@ def markdown(res: Mapping[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
-    p.add_argument("--cache", type=Path, default=Path("/tmp/hybrid-memory-gate-cases.json"))
+    p.add_argument("--cache", type=Path, default=None, help="default: /tmp/hybrid-memory-gate-cases[-<embedder>].json")
+    p.add_argument("--embedder", choices=sorted(EMBEDDERS), default="default")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    cases = collect(args.data_dir, args.cache)
-    probe_recall = json.loads(args.cache.with_suffix(".probe.json").read_text())
-    res = study(cases, probe_recall)
+    suffix = "" if args.embedder == "default" else "-" + args.embedder.replace("+", "-")
+    cache = args.cache or Path(f"/tmp/hybrid-memory-gate-cases{suffix}.json")
+    cases = collect(args.data_dir, cache, args.embedder)
+    probe_recall = json.loads(cache.with_suffix(".probe.json").read_text())
+    from hybrid_memory.embeddings import UniversalSentenceEncoder
+
+    shipped = UniversalSentenceEncoder.injection_gate  # the pair's gate is its USE part's
+    library: Params = (
+        shipped.min_similarity,
+        shipped.min_term_overlap,
+        shipped.min_similarity_with_terms,
+        shipped.cross_lingual_bonus,
+    )
+    res = study(cases, probe_recall, embedder=args.embedder, library=library)
     text = markdown(res)
     print(text)
     if args.out is not None:
-        (args.out / "gate.json").write_text(json.dumps(res, indent=2) + "\n")
-        (args.out / "gate.md").write_text(text)
+        stem = "gate" + suffix.replace("-", "_")
+        (args.out / f"{stem}.json").write_text(json.dumps(res, indent=2) + "\n")
+        (args.out / f"{stem}.md").write_text(text)
     return 0
 
 

@@ -473,7 +473,12 @@ class ConcatEmbedder(_BaseEmbedder):
     ranks better in one language but pairs languages worse. When the candidates mix scripts, the
     same-script ones take their vector share from part ``i`` too, so all are judged by one model
     (USE-multilingual and e5-small at e5's share 6/7: the bilingual probe's Recall@1 0.630 ->
-    0.926, as USE alone; ``benchmarks/results/ensemble.md``).
+    0.926, as USE alone; ``benchmarks/results/ensemble.md``). Part ``i`` also judges whether a
+    memory is relevant enough to inject: the relevance floor (``min_similarity``) and the
+    calibrated ``injection_gate`` are its own, compared with its cosine (the ``vector_similarity``
+    that ``recall`` reports). The weighted mean of the parts' floors (the rule without
+    ``cross_script``) put a block in for 9 of the probe's 13 questions that no memory answers
+    (USE alone: 7); part 0's floor puts one in for the same 7.
 
     Args:
         parts: ``(embedder, share)`` pairs; shares are positive and are normalised to sum to 1.
@@ -497,6 +502,9 @@ class ConcatEmbedder(_BaseEmbedder):
         >>> [round(float(x), 3) for x in by_a.cross_script_view(by_a.embed_query("x"))]  # part a, unit norm
         [1.0, 0.0]
     """
+
+    #: The calibrated gate of the ``cross_script`` part (``None``: the floor decides).
+    injection_gate: InjectionGate | None = None
 
     def __init__(self, parts: Sequence[tuple[Any, float]], *, cross_script: int | None = None) -> None:
         super().__init__()
@@ -527,7 +535,16 @@ class ConcatEmbedder(_BaseEmbedder):
         self.name = "concat(" + ", ".join(f"{e.name}*{s:.3g}" for e, s in self.parts) + ")"
         self._dedup = self._mean(lambda e: e.dedup_threshold)
         self._stm = self._mean(lambda e: e.stm_threshold)
-        self.min_similarity = self._mean(lambda e: float(getattr(e, "min_similarity", _BaseEmbedder.min_similarity)))
+        if cross_script is None:
+            self.min_similarity = self._mean(
+                lambda e: float(getattr(e, "min_similarity", _BaseEmbedder.min_similarity))
+            )
+        else:  # the part that judges other-script memories judges relevance: its floor and gate, on its cosine
+            judge = self.parts[cross_script][0]
+            self.min_similarity = float(getattr(judge, "min_similarity", _BaseEmbedder.min_similarity))
+            gate = getattr(judge, "injection_gate", None)
+            if isinstance(gate, InjectionGate):
+                self.injection_gate = gate
         self.batch_size = min(int(getattr(e, "batch_size", _BaseEmbedder.batch_size)) for e, _ in self.parts)
 
     def _mean(self, value: Callable[[Embedder], float]) -> float:

@@ -254,7 +254,7 @@ class RecallPlanner:
             not include_archived
             and self.config.retrieval.archive_fallback
             and "archived" not in base.statuses
-            and not any(self.hit_relevant(h, query) for h in hits)
+            and not self.any_relevant(hits, query, asked, user_id)
         ):
             archived = MemoryFilter(
                 categories=base.categories,
@@ -265,7 +265,9 @@ class RecallPlanner:
                 statuses=("archived",),
             )
             found = self.search(query, user_id, limit=limit, alpha=alpha, filt=archived, fusion=fusion, vector=vector)
-            extra = [h for h in self._as_asked(found, asked, vector) if self.hit_relevant(h, query)]
+            found = self._as_asked(found, asked, vector)
+            judged = self.judged_cosines(found, asked, user_id)
+            extra = [h for h in found if self.hit_relevant(h, query, judged)]
             hits = hits + extra
         windows = self.time_windows(query, now, base)
         if windows:
@@ -286,7 +288,40 @@ class RecallPlanner:
             cross_script_similarity=self.cross_script_cosines(hits, asked),
             alpha=alpha,
         )
+        judged = self.judged_cosines(hits, asked, user_id)
+        if judged is not None:  # the floor and the gate read the judging part's cosine
+            ranked = [r.model_copy(update={"vector_similarity": judged.get(r.id)}) for r in ranked]
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
+
+    def judged_cosines(
+        self, hits: Sequence[StoreHit], asked: Vector | None, user_id: str
+    ) -> dict[str, float | None] | None:
+        """Each hit's cosine to ``asked`` in the view of the part that judges relevance (``None``: the whole vector).
+
+        A :class:`~hybrid_memory.embeddings.ConcatEmbedder` built with ``cross_script`` takes its
+        relevance floor and injection gate from that part (they were calibrated on its cosines), so
+        the cosine they compare is that part's too: the ``vector_similarity`` of what ``recall``
+        returns. A hit the store returned without its vector is read with ``get_vectors``; one
+        still without gets ``None`` (no cosine: only the keyword floor can pass it).
+        """
+        view = getattr(self.embedder, "cross_script_view", None)
+        if view is None or asked is None or not hits:
+            return None
+        q = view(asked)
+        if q is None:
+            return None
+        vectors = {h.record.id: h.vector for h in hits if h.vector is not None}
+        missing = [h.record.id for h in hits if h.vector is None]
+        if missing:
+            vectors.update(self.store.get_vectors(user_id, missing))
+        return {
+            h.record.id: float(np.dot(view(vectors[h.record.id]), q)) if h.record.id in vectors else None for h in hits
+        }
+
+    def any_relevant(self, hits: Sequence[StoreHit], query: str, asked: Vector | None, user_id: str) -> bool:
+        """Whether any of ``hits`` clears the relevance floor (:meth:`hit_relevant`)."""
+        judged = self.judged_cosines(hits, asked, user_id)
+        return any(self.hit_relevant(h, query, judged) for h in hits)
 
     def cross_script_cosines(self, hits: Sequence[StoreHit], asked: Vector | None) -> list[float] | None:
         """Each hit's cosine to ``asked`` in the embedder's cross-script view (``None``: the embedder has none).
@@ -395,11 +430,14 @@ class RecallPlanner:
                     best[h.record.id] = h
         return [best[i] for i in order]
 
-    def hit_relevant(self, h: StoreHit, query: str) -> bool:
-        """Whether a store hit clears the context builder's relevance floor (:func:`passes_floor`)."""
+    def hit_relevant(self, h: StoreHit, query: str, judged: Mapping[str, float | None] | None = None) -> bool:
+        """Whether a store hit clears the context builder's relevance floor (:func:`passes_floor`).
+
+        ``judged``: the cosines of :meth:`judged_cosines` (``None``: the hit's own ``vector_similarity``).
+        """
         fuser = self.fuser
         return passes_floor(
-            h.vector_similarity,
+            h.vector_similarity if judged is None else judged.get(h.record.id),
             h.keyword_score,
             fuser.min_similarity,
             fuser.config.min_keyword_score,

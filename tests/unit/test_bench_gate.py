@@ -56,3 +56,22 @@ def test_the_cross_lingual_bonus_lifts_only_memories_in_the_other_language() -> 
     same_language = (0.13, 0.0, 0.0, False, False, 0.5, False)
     assert not floor_bonus_rule(0.0)(other_language)
     assert floor_bonus_rule(0.1)(other_language) and not floor_bonus_rule(0.1)(same_language)
+
+
+def test_the_study_scores_the_shipped_gate_beside_the_tuned_one_and_names_the_embedder() -> None:
+    from benchmarks.gate import markdown, study
+
+    cases = [
+        Case(name, own, (hit(0.6 if own else 0.1, gold=own), hit(0.05)))
+        for name in ("locomo", "longmemeval", "memorybank", "probe")
+        for own in (True, False)
+    ]
+    res = study(cases, {"recall@5": 1.0, "questions_with_answer": 1}, embedder="use+e5", library=(0.9, 0.5, 0.8, 0.0))
+    lib = res["library_gate"]
+    assert lib["params"] == [0.9, 0.5, 0.8, 0.0]
+    assert all(lib[n]["false_skip"] == 1.0 and lib[n]["false_inject"] == 0.0 for n in ("locomo", "probe"))
+    assert res["calibrated_dev"]["locomo"]["false_skip"] == 0.0  # the tuned rule injects the 0.6 hit
+    text = markdown(res)
+    assert "the USE + e5-small pair" in text and "| 100.0% / 0.0% / 0.0% |" in text
+    same = study(cases, None, library=tuple(res["chosen"].values()))  # type: ignore[arg-type]
+    assert "library_gate" not in same and "default embedder (USE)" in markdown(same)

@@ -276,3 +276,89 @@ def test_when_candidates_mix_scripts_the_same_script_ones_are_judged_by_the_alig
     hits = _recall_with_pair((_aligned, _by_script), 0, memories, "我的工作是什么？")
     assert [h.content for h in hits][:2] == ["I work night shifts as a nurse.", "我的工作室在三楼。"]
     assert hits[0].relevance == pytest.approx(1.0) and hits[1].relevance < 0.9
+
+
+def test_a_pair_with_a_cross_script_part_takes_that_parts_floor_and_gate() -> None:
+    from hybrid_memory.embeddings import ConcatEmbedder, UniversalSentenceEncoder
+    from hybrid_memory.testing import HashingEmbedder
+
+    small, plain = HashingEmbedder(dim=32), CallableEmbedder(_scripts)
+    assert (small.min_similarity, plain.min_similarity) == (0.15, 0.3)
+    assert ConcatEmbedder([(small, 1.0), (plain, 3.0)]).min_similarity == pytest.approx(0.25 * 0.15 + 0.75 * 0.3)
+    judged = ConcatEmbedder([(small, 1.0), (plain, 3.0)], cross_script=0)
+    assert judged.min_similarity == 0.15 and judged.injection_gate is None
+    use = UniversalSentenceEncoder()  # the weights load on first embed only
+    with_use = ConcatEmbedder([(use, 1.0), (plain, 6.0)], cross_script=0)
+    assert with_use.min_similarity == use.min_similarity and with_use.injection_gate is use.injection_gate
+    assert ConcatEmbedder([(use, 1.0), (plain, 6.0)]).injection_gate is None
+
+
+_JUDGE = {  # the aligned part: the question matches the job memory, nothing else
+    "What is my job?": [1.0, 0.0, 0.0],
+    "I work night shifts as a nurse.": [1.0, 0.0, 0.0],
+    "I like cats.": [0.0, 1.0, 0.0],
+}
+
+
+def _judge(texts: object) -> list[list[float]]:
+    return [_JUDGE.get(str(t), [0.0, 0.0, 1.0]) for t in texts]  # type: ignore[attr-defined]
+
+
+def _pair_memory(cross_script: int | None) -> Any:
+    from hybrid_memory import HybridMemory, LocalStore
+    from hybrid_memory.embeddings import ConcatEmbedder
+
+    pair = ConcatEmbedder(
+        [(CallableEmbedder(_judge, name="aligned"), 0.2), (CallableEmbedder(_scripts, name="script"), 0.8)],
+        cross_script=cross_script,
+    )
+    return HybridMemory(store=LocalStore(":memory:"), embedder=pair, trace=False)
+
+
+@pytest.mark.parametrize("cross_script", [None, 0])
+def test_a_pairs_floor_reads_the_cosine_of_its_cross_script_part(cross_script: int | None) -> None:
+    # "I like cats." shares no word with the question. The script part calls any two English texts
+    # the same (cosine 1.0), so the whole cosine is 0.8, over the mean floor (0.3); the aligned part,
+    # which judges with cross_script=0, calls it unrelated (0.0, under its own floor 0.3).
+    mem = _pair_memory(cross_script)
+    try:
+        mem.remember("u", "I like cats.", importance=0.5)
+        [hit] = mem.recall("What is my job?", user_id="u", k=1, touch=False)
+        assert hit.vector_similarity == pytest.approx(0.0 if cross_script == 0 else 0.8, abs=1e-5)
+        ctx = mem.build_context("What is my job?", user_id="u")
+        assert ctx.skipped is (cross_script == 0)
+    finally:
+        mem.close()
+
+
+@pytest.mark.parametrize("cross_script", [None, 0])
+def test_a_pairs_archive_fall_back_asks_its_cross_script_part_whether_anything_active_is_relevant(
+    cross_script: int | None,
+) -> None:
+    mem = _pair_memory(cross_script)
+    try:
+        mem.remember("u", "I like cats.", importance=0.5)
+        nurse = mem.remember("u", "I work night shifts as a nurse.", importance=0.5).record
+        assert nurse is not None
+        mem.store.update([nurse.model_copy(update={"status": "archived"})])
+        found = [h.content for h in mem.recall("What is my job?", user_id="u", k=5, touch=False)]
+        # judged by the whole cosine, the cat memory (0.8) looks relevant and the archive is not searched
+        assert ("I work night shifts as a nurse." in found) is (cross_script == 0)
+        assert "I like cats." in found
+    finally:
+        mem.close()
+
+
+def test_a_pair_judges_hits_returned_without_vectors_by_their_stored_vectors() -> None:
+    import dataclasses
+
+    mem = _pair_memory(0)
+    search = mem.store.search
+    mem.store.search = lambda *a, **kw: [dataclasses.replace(h, vector=None) for h in search(*a, **kw)]  # type: ignore[method-assign]
+    try:
+        mem.remember("u", "I like cats.", importance=0.5)
+        [hit] = mem.recall("What is my job?", user_id="u", k=1, touch=False)
+        assert hit.vector_similarity == pytest.approx(0.0, abs=1e-5)  # the aligned part's, read with get_vectors
+        assert mem.build_context("What is my job?", user_id="u").skipped
+    finally:
+        mem.close()
