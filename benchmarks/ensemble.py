@@ -296,7 +296,9 @@ def verdict(res: dict[str, Any]) -> str:
         + ".",
         *([grouped_summary(res["grouped_cross_validated"])] if res.get("grouped_cross_validated") else []),
         f"* Probe at that share: Recall@1 {pair_probe['recall@1']:.3f} (default model {use_probe['recall@1']:.3f}), "
-        f"Recall@5 {pair_probe['recall@5']:.3f} ({use_probe['recall@5']:.3f}).",
+        f"Recall@5 {pair_probe['recall@5']:.3f} ({use_probe['recall@5']:.3f}), a block for "
+        f"{pair_probe['injected_when_nothing_answers']:.3f} of the questions nothing answers "
+        f"({use_probe['injected_when_nothing_answers']:.3f}).",
         f"* Speed of the concatenation{' (idle-machine estimate)' if estimated else ' (measured)'}: "
         f"{sp['batched_per_s']} sentences/s batched, query p95 {sp['query_p95_ms']} ms "
         f"({'meets' if fast else 'misses'} the bar).",
@@ -327,6 +329,42 @@ def speed(sets: dict[str, Dataset], repeats: int, share: float) -> dict[str, Any
     use, e5 = UniversalSentenceEncoder(), E5SmallEmbedder(backend="onnx")
     models = {"USE-multilingual v3": use, "e5-small int8": e5, "concatenation": _pair(use, e5, share)}
     return {label: _speed(emb, texts, n_single=64, repeats=repeats, queries=queries) for label, emb in models.items()}
+
+
+#: What a fresh process pays before its first query vector, per embedder (run by :func:`load_cost`).
+_LOAD_SCRIPT = """
+import json, resource, sys, time
+t = time.perf_counter()
+from hybrid_memory.embeddings import UniversalSentenceEncoder, use_e5_pair
+emb = use_e5_pair() if sys.argv[1] == "pair" else UniversalSentenceEncoder()
+emb.embed_query("Where do I live?")
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": round(time.perf_counter() - t, 2), "peak_rss_mb": round(rss)}))
+"""
+
+
+def load_cost(repeats: int = 3) -> dict[str, Any]:
+    """Seconds from import to the first query vector and peak resident memory of a fresh process, best of ``repeats``.
+
+    The pair builds e5's ONNX graph and quantises it in memory at first use, in every process.
+    """
+    import subprocess
+
+    out: dict[str, Any] = {}
+    for label, which in (("USE-multilingual v3", "use"), ("use_e5_pair()", "pair")):
+        runs = []
+        for _ in range(repeats):
+            done = subprocess.run(
+                [sys.executable, "-c", _LOAD_SCRIPT, which], capture_output=True, text=True, check=True, cwd=ROOT
+            )
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        out[label] = {
+            "seconds": min(r["seconds"] for r in runs),
+            "peak_rss_mb": min(r["peak_rss_mb"] for r in runs),
+            "seconds_runs": [r["seconds"] for r in runs],
+        }
+        log(f"load {label}: {out[label]}")
+    return out
 
 
 def render(res: dict[str, Any]) -> str:
@@ -418,6 +456,17 @@ def render(res: dict[str, Any]) -> str:
             f"| {label} | {s['batched_per_s']} | {s['batched_per_cpu_s']} | {s['query_p50_ms']} | "
             f"{s['query_p95_ms']} | {s['loadavg_before'][0]} |"
         )
+    load = res.get("load")
+    if load:
+        lines += [
+            "",
+            f"A fresh process, from import to its first query vector (best of {len(next(iter(load.values()))['seconds_runs'])} "
+            "runs; `--load`):",
+            "",
+            "| embedder | seconds | peak resident MB |",
+            "|---|---:|---:|",
+            *(f"| {label} | {v['seconds']} | {v['peak_rss_mb']} |" for label, v in load.items()),
+        ]
     quiet = res.get("quiet_speed")
     if quiet is not None and verdict_speed(res)[1]:
         lines += [
@@ -467,9 +516,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--grid", action="store_true", help="only rerun the grid and the cross-validations into the saved results"
     )
     parser.add_argument("--probe", action="store_true", help="only rerun the bilingual probe into the saved results")
+    parser.add_argument("--load", action="store_true", help="only rerun a fresh process's load cost into the results")
     args = parser.parse_args(argv)
-    if args.render or args.speed or args.grid or args.probe:
+    if args.render or args.speed or args.grid or args.probe or args.load:
         saved = json.loads((args.out / "ensemble.json").read_text(encoding="utf-8"))
+        if args.load:
+            saved["load"] = load_cost(args.repeats)
         if args.probe:
             saved["probe"] = probe_all_shares(saved["joint"])
         if args.speed:
@@ -498,6 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     joint = res["joint"]
     res["probe"] = probe_all_shares(joint)
     res["speed"] = speed(sets, args.repeats, _parse(best_share(joint, alpha))[0])
+    res["load"] = load_cost(args.repeats)
     res["quiet_speed"] = quiet_speed()
     res["verdict"] = verdict(res)
     res["seconds"] = round(time.perf_counter() - t0, 1)

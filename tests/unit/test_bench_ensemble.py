@@ -89,6 +89,20 @@ def test_the_verdict_keeps_use_when_a_dataset_drops_held_out() -> None:
     assert "| 0.000 (default) | 0.4 | 0.710 | 0.950 | 0.980 | 0.880 | 250 | 0.900 |" in md
     assert "| longmemeval | 1.000 @ alpha 0.25 | 0.930 | 0.950 |" in md
     assert "it misses the speed bar" in md
+    assert "a block for 0.500 of the questions nothing answers (0.500)" in text
+
+
+def test_the_load_cost_of_a_fresh_process_is_reported() -> None:
+    joint = _joint()
+    res = _study(joint, cross_validate(at_default_alpha(joint, 0.4), alpha=0.4), cross_validate(joint, alpha=0.4))
+    load = {
+        "USE-multilingual v3": {"seconds": 1.5, "peak_rss_mb": 400, "seconds_runs": [1.6, 1.5]},
+        "use_e5_pair()": {"seconds": 4.0, "peak_rss_mb": 900, "seconds_runs": [4.2, 4.0]},
+    }
+    md = render({**res, "load": load})
+    assert "first query vector (best of 2 runs" in md
+    assert "| USE-multilingual v3 | 1.5 | 400 |" in md and "| use_e5_pair() | 4.0 | 900 |" in md
+    assert "peak resident" not in render(res)
 
 
 def test_a_fold_holds_whole_groups() -> None:
@@ -203,7 +217,9 @@ def test_the_leave_one_out_choice_counts_the_questions_it_moves_with_a_sign_test
         "| held out | chosen | held-out score | default (USE, default alpha) | questions up / down (sign test) |" in md
     )
     assert "| locomo | 0.800 @ alpha 0.5 | 0.750 | 0.750 | 1 / 1 (p=1.000) |" in md
-    res["probe"] = {f"e5 share {k}": {"recall@1": 0.9, "recall@5": 1.0} for k in joint}
+    res["probe"] = {
+        f"e5 share {k}": {"recall@1": 0.9, "recall@5": 1.0, "injected_when_nothing_answers": 0.5} for k in joint
+    }
     res["speed"] = {"concatenation": {"batched_per_s": 150.0, "query_p95_ms": 9.0, "loadavg_before": [0.5]}}
     res["joint_cross_validation"] = {**counted, "longmemeval": {**counted["longmemeval"], "held_out": 0.4}}
     assert "lower on longmemeval (0 up / 1 down, sign test p=1.000)." in verdict(res)
