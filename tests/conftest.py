@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -16,10 +19,14 @@ import pytest
 from hybrid_memory.testing import HashingEmbedder
 
 DAY0 = datetime(2025, 1, 6, 9, 0, tzinfo=timezone.utc)
+_MODEL_CACHE: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Exact o200k_base token counts for the whole session (and the notebook kernels it starts); the hang watchdog.
+
+    e5's int8 model is cached in a directory of the session's own (``HYBRID_MEMORY_MODEL_CACHE``,
+    unless it is set), so the suite writes nothing to the home directory.
 
     The library counts exactly only from tiktoken's own cache (``hybrid_memory.tokens``); the
     suite points ``TIKTOKEN_CACHE_DIR`` at llama-index-core's bundled files when it is installed
@@ -31,6 +38,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
     use_bundled_tiktoken_cache()
     install(config)  # a test stuck past twice pytest-timeout's limit ends the run with every stack
+    if "HYBRID_MEMORY_MODEL_CACHE" not in os.environ:  # e5's int8 model: shared by the session, not kept in ~/.cache
+        _MODEL_CACHE.append(tempfile.mkdtemp(prefix="hybrid-memory-models-"))
+        os.environ["HYBRID_MEMORY_MODEL_CACHE"] = _MODEL_CACHE[0]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's model cache."""
+    for path in _MODEL_CACHE:
+        os.environ.pop("HYBRID_MEMORY_MODEL_CACHE", None)
+        shutil.rmtree(path, ignore_errors=True)
+    _MODEL_CACHE.clear()
 
 
 @pytest.fixture

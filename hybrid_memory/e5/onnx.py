@@ -5,8 +5,14 @@ windows, batching, token-table lookup and mean pooling) whose 12 encoder layers 
 Runtime session. The graph is built once per process from the same dequantised weights
 (:func:`build_graph`: ONNX Runtime's fused ``Attention``, ``SkipLayerNormalization`` and
 ``BiasGelu`` operators) and quantised with ``quantize_dynamic`` (int8 weights, activations
-quantised per call: the VNNI integer kernels). Building takes a few seconds at first use, in
-memory; nothing is written outside a temporary directory.
+quantised per call: the VNNI integer kernels). Building takes about 3 s and 600 MB of memory at
+peak, so the int8 model (about 21 MB) is kept in a cache directory for the next process
+(:func:`model_cache_dir`: ``$HYBRID_MEMORY_MODEL_CACHE``, else ``$XDG_CACHE_HOME/hybrid-memory``,
+else ``~/.cache/hybrid-memory``; ``HYBRID_MEMORY_MODEL_CACHE=""`` turns it off). A cached model is
+named by a digest of the weights, the graph and the ``onnx`` / ``onnxruntime`` versions, written
+whole (a temporary file renamed into place, so processes may race) and checked against the digest
+of its own bytes when read; anything that does not check out is rebuilt. An unwritable directory
+only costs the rebuild.
 
 Measured on this project's 2 cores (``benchmarks/results/e5_onnx.md``): about 140 sentences/s
 batched and a query p95 of about 6 ms, against about 50/s and 25-30 ms for the numpy forward; the
@@ -18,11 +24,15 @@ retrieval on the dev files moved within a question or two either way. Install wi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import logging
+import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +40,13 @@ import numpy.typing as npt
 from hybrid_memory.e5.encoder import E5Encoder
 from hybrid_memory.e5.weights import F32, E5Weights
 
-__all__ = ["OnnxE5Encoder", "build_graph"]
+__all__ = ["GRAPH_VERSION", "OnnxE5Encoder", "build_graph", "model_cache_dir"]
+
+logger = logging.getLogger(__name__)
+
+#: The version of :func:`build_graph`'s output, part of a cached model's name: bump it when the graph changes.
+GRAPH_VERSION = 1
+_DIGEST = hashlib.sha256().digest_size
 
 
 def build_graph(weights: E5Weights) -> Any:
@@ -121,6 +137,77 @@ def _int8_model(weights: E5Weights) -> bytes:
         return dst.read_bytes()
 
 
+def model_cache_dir() -> Path | None:
+    """Where int8 models are kept between processes (see the module docstring); ``None``: nowhere.
+
+    Example:
+        >>> import os
+        >>> saved = os.environ.get("HYBRID_MEMORY_MODEL_CACHE")
+        >>> os.environ["HYBRID_MEMORY_MODEL_CACHE"] = "/tmp/models"
+        >>> str(model_cache_dir())
+        '/tmp/models'
+        >>> os.environ["HYBRID_MEMORY_MODEL_CACHE"] = ""
+        >>> model_cache_dir() is None
+        True
+        >>> _ = os.environ.pop("HYBRID_MEMORY_MODEL_CACHE") if saved is None else os.environ.update(HYBRID_MEMORY_MODEL_CACHE=saved)
+    """
+    chosen = os.environ.get("HYBRID_MEMORY_MODEL_CACHE")
+    if chosen is not None:
+        return Path(chosen).expanduser() if chosen.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hybrid-memory"
+
+
+def _model_key(weights: E5Weights) -> str:
+    """A digest of everything the int8 model is made from: the layers, the shape, the graph and tool versions."""
+    import onnx
+    import onnxruntime
+
+    h = hashlib.sha256(f"e5-int8|{GRAPH_VERSION}|{onnx.__version__}|{onnxruntime.__version__}|{weights.shape}".encode())
+    for layer in weights.layers:
+        for field in dataclasses.fields(layer):
+            h.update(np.ascontiguousarray(getattr(layer, field.name)).data)
+    return h.hexdigest()[:32]
+
+
+def _read_cached(path: Path) -> bytes | None:
+    """The model in ``path`` if it is there and its bytes match the digest written before them."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    digest, model = raw[:_DIGEST], raw[_DIGEST:]
+    if len(raw) <= _DIGEST or hashlib.sha256(model).digest() != digest:
+        logger.warning("ignoring the damaged cached e5 model %s; rebuilding it", path)
+        return None
+    return model
+
+
+def _write_cached(path: Path, model: bytes) -> None:
+    """Write ``model`` (after its digest) to ``path`` whole: a temporary file, then a rename."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(hashlib.sha256(model).digest() + model)
+        os.replace(tmp, path)
+    except OSError as exc:
+        logger.info("could not cache the e5 int8 model in %s (%s); the next process builds it again", path.parent, exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def int8_model(weights: E5Weights, cache: Path | None) -> bytes:
+    """The int8 model of ``weights``: from ``cache`` when a checked copy is there, else built (and kept there)."""
+    if cache is None:
+        return _int8_model(weights)
+    path = cache / f"e5-int8-{_model_key(weights)}.onnx"
+    model = _read_cached(path)
+    if model is None:
+        model = _int8_model(weights)
+        _write_cached(path, model)
+    return model
+
+
 class OnnxE5Encoder(E5Encoder):
     """:class:`E5Encoder` with the encoder layers on ONNX Runtime, int8 weights.
 
@@ -129,16 +216,26 @@ class OnnxE5Encoder(E5Encoder):
         threads: ONNX Runtime intra-op threads (default: its own choice, every core).
         int8: Quantise the weights to int8 (the point of this backend); ``False`` runs the float32
             graph, for comparison.
+        cache: Directory of int8 models kept between processes; ``None`` (the default):
+            :func:`model_cache_dir`; ``False``: build in memory, keep nothing.
 
     Raises:
         ImportError: ``onnx`` or ``onnxruntime`` is not installed.
     """
 
-    def __init__(self, weights: E5Weights, *, threads: int | None = None, int8: bool = True) -> None:
+    def __init__(
+        self,
+        weights: E5Weights,
+        *,
+        threads: int | None = None,
+        int8: bool = True,
+        cache: str | Path | Literal[False] | None = None,
+    ) -> None:
         import onnxruntime as ort
 
         super().__init__(weights)
-        model = _int8_model(weights) if int8 else build_graph(weights).SerializeToString()
+        where = model_cache_dir() if cache is None else (Path(cache) if cache is not False else None)
+        model = int8_model(weights, where) if int8 else build_graph(weights).SerializeToString()
         #: Bytes of the serialised ONNX model the session runs (the bytes themselves are not kept).
         self.model_size = len(model)
         opts = ort.SessionOptions()
@@ -152,6 +249,7 @@ class OnnxE5Encoder(E5Encoder):
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3  # errors only: the fused graph's shape-inference notes are noise
         self._session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        self._w = dataclasses.replace(weights, layers=())  # the session holds the layers: 85 MB of float32 less
 
     def _encoder_layers(self, x: F32, valid: npt.NDArray[np.bool_]) -> F32:
         out: F32 = self._session.run(None, {"x": x, "mask": valid.astype(np.int32)})[0]

@@ -10,6 +10,7 @@ backend raises the typed error naming the extra.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,3 +96,54 @@ def test_unknown_backend_and_missing_extra_are_typed_errors(monkeypatch: pytest.
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime -> ImportError
     with pytest.raises(MissingDependencyError, match=r"hybrid-memory\[e5-onnx\]"):
         E5SmallEmbedder(backend="onnx").embed_query("hello")
+
+
+def test_the_int8_model_is_cached_between_encoders_and_read_back_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hybrid_memory.e5 import onnx as e5_onnx
+
+    ref = tiny_model()
+    first = OnnxE5Encoder(ref._w, cache=tmp_path)
+    [cached] = list(tmp_path.iterdir())
+    assert cached.name.startswith("e5-int8-") and cached.suffix == ".onnx"
+
+    def no_build(weights: object) -> bytes:
+        raise AssertionError("the cached model was built again")
+
+    monkeypatch.setattr(e5_onnx, "_int8_model", no_build)
+    second = OnnxE5Encoder(ref._w, cache=tmp_path)
+    texts = ["a", "abc abc", "bc bc a"]
+    np.testing.assert_array_equal(first.encode(texts, query=False), second.encode(texts, query=False))
+    # other weights are another model: not read from this one's file
+    with pytest.raises(AssertionError, match="built again"):
+        OnnxE5Encoder(tiny_model(seed=1)._w, cache=tmp_path)
+
+
+def test_a_damaged_cached_model_is_rebuilt_and_replaced(tmp_path: Path) -> None:
+    ref = tiny_model()
+    good = OnnxE5Encoder(ref._w, cache=tmp_path).encode(["abc abc"], query=True)
+    [cached] = list(tmp_path.iterdir())
+    whole = cached.read_bytes()
+    for damaged in (whole[: len(whole) // 2], whole[:-1] + bytes([whole[-1] ^ 1]), b""):
+        cached.write_bytes(damaged)
+        again = OnnxE5Encoder(ref._w, cache=tmp_path).encode(["abc abc"], query=True)
+        np.testing.assert_array_equal(again, good)
+        assert cached.read_bytes() == whole  # rewritten whole
+    assert [p.name for p in tmp_path.iterdir()] == [cached.name]  # no temporary file left
+
+
+def test_an_unwritable_cache_or_none_only_costs_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = tiny_model()
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    out = OnnxE5Encoder(ref._w, cache=blocked / "models").encode(["a"], query=False)
+    assert blocked.read_text() == "not a directory"
+    monkeypatch.setenv("HYBRID_MEMORY_MODEL_CACHE", str(tmp_path / "env"))
+    np.testing.assert_array_equal(OnnxE5Encoder(ref._w).encode(["a"], query=False), out)
+    assert len(list((tmp_path / "env").iterdir())) == 1  # the default location follows the variable
+    monkeypatch.setenv("HYBRID_MEMORY_MODEL_CACHE", "")
+    before = sorted(tmp_path.rglob("*"))
+    np.testing.assert_array_equal(OnnxE5Encoder(ref._w).encode(["a"], query=False), out)
+    np.testing.assert_array_equal(OnnxE5Encoder(ref._w, cache=False).encode(["a"], query=False), out)
+    assert sorted(tmp_path.rglob("*")) == before
