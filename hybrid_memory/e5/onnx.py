@@ -29,6 +29,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,10 +191,24 @@ def _write_cached(path: Path, model: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(hashlib.sha256(model).digest() + model)
         os.replace(tmp, path)
+        _drop_stale(path.parent)
     except OSError as exc:
         logger.info("could not cache the e5 int8 model in %s (%s); the next process builds it again", path.parent, exc)
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+#: A temporary model file older than this was left by a process that died while writing it.
+STALE_SECONDS = 3600.0
+
+
+def _drop_stale(cache: Path) -> None:
+    """Remove the temporary files of writers that died before their rename (one hour old or more)."""
+    now = time.time()
+    for tmp in cache.glob(".e5-int8-*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - tmp.stat().st_mtime >= STALE_SECONDS:
+                tmp.unlink()
 
 
 def int8_model(weights: E5Weights, cache: Path | None) -> bytes:

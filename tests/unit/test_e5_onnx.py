@@ -147,3 +147,43 @@ def test_an_unwritable_cache_or_none_only_costs_the_build(tmp_path: Path, monkey
     np.testing.assert_array_equal(OnnxE5Encoder(ref._w).encode(["a"], query=False), out)
     np.testing.assert_array_equal(OnnxE5Encoder(ref._w, cache=False).encode(["a"], query=False), out)
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_writer_that_died_before_its_rename_leaves_nothing_read_and_its_file_is_swept(tmp_path: Path) -> None:
+    import os
+
+    ref = tiny_model()
+    dead = tmp_path / ".e5-int8-0123.onnx.deadbeef.tmp"  # a process killed while writing, an hour ago
+    dead.write_bytes(b"half a model")
+    os.utime(dead, (0, 0))
+    live = tmp_path / ".e5-int8-0123.onnx.cafe.tmp"  # another process writing right now
+    live.write_bytes(b"a model being written")
+    OnnxE5Encoder(ref._w, cache=tmp_path)
+    assert not dead.exists() and live.exists()
+    assert len([p for p in tmp_path.iterdir() if p.suffix == ".onnx"]) == 1
+
+
+_BUILD = """
+import sys
+import numpy as np
+from hybrid_memory.e5.onnx import OnnxE5Encoder
+from tests.unit.test_e5_fast import tiny_model
+vec = OnnxE5Encoder(tiny_model()._w, cache=sys.argv[1]).encode(["abc abc"], query=True)
+print(" ".join(f"{x:.6f}" for x in vec[0]))
+"""
+
+
+def test_processes_building_the_same_model_at_once_share_one_file(tmp_path: Path) -> None:
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _BUILD, str(tmp_path)], cwd=root, stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert len(set(outputs)) == 1 and outputs[0].strip()
+    assert len(list(tmp_path.iterdir())) == 1  # one model, no temporary file left
+    local = OnnxE5Encoder(tiny_model()._w, cache=tmp_path).encode(["abc abc"], query=True)
+    assert " ".join(f"{x:.6f}" for x in local[0]) == outputs[0].strip()
