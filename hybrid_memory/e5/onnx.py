@@ -2,7 +2,7 @@
 
 :class:`OnnxE5Encoder` is an :class:`~hybrid_memory.e5.encoder.E5Encoder` (same tokenisation,
 windows, batching, token-table lookup and mean pooling) whose 12 encoder layers run as one ONNX
-Runtime session. The graph is built once per process from the same dequantised weights
+Runtime session. The graph is built from the same dequantised weights
 (:func:`build_graph`: ONNX Runtime's fused ``Attention``, ``SkipLayerNormalization`` and
 ``BiasGelu`` operators) and quantised with ``quantize_dynamic`` (int8 weights, activations
 quantised per call: the VNNI integer kernels). Building takes about 3 s and 600 MB of memory at
