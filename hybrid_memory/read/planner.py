@@ -277,6 +277,7 @@ class RecallPlanner:
             hits = self._as_asked(hits, asked, vector)
         if self._touches is not None:
             hits = self._touches(user_id, hits)  # heat counts the touches still being written
+        judged = self.judged_cosines(hits, asked, user_id)
         ranked = rerank(
             hits,
             now=now,
@@ -285,10 +286,9 @@ class RecallPlanner:
             windows=windows,
             k=k,
             query=query,
-            cross_script_similarity=self.cross_script_cosines(hits, asked),
+            cross_script_similarity=self.cross_script_cosines(hits, judged),
             alpha=alpha,
         )
-        judged = self.judged_cosines(hits, asked, user_id)
         if judged is not None:  # the floor and the gate read the judging part's cosine
             ranked = [r.model_copy(update={"vector_similarity": judged.get(r.id)}) for r in ranked]
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
@@ -323,21 +323,19 @@ class RecallPlanner:
         judged = self.judged_cosines(hits, asked, user_id)
         return any(self.hit_relevant(h, query, judged) for h in hits)
 
-    def cross_script_cosines(self, hits: Sequence[StoreHit], asked: Vector | None) -> list[float] | None:
-        """Each hit's cosine to ``asked`` in the embedder's cross-script view (``None``: the embedder has none).
+    def cross_script_cosines(
+        self, hits: Sequence[StoreHit], judged: Mapping[str, float | None] | None
+    ) -> list[float | None] | None:
+        """The re-rank's cross-script cosines: :meth:`judged_cosines` in hit order (``None``: the whole vector's).
 
         An embedder with a ``cross_script_view`` (a :class:`~hybrid_memory.embeddings.ConcatEmbedder`
         built with ``cross_script``) judges memories in another script than the question by one of
         its parts. When the store returned a hit without its vector (a store that does not return
         them), every hit keeps the whole vector's cosine, so no two hits are compared on two scales.
         """
-        view = getattr(self.embedder, "cross_script_view", None)
-        if view is None or asked is None or not self.config.rerank.cross_script:
+        if judged is None or not self.config.rerank.cross_script or any(h.vector is None for h in hits):
             return None
-        q = view(asked)
-        if q is None or any(h.vector is None for h in hits):
-            return None
-        return [float(np.dot(view(h.vector), q)) for h in hits if h.vector is not None]
+        return [judged.get(h.record.id) for h in hits]
 
     @staticmethod
     def _as_asked(hits: list[StoreHit], asked: Vector | None, searched: Vector | None) -> list[StoreHit]:
