@@ -50,15 +50,20 @@ CREDITS = (0.5, 0.75, 0.9)
 #: The two Recall@1 figures a rule must not lower: cross-lingual, same language.
 METRICS = {"recall@1": "cross-lingual R@1", "same_language_recall@1": "same-language R@1"}
 
-Rule = Callable[[Sequence[Any], "str | None"], dict[int, float]]
+#: The re-rank's ``_cross_script_relevance``: (hits, query, similarity) -> relevance by hit index;
+#: ``similarity`` is one cosine per hit to use instead of ``vector_similarity`` (``None``: none given).
+Rule = Callable[[Sequence[Any], "str | None", "Sequence[float | None] | None"], dict[int, float]]
 
 
 def other_script_scaled(original: Rule) -> Rule:
     """The other-script memories' cosines rescaled over those memories alone."""
 
-    def rule(hits: Sequence[Any], query: str | None) -> dict[int, float]:
-        found = original(hits, query)
-        sims = {i: hits[i].vector_similarity for i in found}
+    def rule(
+        hits: Sequence[Any], query: str | None, similarity: Sequence[float | None] | None = None
+    ) -> dict[int, float]:
+        found = original(hits, query, similarity)
+        cos = list(similarity) if similarity is not None else [h.vector_similarity for h in hits]
+        sims = {i: c for i in found if (c := cos[i]) is not None}
         if not sims:
             return {}
         low, high = min(sims.values()), max(sims.values())
@@ -70,8 +75,10 @@ def other_script_scaled(original: Rule) -> Rule:
 def partial_credit(original: Rule, credit: float, alpha: float) -> Rule:
     """``alpha * v + (1 - alpha) * credit * v`` for each other-script memory's default score ``v``."""
 
-    def rule(hits: Sequence[Any], query: str | None) -> dict[int, float]:
-        return {i: alpha * v + (1.0 - alpha) * credit * v for i, v in original(hits, query).items()}
+    def rule(
+        hits: Sequence[Any], query: str | None, similarity: Sequence[float | None] | None = None
+    ) -> dict[int, float]:
+        return {i: alpha * v + (1.0 - alpha) * credit * v for i, v in original(hits, query, similarity).items()}
 
     return rule
 

@@ -124,3 +124,22 @@ def test_the_command_line_renders_a_saved_run_into_its_files(
     assert (tmp_path / "cross_script.md").read_text() == markdown(_res(1.0, 0.35))
     experiments = (tmp_path / "experiments.md").read_text(encoding="utf-8")
     assert experiments.startswith("# Recall experiments") and experiments.count(SECTION_START) == 1
+
+
+def test_every_swapped_rule_runs_inside_a_real_recall() -> None:
+    # The re-rank calls the rule with the cross-script cosines as a third argument; a rule that
+    # took (hits, query) only failed there, not in the calls above.
+    from benchmarks.cross_script import rules
+    from hybrid_memory import HybridMemory, LocalStore
+    from hybrid_memory.testing import HashingEmbedder
+
+    mem = HybridMemory(store=LocalStore(":memory:"), embedder=HashingEmbedder(), trace=False)
+    try:
+        for text in ("我住在杭州", "我喜欢乌龙茶", "I walk to work"):
+            mem.remember("u", text, importance=0.5)
+        for name, (rule, _) in rules(0.4).items():
+            with scoring(rule):
+                found = {h.content for h in mem.recall("Which city do I live in?", user_id="u", k=3, touch=False)}
+            assert found == {"我住在杭州", "我喜欢乌龙茶", "I walk to work"}, name
+    finally:
+        mem.close()
