@@ -250,11 +250,12 @@ class RecallPlanner:
                 vector = moved
                 hits = self.search(query, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
                 hits = self._as_asked(hits, asked, vector)
+        judged = self.judged_cosines(hits, asked, user_id)
         if (
             not include_archived
             and self.config.retrieval.archive_fallback
             and "archived" not in base.statuses
-            and not self.any_relevant(hits, query, asked, user_id)
+            and not any(self.hit_relevant(h, query, judged) for h in hits)
         ):
             archived = MemoryFilter(
                 categories=base.categories,
@@ -266,7 +267,7 @@ class RecallPlanner:
             )
             found = self.search(query, user_id, limit=limit, alpha=alpha, filt=archived, fusion=fusion, vector=vector)
             found = self._as_asked(found, asked, vector)
-            judged = self.judged_cosines(found, asked, user_id)
+            judged = self.judged_cosines(found, asked, user_id, known=judged)
             extra = [h for h in found if self.hit_relevant(h, query, judged)]
             hits = hits + extra
         windows = self.time_windows(query, now, base)
@@ -277,7 +278,7 @@ class RecallPlanner:
             hits = self._as_asked(hits, asked, vector)
         if self._touches is not None:
             hits = self._touches(user_id, hits)  # heat counts the touches still being written
-        judged = self.judged_cosines(hits, asked, user_id)
+        judged = self.judged_cosines(hits, asked, user_id, known=judged)  # the windows may have added hits
         ranked = rerank(
             hits,
             now=now,
@@ -294,7 +295,12 @@ class RecallPlanner:
         return Recalled(ranked, vectors={h.record.id: h.vector for h in hits if h.vector is not None})
 
     def judged_cosines(
-        self, hits: Sequence[StoreHit], asked: Vector | None, user_id: str
+        self,
+        hits: Sequence[StoreHit],
+        asked: Vector | None,
+        user_id: str,
+        *,
+        known: Mapping[str, float | None] | None = None,
     ) -> dict[str, float | None] | None:
         """Each hit's cosine to ``asked`` in the view of the part that judges relevance (``None``: the whole vector).
 
@@ -302,26 +308,25 @@ class RecallPlanner:
         relevance floor and injection gate from that part (they were calibrated on its cosines), so
         the cosine they compare is that part's too: the ``vector_similarity`` of what ``recall``
         returns. A hit the store returned without its vector is read with ``get_vectors``; one
-        still without gets ``None`` (no cosine: only the keyword floor can pass it).
+        still without gets ``None`` (no cosine: only the keyword floor can pass it). ``known``:
+        cosines already computed for this query (kept, and returned with the new ones).
         """
         view = getattr(self.embedder, "cross_script_view", None)
-        if view is None or asked is None or not hits:
+        if view is None or asked is None:
             return None
         q = view(asked)
         if q is None:
             return None
-        vectors = {h.record.id: h.vector for h in hits if h.vector is not None}
-        missing = [h.record.id for h in hits if h.vector is None]
+        out = dict(known or {})
+        todo = [h for h in hits if h.record.id not in out]
+        vectors = {h.record.id: h.vector for h in todo if h.vector is not None}
+        missing = [h.record.id for h in todo if h.vector is None]
         if missing:
             vectors.update(self.store.get_vectors(user_id, missing))
-        return {
-            h.record.id: float(np.dot(view(vectors[h.record.id]), q)) if h.record.id in vectors else None for h in hits
-        }
-
-    def any_relevant(self, hits: Sequence[StoreHit], query: str, asked: Vector | None, user_id: str) -> bool:
-        """Whether any of ``hits`` clears the relevance floor (:meth:`hit_relevant`)."""
-        judged = self.judged_cosines(hits, asked, user_id)
-        return any(self.hit_relevant(h, query, judged) for h in hits)
+        for h in todo:
+            stored = vectors.get(h.record.id)
+            out[h.record.id] = None if stored is None else float(np.dot(view(stored), q))
+        return out
 
     def cross_script_cosines(
         self, hits: Sequence[StoreHit], judged: Mapping[str, float | None] | None
