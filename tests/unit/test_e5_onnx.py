@@ -187,3 +187,48 @@ def test_processes_building_the_same_model_at_once_share_one_file(tmp_path: Path
     assert len(list(tmp_path.iterdir())) == 1  # one model, no temporary file left
     local = OnnxE5Encoder(tiny_model()._w, cache=tmp_path).encode(["abc abc"], query=True)
     assert " ".join(f"{x:.6f}" for x in local[0]) == outputs[0].strip()
+
+
+_FROM_FILE = """
+import sys
+from hybrid_memory.e5.onnx import OnnxE5Encoder
+vec = OnnxE5Encoder.from_file(sys.argv[1]).encode(["abc abc"], query=True)
+print(" ".join(f"{x:.6f}" for x in vec[0]))
+print("onnx imported" if "onnx" in sys.modules else "onnx not imported")
+"""
+
+
+def test_a_cache_hit_from_the_model_file_neither_dequantises_the_layers_nor_imports_onnx(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import subprocess
+
+    from hybrid_memory.e5 import weights as e5_weights
+    from tests.unit.test_e5_weights import write_model
+
+    path = write_model(tmp_path / "e5.bin")
+    cache = tmp_path / "models"
+    first = OnnxE5Encoder.from_file(path, cache=cache)
+    assert first._w.layers == () and len(list(cache.iterdir())) == 1
+
+    def no_layers(self: object) -> object:
+        raise AssertionError("the layers were dequantised")
+
+    monkeypatch.setattr(e5_weights._ModelFile, "layers", no_layers)
+    again = OnnxE5Encoder.from_file(path, cache=cache)
+    texts = ["a", "abc abc", "bc bc a"]
+    np.testing.assert_array_equal(first.encode(texts, query=False), again.encode(texts, query=False))
+    with pytest.raises(AssertionError, match="dequantised"):  # another file's layers are another model
+        OnnxE5Encoder.from_file(write_model(tmp_path / "other.bin", seed=1), cache=cache)
+    monkeypatch.undo()
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "HYBRID_MEMORY_MODEL_CACHE": str(cache)}
+    run = subprocess.run(
+        [sys.executable, "-c", _FROM_FILE, str(path)], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    vector, imported = run.stdout.strip().splitlines()
+    assert imported == "onnx not imported"  # importing onnx alone costs about a second
+    assert vector == " ".join(f"{x:.6f}" for x in first.encode(["abc abc"], query=True)[0])
