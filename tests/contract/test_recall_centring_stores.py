@@ -14,8 +14,13 @@ from hybrid_memory.testing.store_contract import rec, seed, vec
 from tests.unit.test_recall_centring import MEMORIES, QUERY, T0
 
 
+@pytest.mark.parametrize("one_read", [True, False], ids=["one read", "cursor"])
 @pytest.mark.parametrize("weight", [0.0, 0.5])
-def test_centring_reorders_the_vector_leg_and_keeps_query_cosines(either_store: MemoryStore, weight: float) -> None:
+def test_centring_reorders_the_vector_leg_and_keeps_query_cosines(
+    either_store: MemoryStore, weight: float, one_read: bool
+) -> None:
+    if isinstance(either_store, WeaviateStore) and not one_read:
+        either_store._mean_fetch_limit = 2  # the user is too large for one read: its mean comes from the cursor
     mem = HybridMemory(
         either_store,
         embedder=HashingEmbedder(),
@@ -31,6 +36,30 @@ def test_centring_reorders_the_vector_leg_and_keeps_query_cosines(either_store: 
     vectors = either_store.get_vectors("u", [h.id for h in hits])
     for h in hits:
         assert h.vector_similarity == pytest.approx(float(vectors[h.id] @ q), abs=1e-4)
+
+
+def test_a_user_too_large_for_one_read_is_centred_over_every_active_memory(either_store: MemoryStore) -> None:
+    """Weaviate reads such a user's vectors with the cursor API, a page at a time; the local store has no limit."""
+    store = either_store
+    weaviate = isinstance(store, WeaviateStore)
+    if weaviate:
+        store._mean_fetch_limit = 4  # one read returns at most 4 memories: "u" has 10
+    memories = [rec("u", f"memory {i}", minutes=i) for i in range(10)]
+    vectors = [vec(1.0, float(i), float(i % 3)) for i in range(10)]
+    seed(store, [*memories, rec("v", "another user's memory")], [*vectors, vec(0, 0, 0, 1)])
+    units = np.stack([v / np.linalg.norm(v) for v in vectors])
+    store.update([memories[0].evolve(status="archived"), memories[1].evolve(status="superseded")])
+    got = store.mean_vector("u")
+    assert got is not None
+    np.testing.assert_allclose(got, units[2:].mean(axis=0), atol=1e-6)  # 8 active, over the limit of one read
+    np.testing.assert_allclose(store.mean_vector("v"), vec(0, 0, 0, 1), atol=1e-6)  # isolation
+    if weaviate:
+        assert store._cursor_users == {"u"}  # its next reads go to the cursor at once
+    store.update([m.evolve(status="archived") for m in memories[2:7]])
+    np.testing.assert_allclose(store.mean_vector("u"), units[7:].mean(axis=0), atol=1e-6)  # 3 active
+    if weaviate:
+        assert store._cursor_users == set()  # small again: one read
+    np.testing.assert_allclose(store.mean_vector("u"), units[7:].mean(axis=0), atol=1e-6)
 
 
 class _Clock:

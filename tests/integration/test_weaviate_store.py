@@ -870,6 +870,19 @@ def test_a_memory_written_by_a_write_that_raced_a_forget_is_never_read_and_gets_
         store._write(store._pending([left], left_vec), epochs={"alice": before})
         assert store.count("alice") == 2  # an aggregate cannot tell them apart
 
+    def cursor_mean() -> list[str]:  # a user too large for one read: query centring's mean from the cursor API
+        store._means.forget("alice")
+        store._mean_fetch_limit = 0
+        store._cursor_users.add("alice")  # straight to the cursor: no other read runs first
+        try:
+            got = store.mean_vector("alice")
+        finally:
+            del store._mean_fetch_limit
+            store._cursor_users.discard("alice")
+        now_vec = vecs(1, seed=3)[0]
+        np.testing.assert_allclose(got, now_vec / np.linalg.norm(now_vec), atol=1e-6)  # the leftover is not in it
+        return []
+
     reads: dict[str, Callable[[], list[str]]] = {
         "search": lambda: [
             h.record.id
@@ -879,7 +892,9 @@ def test_a_memory_written_by_a_write_that_raced_a_forget_is_never_read_and_gets_
         "list": lambda: [r.id for r in store.list("alice")],
         "neighbours": lambda: [n[0] for n in store.neighbours("alice", unit, threshold=0.99, top=5)[0]],
         "snapshot": lambda: (store.active_vectors("alice", limit=10) or ([], [], None))[0],
+        "mean by cursor": cursor_mean,
     }
+
     for name, read in reads.items():
         leave()
         assert left.id not in read(), name

@@ -433,14 +433,18 @@ class _Writes(_Schema):
         stale = sorted({str(o.uuid) for o in marked if o.properties["epoch"] < current})
         if not stale:
             return list(objects)
-        logger.warning("leaving out %d memories written by a write that raced a forget of their user", len(stale))
-        try:
-            handle = self._tenant(tenant_name(user_id), write=True)
-            self._delete_objects(handle, stale, "delete memories left behind by a forget")
-        except StoreError as exc:  # they stay out of every read; the next read tries again
-            logger.warning("could not delete them yet: %s", exc)
+        self._drop_left_behind(user_id, stale)
         gone = set(stale)
         return [o for o in objects if str(o.uuid) not in gone]
+
+    def _drop_left_behind(self, user_id: str, uuids: Sequence[str]) -> None:
+        """Delete (best effort) the objects of ``user_id`` that a write that raced a forget left (:meth:`_live`)."""
+        logger.warning("leaving out %d memories written by a write that raced a forget of their user", len(uuids))
+        try:
+            handle = self._tenant(tenant_name(user_id), write=True)
+            self._delete_objects(handle, list(uuids), "delete memories left behind by a forget")
+        except StoreError as exc:  # they stay out of every read; the next read tries again
+            logger.warning("could not delete them yet: %s", exc)
 
     def _fetch(
         self, user_id: str, ids: Sequence[str], *, vectors: bool, epoch: int | None = None
