@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -60,6 +62,26 @@ def test_a_user_too_large_for_one_read_is_centred_over_every_active_memory(eithe
     if weaviate:
         assert store._cursor_users == set()  # small again: one read
     np.testing.assert_allclose(store.mean_vector("u"), units[7:].mean(axis=0), atol=1e-6)
+
+
+def test_a_failed_cursor_scan_leaves_the_user_uncentred_until_the_next_read(
+    weaviate_contract_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A scan cut short (here every request's deadline already passed) costs the centring, never the recall."""
+    store = weaviate_contract_store
+    store._mean_fetch_limit = 2
+    vectors = [vec(1.0, float(i)) for i in range(5)]
+    seed(store, [rec("u", f"memory {i}", minutes=i) for i in range(5)], vectors)
+    store._cursor_users.add("u")  # known to be large: straight to the scan
+    monkeypatch.setattr(store, "_request_timeout", lambda kind="query": 1e-4)
+    with caplog.at_level(logging.WARNING, logger="hybrid_memory.stores.weaviate"):
+        assert store.mean_vector("u") is None
+    assert "query centring is off for one user until the next read" in caplog.text
+    monkeypatch.undo()
+    assert store.mean_vector("u") is None  # cached until the next read (ttl or writes)
+    store._means.forget("u")  # that next read, now
+    units = np.stack([v / np.linalg.norm(v) for v in vectors])
+    np.testing.assert_allclose(store.mean_vector("u"), units.mean(axis=0), atol=1e-6)
 
 
 class _Clock:
