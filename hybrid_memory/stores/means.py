@@ -14,7 +14,11 @@ result in a :class:`MeanCache` and reads it again only when
 
 A mean of hundreds of memories moves little with a few more, and the mean only shifts the query
 vector of that user's own searches: it is never returned, and a stale one costs ranking quality,
-not correctness or isolation.
+not correctness or isolation. So the stale mean of a user with more than 1,000 memories
+(``background_above``) is used once more while a background thread reads it again: a user above
+10,000 memories is read with the cursor API (about 0.7 s per 10,000), which would otherwise stall
+the recall that found the mean stale. Only a user's first read, and a small user's, is made on the
+caller's thread. A read racing :meth:`MeanCache.forget` is not kept.
 
 Example:
     >>> import numpy as np
@@ -31,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +45,8 @@ from dataclasses import dataclass
 from hybrid_memory.values import Vector
 
 __all__ = ["MeanCache"]
+
+logger = logging.getLogger(__name__)
 
 #: ``user -> (mean or None, number of active memories it was computed from)``.
 Fetch = Callable[[str], tuple[Vector | None, int]]
@@ -53,41 +60,100 @@ class _Entry:
     writes: int = 0
 
 
+def _in_a_thread(job: Callable[[], None]) -> None:
+    threading.Thread(target=job, name="hybrid-memory-mean-refresh", daemon=True).start()
+
+
 class MeanCache:
     """The mean vector of each user's active memories, read again after writes or ``ttl`` seconds.
 
-    Thread-safe. At most ``max_users`` users are kept (least recently used dropped first).
+    Thread-safe. At most ``max_users`` users are kept (least recently used dropped first). A stale
+    mean of more than ``background_above`` memories is served once more while one background read
+    replaces it (reading 10,000 vectors takes Weaviate about 0.7 s, which would otherwise stall
+    the recall that found it stale); a smaller or first read is made on the caller's thread. A
+    mean read while :meth:`forget` ran is not kept.
 
     Args:
         ttl: Seconds after which a user's mean is read again (other processes' writes).
         max_users: Users kept.
         clock: Monotonic seconds (injectable for tests).
+        background_above: Stale means of more memories are refreshed in the background
+            (``None``: never).
+        spawn: Runs a background refresh (default: a daemon thread; injectable for tests).
     """
 
     def __init__(
-        self, *, ttl: float = 300.0, max_users: int = 1024, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        ttl: float = 300.0,
+        max_users: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+        background_above: int | None = 1_000,
+        spawn: Callable[[Callable[[], None]], None] = _in_a_thread,
     ) -> None:
         self.ttl = ttl
         self.max_users = max_users
+        self.background_above = background_above
         self._clock = clock
+        self._spawn = spawn
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
+        self._reading: dict[str, int] = {}  # user -> reads of its mean under way
+        self._forgotten: set[str] = set()  # users forgotten while a read was under way: its result is dropped
+        self._refreshing: set[str] = set()  # users with a background read under way (one at a time)
 
     def get(self, user_id: str, fetch: Fetch) -> Vector | None:
         """``user_id``'s mean: the cached one while fresh, else ``fetch(user_id)`` (then cached)."""
         now = self._clock()
         with self._lock:
             e = self._entries.get(user_id)
-            if e is not None and now - e.at <= self.ttl and e.writes < max(1, e.count // 10):
-                self._entries.move_to_end(user_id)
-                return e.mean
-        mean, count = fetch(user_id)  # outside the lock: a slow read does not block other users
+            if e is not None:
+                fresh = now - e.at <= self.ttl and e.writes < max(1, e.count // 10)
+                large = self.background_above is not None and e.count > self.background_above
+                if fresh or large:
+                    self._entries.move_to_end(user_id)
+                    if not fresh and user_id not in self._refreshing:
+                        self._refreshing.add(user_id)
+                        self._reading[user_id] = self._reading.get(user_id, 0) + 1
+                        self._spawn(lambda: self._refresh(user_id, fetch, now))
+                    return e.mean
+            self._reading[user_id] = self._reading.get(user_id, 0) + 1
+        try:  # outside the lock: a slow read does not block other users
+            got = fetch(user_id)
+        except BaseException:
+            self._finish(user_id, None, now)
+            raise
+        self._finish(user_id, got, now)
+        return got[0]
+
+    def _refresh(self, user_id: str, fetch: Fetch, at: float) -> None:
+        got: tuple[Vector | None, int] | None = None
+        try:
+            got = fetch(user_id)
+        except Exception as exc:  # the stale mean stays; the next recall that finds it stale tries again
+            logger.warning("could not read a user's mean vector again (query centring keeps the old one): %s", exc)
+        finally:
+            with self._lock:
+                self._refreshing.discard(user_id)
+            self._finish(user_id, got, at)
+
+    def _finish(self, user_id: str, got: tuple[Vector | None, int] | None, at: float) -> None:
+        """End one read of ``user_id``'s mean: keep its result unless it failed or the user was forgotten meanwhile."""
         with self._lock:
-            self._entries[user_id] = _Entry(mean, count, now)
+            left = self._reading.get(user_id, 1) - 1
+            if left:
+                self._reading[user_id] = left
+            else:
+                self._reading.pop(user_id, None)
+            forgotten = user_id in self._forgotten
+            if not left:
+                self._forgotten.discard(user_id)
+            if got is None or forgotten:
+                return
+            self._entries[user_id] = _Entry(got[0], got[1], at)
             self._entries.move_to_end(user_id)
             while len(self._entries) > self.max_users:
                 self._entries.popitem(last=False)
-        return mean
 
     def wrote(self, user_id: str, n: int = 1) -> None:
         """Count ``n`` memories of ``user_id`` written, updated or deleted by this process."""
@@ -102,6 +168,8 @@ class MeanCache:
             self.wrote(user_id)
 
     def forget(self, user_id: str) -> None:
-        """Drop ``user_id``'s mean (the user was forgotten)."""
+        """Drop ``user_id``'s mean (the user was forgotten), and the result of any read of it under way."""
         with self._lock:
             self._entries.pop(user_id, None)
+            if user_id in self._reading:
+                self._forgotten.add(user_id)

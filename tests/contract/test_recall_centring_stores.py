@@ -13,6 +13,7 @@ from hybrid_memory.stores.means import MeanCache
 from hybrid_memory.stores.weaviate import WeaviateStore
 from hybrid_memory.testing import HashingEmbedder
 from hybrid_memory.testing.store_contract import rec, seed, vec
+from tests.unit.test_mean_cache import _Spawn
 from tests.unit.test_recall_centring import MEMORIES, QUERY, T0
 
 
@@ -91,19 +92,33 @@ class _Clock:
         return self.now
 
 
+@pytest.mark.parametrize("background", [False, True], ids=["read by the recall", "read in the background"])
 def test_another_process_sees_the_writes_and_the_forget_in_its_mean(
-    stores: tuple[MemoryStore, MemoryStore],
+    stores: tuple[MemoryStore, MemoryStore], background: bool
 ) -> None:
-    """LocalStore at once (its index follows the file); Weaviate once its cached mean is older than the ttl."""
+    """LocalStore at once (its index follows the file); Weaviate once its cached mean is older than the ttl.
+
+    With ``background``, Weaviate's stale mean is served once more while a background read (run
+    here when the test says) replaces it, as it is for users of more than 1,000 memories.
+    """
     a, b = stores
-    clock = _Clock()
-    if isinstance(b, WeaviateStore):
-        b._means = MeanCache(ttl=300.0, clock=clock)  # the other process's cache, on a clock the test moves
+    clock, spawn = _Clock(), _Spawn()
+    weaviate = isinstance(b, WeaviateStore)
+    if weaviate:  # the other process's cache, on a clock the test moves
+        b._means = MeanCache(ttl=300.0, clock=clock, background_above=20 if background else None, spawn=spawn)
     seed(a, [rec("u", f"first {i}", minutes=i) for i in range(30)], [vec(1)] * 30)
     np.testing.assert_allclose(b.mean_vector("u"), vec(1), atol=1e-6)
     seed(a, [rec("u", f"then {i}", minutes=30 + i) for i in range(10)], [vec(0, 1)] * 10)
     clock.now = 301.0
+    if weaviate and background:
+        np.testing.assert_allclose(b.mean_vector("u"), vec(1), atol=1e-6)  # served stale, once more
+        assert len(spawn.jobs) == 1
+        spawn.run()
     np.testing.assert_allclose(b.mean_vector("u"), vec(0.75, 0.25), atol=1e-6)
     a.delete_user("u")
     clock.now = 602.0
+    if weaviate and background:  # another process forgot the user: this one learns it at the next read
+        np.testing.assert_allclose(b.mean_vector("u"), vec(0.75, 0.25), atol=1e-6)
+        spawn.run()
     assert b.mean_vector("u") is None
+    assert spawn.jobs == []

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 import numpy as np
+import pytest
 
 from hybrid_memory.stores.means import MeanCache
 
@@ -71,3 +75,87 @@ def test_writes_of_one_user_leave_the_others_cached_and_the_oldest_user_is_dropp
     cache.get("b", fetch)
     cache.get("a", fetch)
     assert fetch.calls == ["a", "b", "c", "a"]
+
+
+class _Spawn:
+    """Background refreshes queued, run when the test says (deterministic: no thread, no sleep)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[Callable[[], None]] = []
+
+    def __call__(self, job: Callable[[], None]) -> None:
+        self.jobs.append(job)
+
+    def run(self) -> None:
+        jobs, self.jobs = self.jobs, []
+        for job in jobs:
+            job()
+
+
+def test_a_large_users_stale_mean_is_served_while_one_background_read_replaces_it() -> None:
+    clock, spawn = _Clock(), _Spawn()
+    fetch, cache = _Fetch(5_000), MeanCache(ttl=300.0, clock=clock, spawn=spawn)
+    first = cache.get("u", fetch)  # the first read is the caller's
+    assert fetch.calls == ["u"] and spawn.jobs == []
+    clock.now = 301.0
+    assert cache.get("u", fetch) is first and cache.get("u", fetch) is first  # stale: served, not read here
+    assert fetch.calls == ["u"] and len(spawn.jobs) == 1  # one background read, however many recalls
+    spawn.run()
+    assert fetch.calls == ["u", "u"]
+    second = cache.get("u", fetch)
+    assert second is not first and second.tolist() == [2.0, 2.0] and spawn.jobs == []
+    cache.wrote("u", 500)  # a tenth of 5,000
+    assert cache.get("u", fetch) is second and len(spawn.jobs) == 1
+    spawn.run()
+    assert cache.get("u", fetch).tolist() == [3.0, 3.0]
+
+
+def test_small_users_and_background_above_none_are_read_on_the_callers_thread() -> None:
+    clock, spawn = _Clock(), _Spawn()
+    small, cache = _Fetch(1_000), MeanCache(clock=clock, spawn=spawn)
+    large, never = _Fetch(50_000), MeanCache(clock=clock, spawn=spawn, background_above=None)
+    cache.get("u", small)
+    never.get("u", large)
+    clock.now = 301.0
+    assert cache.get("u", small).tolist() == [2.0, 2.0] and never.get("u", large).tolist() == [2.0, 2.0]
+    assert spawn.jobs == []
+
+
+def test_a_failed_background_read_keeps_the_stale_mean_and_is_tried_again(caplog: pytest.LogCaptureFixture) -> None:
+    clock, spawn = _Clock(), _Spawn()
+    fetch, cache = _Fetch(5_000), MeanCache(clock=clock, spawn=spawn)
+    first = cache.get("u", fetch)
+    clock.now = 301.0
+
+    def failing(user: str) -> tuple[np.ndarray | None, int]:
+        raise ConnectionError("server gone")
+
+    assert cache.get("u", failing) is first
+    with caplog.at_level(logging.WARNING, logger="hybrid_memory.stores.means"):
+        spawn.run()
+    assert "server gone" in caplog.text
+    assert cache.get("u", fetch) is first and len(spawn.jobs) == 1  # tried again, by the next recall
+    spawn.run()
+    assert cache.get("u", fetch) is not first
+
+
+def test_a_mean_read_while_the_user_is_forgotten_is_not_kept() -> None:
+    clock, spawn = _Clock(), _Spawn()
+    cache = MeanCache(clock=clock, spawn=spawn)
+    fetch = _Fetch(5_000)
+
+    def racing(user: str) -> tuple[np.ndarray | None, int]:  # the forget lands while the read runs
+        got = fetch(user)
+        cache.forget(user)
+        return got
+
+    assert cache.get("u", racing) is not None  # the racing recall gets what it read ...
+    cache.get("u", fetch)
+    assert len(fetch.calls) == 2  # ... but it was not kept: read again
+    clock.now = 301.0
+    cache.get("u", racing)  # stale and large: a background read
+    spawn.run()
+    cache.get("u", fetch)
+    assert len(fetch.calls) == 4 and spawn.jobs == []  # the background result was dropped too: read at once
+    cache.get("u", fetch)
+    assert len(fetch.calls) == 4  # and a read after the forget is kept
