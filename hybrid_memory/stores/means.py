@@ -69,9 +69,10 @@ class MeanCache:
 
     Thread-safe. At most ``max_users`` users are kept (least recently used dropped first). A stale
     mean of more than ``background_above`` memories is served once more while one background read
-    replaces it (reading 10,000 vectors takes Weaviate about 0.7 s, which would otherwise stall
-    the recall that found it stale); a smaller or first read is made on the caller's thread. A
-    mean read while :meth:`forget` ran is not kept.
+    replaces it: reading 10,000 vectors takes Weaviate about 0.7 s, which would otherwise stall the
+    recall that found it stale. At most :attr:`max_refreshes` users are read in the background at
+    once; the others keep their stale means until a read is free. A smaller or first read is made
+    on the caller's thread. A mean read while :meth:`forget` ran is not kept.
 
     Args:
         ttl: Seconds after which a user's mean is read again (other processes' writes).
@@ -81,6 +82,10 @@ class MeanCache:
             (``None``: never).
         spawn: Runs a background refresh (default: a daemon thread; injectable for tests).
     """
+
+    #: Background reads under way at most (for as many users): more stale large users are served
+    #: their stale means until a read is free (a scan each; two cores).
+    max_refreshes = 2
 
     def __init__(
         self,
@@ -112,7 +117,7 @@ class MeanCache:
                 large = self.background_above is not None and e.count > self.background_above
                 if fresh or large:
                     self._entries.move_to_end(user_id)
-                    if not fresh and user_id not in self._refreshing:
+                    if not fresh and user_id not in self._refreshing and len(self._refreshing) < self.max_refreshes:
                         self._refreshing.add(user_id)
                         self._reading[user_id] = self._reading.get(user_id, 0) + 1
                         self._spawn(lambda: self._refresh(user_id, fetch, now))

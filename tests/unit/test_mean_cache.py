@@ -159,3 +159,16 @@ def test_a_mean_read_while_the_user_is_forgotten_is_not_kept() -> None:
     assert len(fetch.calls) == 4 and spawn.jobs == []  # the background result was dropped too: read at once
     cache.get("u", fetch)
     assert len(fetch.calls) == 4  # and a read after the forget is kept
+
+
+def test_at_most_two_background_reads_run_at_once_and_the_others_wait_their_turn() -> None:
+    clock, spawn = _Clock(), _Spawn()
+    fetch, cache = _Fetch(5_000), MeanCache(clock=clock, spawn=spawn)
+    first = {u: cache.get(u, fetch) for u in "abc"}
+    clock.now = 301.0
+    assert all(cache.get(u, fetch) is first[u] for u in "abc")  # all stale, all served
+    assert len(spawn.jobs) == 2  # "c" waits: no third scan at once
+    spawn.run()
+    assert cache.get("c", fetch) is first["c"] and len(spawn.jobs) == 1  # its turn, at its next recall
+    spawn.run()
+    assert all(cache.get(u, fetch) is not first[u] for u in "abc") and spawn.jobs == []
