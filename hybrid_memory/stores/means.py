@@ -23,7 +23,7 @@ caller's thread. A read racing :meth:`MeanCache.forget` is not kept.
 Example:
     >>> import numpy as np
     >>> calls = []
-    >>> def fetch(user):
+    >>> def fetch(user, before):
     ...     calls.append(user)
     ...     return np.array([0.5, 0.5], dtype=np.float32), 20
     >>> cache = MeanCache(ttl=300.0, clock=lambda: 0.0)
@@ -48,8 +48,10 @@ __all__ = ["MeanCache"]
 
 logger = logging.getLogger(__name__)
 
-#: ``user -> (mean or None, number of active memories it was computed from)``.
-Fetch = Callable[[str], tuple[Vector | None, int]]
+#: ``(user, count of the last read kept or None) -> (mean or None, number of active memories it was
+#: computed from)``; the earlier count lets a store pick how to read (WeaviateStore: one request or
+#: the cursor).
+Fetch = Callable[[str, int | None], tuple[Vector | None, int]]
 
 
 @dataclass
@@ -108,7 +110,7 @@ class MeanCache:
         self._refreshing: set[str] = set()  # users with a background read under way (one at a time)
 
     def get(self, user_id: str, fetch: Fetch) -> Vector | None:
-        """``user_id``'s mean: the cached one while fresh, else ``fetch(user_id)`` (then cached)."""
+        """``user_id``'s mean: the cached one while fresh, else ``fetch(user_id, count before)`` (then cached)."""
         now = self._clock()
         with self._lock:
             e = self._entries.get(user_id)
@@ -120,21 +122,23 @@ class MeanCache:
                     if not fresh and user_id not in self._refreshing and len(self._refreshing) < self.max_refreshes:
                         self._refreshing.add(user_id)
                         self._reading[user_id] = self._reading.get(user_id, 0) + 1
-                        self._spawn(lambda: self._refresh(user_id, fetch, now))
+                        count = e.count
+                        self._spawn(lambda: self._refresh(user_id, fetch, count, now))
                     return e.mean
+            before = None if e is None else e.count
             self._reading[user_id] = self._reading.get(user_id, 0) + 1
         try:  # outside the lock: a slow read does not block other users
-            got = fetch(user_id)
+            got = fetch(user_id, before)
         except BaseException:
             self._finish(user_id, None, now)
             raise
         self._finish(user_id, got, now)
         return got[0]
 
-    def _refresh(self, user_id: str, fetch: Fetch, at: float) -> None:
+    def _refresh(self, user_id: str, fetch: Fetch, before: int, at: float) -> None:
         got: tuple[Vector | None, int] | None = None
         try:
-            got = fetch(user_id)
+            got = fetch(user_id, before)
         except Exception as exc:  # the stale mean stays; the next recall that finds it stale tries again
             logger.warning("could not read a user's mean vector again (query centring keeps the old one): %s", exc)
         finally:

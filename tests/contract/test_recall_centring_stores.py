@@ -57,11 +57,11 @@ def test_a_user_too_large_for_one_read_is_centred_over_every_active_memory(eithe
     np.testing.assert_allclose(got, units[2:].mean(axis=0), atol=1e-6)  # 8 active, over the limit of one read
     np.testing.assert_allclose(store.mean_vector("v"), vec(0, 0, 0, 1), atol=1e-6)  # isolation
     if weaviate:
-        assert store._cursor_users == {"u"}  # its next reads go to the cursor at once
+        assert store._means._entries["u"].count == 8  # over the limit: its next reads go to the cursor at once
     store.update([m.evolve(status="archived") for m in memories[2:7]])
     np.testing.assert_allclose(store.mean_vector("u"), units[7:].mean(axis=0), atol=1e-6)  # 3 active
     if weaviate:
-        assert store._cursor_users == set()  # small again: one read
+        assert store._means._entries["u"].count == 3  # small again: one read
     np.testing.assert_allclose(store.mean_vector("u"), units[7:].mean(axis=0), atol=1e-6)
 
 
@@ -73,7 +73,9 @@ def test_a_failed_cursor_scan_leaves_the_user_uncentred_until_the_next_read(
     store._mean_fetch_limit = 2
     vectors = [vec(1.0, float(i)) for i in range(5)]
     seed(store, [rec("u", f"memory {i}", minutes=i) for i in range(5)], vectors)
-    store._cursor_users.add("u")  # known to be large: straight to the scan
+    units = np.stack([v / np.linalg.norm(v) for v in vectors])
+    np.testing.assert_allclose(store.mean_vector("u"), units.mean(axis=0), atol=1e-6)  # 5 > 2: by the cursor
+    store._means.wrote("u")  # stale: the next read goes straight to the scan (the last mean was over the limit)
     monkeypatch.setattr(store, "_request_timeout", lambda kind="query": 1e-4)
     with caplog.at_level(logging.WARNING, logger="hybrid_memory.stores.weaviate"):
         assert store.mean_vector("u") is None
@@ -81,7 +83,6 @@ def test_a_failed_cursor_scan_leaves_the_user_uncentred_until_the_next_read(
     monkeypatch.undo()
     assert store.mean_vector("u") is None  # cached until the next read (ttl or writes)
     store._means.forget("u")  # that next read, now
-    units = np.stack([v / np.linalg.norm(v) for v in vectors])
     np.testing.assert_allclose(store.mean_vector("u"), units.mean(axis=0), atol=1e-6)
 
 

@@ -871,14 +871,7 @@ def test_a_memory_written_by_a_write_that_raced_a_forget_is_never_read_and_gets_
         assert store.count("alice") == 2  # an aggregate cannot tell them apart
 
     def cursor_mean() -> list[str]:  # a user too large for one read: query centring's mean from the cursor API
-        store._means.forget("alice")
-        store._mean_fetch_limit = 0
-        store._cursor_users.add("alice")  # straight to the cursor: no other read runs first
-        try:
-            got = store.mean_vector("alice")
-        finally:
-            del store._mean_fetch_limit
-            store._cursor_users.discard("alice")
+        got, _ = store._cursor_mean("alice")  # the cursor alone: no other read runs first
         now_vec = vecs(1, seed=3)[0]
         np.testing.assert_allclose(got, now_vec / np.linalg.norm(now_vec), atol=1e-6)  # the leftover is not in it
         return []

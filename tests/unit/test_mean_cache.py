@@ -16,7 +16,7 @@ class _Fetch:
         self.count = count
         self.calls: list[str] = []
 
-    def __call__(self, user: str) -> tuple[np.ndarray | None, int]:
+    def __call__(self, user: str, before: int | None) -> tuple[np.ndarray | None, int]:
         self.calls.append(user)
         if self.count == 0:
             return None, 0
@@ -127,7 +127,7 @@ def test_a_failed_background_read_keeps_the_stale_mean_and_is_tried_again(caplog
     first = cache.get("u", fetch)
     clock.now = 301.0
 
-    def failing(user: str) -> tuple[np.ndarray | None, int]:
+    def failing(user: str, before: int | None) -> tuple[np.ndarray | None, int]:
         raise ConnectionError("server gone")
 
     assert cache.get("u", failing) is first
@@ -144,8 +144,8 @@ def test_a_mean_read_while_the_user_is_forgotten_is_not_kept() -> None:
     cache = MeanCache(clock=clock, spawn=spawn)
     fetch = _Fetch(5_000)
 
-    def racing(user: str) -> tuple[np.ndarray | None, int]:  # the forget lands while the read runs
-        got = fetch(user)
+    def racing(user: str, before: int | None) -> tuple[np.ndarray | None, int]:  # the forget lands while the read runs
+        got = fetch(user, before)
         cache.forget(user)
         return got
 

@@ -225,7 +225,6 @@ class _Client:
         self._handles: dict[tuple[str, str | None, str | None], tuple[Any, Any]] = {}
         self._filter_cache: dict[MemoryFilter, Any] = {}
         self._means = MeanCache()  # query centring's per-user means (hybrid_memory.stores.means)
-        self._cursor_users: set[str] = set()  # users whose means are read with the cursor (WeaviateStore.mean_vector)
         self.health_check_interval = health_check_interval
         self._live_url = _live_url_of(client)
         self._probe_timeout = 2.0

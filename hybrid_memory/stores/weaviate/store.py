@@ -127,8 +127,6 @@ def _node(url: str, grpc_port: int | None, settings: Mapping[str, Any]) -> tuple
 
 #: Neighbour queries of one write in flight at once (each is a small near_vector read).
 _NEIGHBOUR_CONCURRENCY = 8
-#: Users remembered as too large for one read of their vectors (their means go to the cursor at once).
-_CURSOR_USERS = 1024
 
 
 def _without_access(record: MemoryRecord) -> MemoryRecord:
@@ -1027,7 +1025,6 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
                     self._dlq.remove_user(user_id)
             self._forget_use(tenant)
             self._means.forget(user_id)
-            self._cursor_users.discard(user_id)
         return n
 
     # -- search --------------------------------------------------------------------------------
@@ -1240,7 +1237,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         dropped when this store forgets the user. ``None`` when the user has no active memory.
         A user with more active memories than one read returns (``QUERY_MAXIMUM_RESULTS - 1``)
         is read with the cursor API, a page of vectors at a time, summed as it goes (about 0.7 s
-        per 10,000 memories of 512 dimensions; the next reads of that user go there directly), so
+        per 10,000 memories of 512 dimensions; a user whose last mean was over the limit goes there
+        directly), so
         large users are centred as the local store centres them. Should that scan fail (a
         timeout), the user is left uncentred until the next read, with a warning.
 
@@ -1250,8 +1248,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         self._check_open()
         check_id(user_id)
 
-        def fetch(user: str) -> tuple[Vector | None, int]:
-            if user not in self._cursor_users:
+        def fetch(user: str, before: int | None) -> tuple[Vector | None, int]:
+            if before is None or before <= self._mean_fetch_limit:
                 got = self.active_vectors(user, limit=self._mean_fetch_limit)
                 if got is not None:
                     if not got[0]:
@@ -1298,16 +1296,11 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
             total, n, stale = self._call("mean by cursor", run)
         except StoreError as exc:
             if is_tenant_missing(exc):
-                self._cursor_users.discard(user_id)
                 return None, 0
             logger.warning("query centring is off for one user until the next read: %s", exc)
             return None, self._mean_fetch_limit + 1
         if stale:
             self._drop_left_behind(user_id, stale)
-        if n <= self._mean_fetch_limit:
-            self._cursor_users.discard(user_id)
-        elif len(self._cursor_users) < _CURSOR_USERS or user_id in self._cursor_users:
-            self._cursor_users.add(user_id)
         if total is None:
             return None, 0
         mean: Vector = (total / n).astype(np.float32)
