@@ -17,8 +17,12 @@ vector of that user's own searches: it is never returned, and a stale one costs 
 not correctness or isolation. So the stale mean of a user with more than 1,000 memories
 (``background_above``) is used once more while a background thread reads it again: a user above
 10,000 memories is read with the cursor API (about 0.7 s per 10,000), which would otherwise stall
-the recall that found the mean stale. Only a user's first read, and a small user's, is made on the
-caller's thread. A read racing :meth:`MeanCache.forget` is not kept.
+the recall that found the mean stale. A user's first read in a process is bounded the same way when
+the store can read "the mean if the user has at most n memories" (a ``probe``; WeaviateStore: one
+request of at most 1,001 vectors, about 50 ms): a larger user's first mean is read in the background
+too, and its recalls run uncentred (as with ``centre_weight`` 0) until it is in, instead of the first
+recall waiting for the whole read (about 7 s at 100,000 memories). Only a small user's reads are made
+on the caller's thread. A read racing :meth:`MeanCache.forget` is not kept.
 
 Example:
     >>> import numpy as np
@@ -36,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -52,6 +57,9 @@ logger = logging.getLogger(__name__)
 #: computed from)``; the earlier count lets a store pick how to read (WeaviateStore: one request or
 #: the cursor).
 Fetch = Callable[[str, int | None], tuple[Vector | None, int]]
+#: ``(user, n) -> (mean or None, count)`` when the user has at most ``n`` active memories, else
+#: ``None``: a read bounded by ``n`` (WeaviateStore: one request of at most ``n + 1`` vectors).
+Probe = Callable[[str, int], tuple[Vector | None, int] | None]
 
 
 @dataclass
@@ -73,8 +81,10 @@ class MeanCache:
     mean of more than ``background_above`` memories is served once more while one background read
     replaces it: reading 10,000 vectors takes Weaviate about 0.7 s, which would otherwise stall the
     recall that found it stale. At most :attr:`max_refreshes` users are read in the background at
-    once; the others keep their stale means until a read is free. A smaller or first read is made
-    on the caller's thread. A mean read while :meth:`forget` ran is not kept.
+    once; the others keep their stale means until a read is free. A user's first read is made on
+    the caller's thread, bounded by ``background_above`` when :meth:`get` has a ``probe``: a larger
+    user gets ``None`` (no centring) until its first mean, read in the background, is in. A mean
+    read while :meth:`forget` ran is not kept.
 
     Args:
         ttl: Seconds after which a user's mean is read again (other processes' writes).
@@ -108,9 +118,18 @@ class MeanCache:
         self._reading: dict[str, int] = {}  # user -> reads of its mean under way
         self._forgotten: set[str] = set()  # users forgotten while a read was under way: its result is dropped
         self._refreshing: set[str] = set()  # users with a background read under way (one at a time)
+        self._closed = False  # the store closed: a background read ending now is dropped quietly
 
-    def get(self, user_id: str, fetch: Fetch) -> Vector | None:
-        """``user_id``'s mean: the cached one while fresh, else ``fetch(user_id, count before)`` (then cached)."""
+    def get(self, user_id: str, fetch: Fetch, probe: Probe | None = None) -> Vector | None:
+        """``user_id``'s mean: the cached one while fresh, else ``fetch(user_id, count before)`` (then cached).
+
+        Args:
+            user_id: Whose mean.
+            fetch: Reads the mean (any size).
+            probe: Reads it if the user has at most ``n`` active memories: a first read then costs
+                at most ``background_above`` vectors, and a larger user's first mean is read in
+                the background (``None`` until it is in).
+        """
         now = self._clock()
         with self._lock:
             e = self._entries.get(user_id)
@@ -119,28 +138,43 @@ class MeanCache:
                 large = self.background_above is not None and e.count > self.background_above
                 if fresh or large:
                     self._entries.move_to_end(user_id)
-                    if not fresh and user_id not in self._refreshing and len(self._refreshing) < self.max_refreshes:
-                        self._refreshing.add(user_id)
-                        self._reading[user_id] = self._reading.get(user_id, 0) + 1
-                        count = e.count
-                        self._spawn(lambda: self._refresh(user_id, fetch, count, now))
+                    if not fresh:
+                        self._refresh_in_background(user_id, e.count, fetch, now)
                     return e.mean
             before = None if e is None else e.count
+            bound = self.background_above if e is None else None
             self._reading[user_id] = self._reading.get(user_id, 0) + 1
         try:  # outside the lock: a slow read does not block other users
-            got = fetch(user_id, before)
+            got = probe(user_id, bound) if probe is not None and bound is not None else fetch(user_id, before)
         except BaseException:
             self._finish(user_id, None, now)
             raise
+        if got is None and bound is not None:
+            # A first read of more than ``bound`` memories: an entry without a mean, stale at once
+            # and large, so its read is made in the background (the recalls meanwhile: uncentred).
+            self._finish(user_id, (None, bound + 1), -math.inf)
+            with self._lock:
+                if user_id in self._entries:  # not forgotten while the probe ran
+                    self._refresh_in_background(user_id, bound + 1, fetch, now)
+            return None
         self._finish(user_id, got, now)
-        return got[0]
+        return None if got is None else got[0]
+
+    def _refresh_in_background(self, user_id: str, count: int, fetch: Fetch, now: float) -> None:
+        """Start a background read of ``user_id``'s mean unless one runs or too many do (hold the lock)."""
+        if user_id in self._refreshing or len(self._refreshing) >= self.max_refreshes:
+            return
+        self._refreshing.add(user_id)
+        self._reading[user_id] = self._reading.get(user_id, 0) + 1
+        self._spawn(lambda: self._refresh(user_id, fetch, count, now))
 
     def _refresh(self, user_id: str, fetch: Fetch, before: int, at: float) -> None:
         got: tuple[Vector | None, int] | None = None
         try:
             got = fetch(user_id, before)
         except Exception as exc:  # the stale mean stays; the next recall that finds it stale tries again
-            logger.warning("could not read a user's mean vector again (query centring keeps the old one): %s", exc)
+            if not self._closed:  # a read cut off by the store's close is no news
+                logger.warning("could not read a user's mean vector again (query centring keeps the old one): %s", exc)
         finally:
             with self._lock:
                 self._refreshing.discard(user_id)
@@ -157,12 +191,32 @@ class MeanCache:
             forgotten = user_id in self._forgotten
             if not left:
                 self._forgotten.discard(user_id)
-            if got is None or forgotten:
+            if got is None or forgotten or self._closed:
                 return
             self._entries[user_id] = _Entry(got[0], got[1], at)
             self._entries.move_to_end(user_id)
             while len(self._entries) > self.max_users:
                 self._entries.popitem(last=False)
+
+    def close(self) -> None:
+        """The store is closing: background reads still under way end quietly, their results unkept."""
+        with self._lock:
+            self._closed = True
+            self._entries.clear()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the background reads under way; ``True`` when none is left.
+
+        For benchmarks and tests that measure the steady state after a warm-up recall.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not self._refreshing:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     def wrote(self, user_id: str, n: int = 1) -> None:
         """Count ``n`` memories of ``user_id`` written, updated or deleted by this process."""

@@ -24,6 +24,7 @@ def test_centring_reorders_the_vector_leg_and_keeps_query_cosines(
 ) -> None:
     if isinstance(either_store, WeaviateStore) and not one_read:
         either_store._mean_fetch_limit = 2  # the user is too large for one read: its mean comes from the cursor
+        either_store._means.background_above = None  # read by the recall (a first read is bounded by 1,000 else)
     mem = HybridMemory(
         either_store,
         embedder=HashingEmbedder(),
@@ -47,6 +48,7 @@ def test_a_user_too_large_for_one_read_is_centred_over_every_active_memory(eithe
     weaviate = isinstance(store, WeaviateStore)
     if weaviate:
         store._mean_fetch_limit = 4  # one read returns at most 4 memories: "u" has 10
+        store._means.background_above = None  # every read by the caller, the first one too
     memories = [rec("u", f"memory {i}", minutes=i) for i in range(10)]
     vectors = [vec(1.0, float(i), float(i % 3)) for i in range(10)]
     seed(store, [*memories, rec("v", "another user's memory")], [*vectors, vec(0, 0, 0, 1)])
@@ -71,6 +73,7 @@ def test_a_failed_cursor_scan_leaves_the_user_uncentred_until_the_next_read(
     """A scan cut short (here every request's deadline already passed) costs the centring, never the recall."""
     store = weaviate_contract_store
     store._mean_fetch_limit = 2
+    store._means.background_above = None
     vectors = [vec(1.0, float(i)) for i in range(5)]
     seed(store, [rec("u", f"memory {i}", minutes=i) for i in range(5)], vectors)
     units = np.stack([v / np.linalg.norm(v) for v in vectors])
@@ -108,6 +111,10 @@ def test_another_process_sees_the_writes_and_the_forget_in_its_mean(
     if weaviate:  # the other process's cache, on a clock the test moves
         b._means = MeanCache(ttl=300.0, clock=clock, background_above=20 if background else None, spawn=spawn)
     seed(a, [rec("u", f"first {i}", minutes=i) for i in range(30)], [vec(1)] * 30)
+    if weaviate and background:  # 30 > 20: the first read finds the user large and reads its mean in the background
+        assert b.mean_vector("u") is None and b.mean_vector("u") is None  # uncentred until it is in
+        assert len(spawn.jobs) == 1
+        spawn.run()
     np.testing.assert_allclose(b.mean_vector("u"), vec(1), atol=1e-6)
     seed(a, [rec("u", f"then {i}", minutes=30 + i) for i in range(10)], [vec(0, 1)] * 10)
     clock.now = 301.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -172,3 +173,140 @@ def test_at_most_two_background_reads_run_at_once_and_the_others_wait_their_turn
     assert cache.get("c", fetch) is first["c"] and len(spawn.jobs) == 1  # its turn, at its next recall
     spawn.run()
     assert all(cache.get(u, fetch) is not first[u] for u in "abc") and spawn.jobs == []
+
+
+class _Probe:
+    """``probe(user, n)``: the mean when the user has at most ``n`` memories, else ``None`` (a bounded read)."""
+
+    def __init__(self, fetch: _Fetch) -> None:
+        self.fetch = fetch
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, user: str, at_most: int) -> tuple[np.ndarray | None, int] | None:
+        self.calls.append((user, at_most))
+        if self.fetch.count > at_most:
+            return None
+        return self.fetch(user, None)
+
+
+def test_a_first_read_with_a_probe_reads_a_small_user_at_once_and_no_more_than_the_bound() -> None:
+    clock, spawn = _Clock(), _Spawn()
+    fetch, cache = _Fetch(800), MeanCache(clock=clock, spawn=spawn)
+    probe = _Probe(fetch)
+    assert cache.get("u", fetch, probe).tolist() == [1.0, 1.0]  # on the caller's thread
+    assert probe.calls == [("u", 1_000)] and fetch.calls == ["u"] and spawn.jobs == []
+    cache.wrote("u", 80)
+    assert cache.get("u", fetch, probe).tolist() == [2.0, 2.0]  # later reads: fetch, as before
+    assert probe.calls == [("u", 1_000)] and spawn.jobs == []
+
+
+def test_a_large_users_first_mean_is_read_in_the_background_and_its_recalls_meanwhile_are_uncentred() -> None:
+    clock, spawn = _Clock(), _Spawn()
+    fetch = _Fetch(100_000)
+    before: list[int | None] = []
+
+    def counting(user: str, last: int | None) -> tuple[np.ndarray | None, int]:
+        before.append(last)
+        return fetch(user, last)
+
+    cache = MeanCache(clock=clock, spawn=spawn)
+    probe = _Probe(fetch)
+    assert cache.get("u", counting, probe) is None  # no mean yet: the recall is not held up by a whole read
+    assert cache.get("u", counting, probe) is None and cache.get("u", counting, probe) is None
+    assert probe.calls == [("u", 1_000)] and fetch.calls == [] and len(spawn.jobs) == 1  # one probe, one read
+    spawn.run()
+    assert before == [1_001]  # the store is told the user is above the bound (WeaviateStore: one read or the cursor)
+    got = cache.get("u", counting, probe)
+    assert got is not None and got.tolist() == [1.0, 1.0] and spawn.jobs == []
+    clock.now = 301.0  # and from then on as any large user: the stale mean served while it is read again
+    assert cache.get("u", counting, probe) is got and len(spawn.jobs) == 1
+    spawn.run()
+    assert before == [1_001, 100_000] and probe.calls == [("u", 1_000)]
+
+
+def test_a_failed_first_background_read_leaves_the_user_uncentred_and_is_tried_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spawn = _Spawn()
+    fetch, cache = _Fetch(5_000), MeanCache(clock=_Clock(), spawn=spawn)
+
+    def failing(user: str, before: int | None) -> tuple[np.ndarray | None, int]:
+        raise ConnectionError("server gone")
+
+    assert cache.get("u", failing, _Probe(fetch)) is None
+    with caplog.at_level(logging.WARNING, logger="hybrid_memory.stores.means"):
+        spawn.run()
+    assert "server gone" in caplog.text
+    assert cache.get("u", fetch, _Probe(fetch)) is None and len(spawn.jobs) == 1  # tried again, not probed again
+    spawn.run()
+    assert cache.get("u", fetch, _Probe(fetch)) is not None
+
+
+def test_a_forget_during_a_first_read_in_the_background_drops_its_result() -> None:
+    spawn = _Spawn()
+    fetch, cache = _Fetch(5_000), MeanCache(clock=_Clock(), spawn=spawn)
+    probe = _Probe(fetch)
+    assert cache.get("u", fetch, probe) is None
+    cache.forget("u")  # after the probe, before the background read ends
+    spawn.run()
+    assert "u" not in cache._entries  # the forgotten user's mean was not kept
+    assert cache.get("u", fetch, probe) is None and len(probe.calls) == 2  # a new first read
+
+    def racing(user: str, at_most: int) -> tuple[np.ndarray | None, int] | None:  # the forget lands during the probe
+        cache.forget(user)
+        return probe(user, at_most)
+
+    spawn.run()
+    assert cache.get("u", fetch, probe) is not None
+    cache.forget("u")
+    assert cache.get("u", fetch, racing) is None
+    assert "u" not in cache._entries and spawn.jobs == []  # nothing kept, nothing started
+
+
+def test_first_reads_in_the_background_share_the_two_reads_and_background_above_none_reads_at_once() -> None:
+    spawn = _Spawn()
+    fetch, cache = _Fetch(5_000), MeanCache(clock=_Clock(), spawn=spawn)
+    probe = _Probe(fetch)
+    assert [cache.get(u, fetch, probe) for u in "abc"] == [None, None, None]
+    assert len(spawn.jobs) == 2 and len(probe.calls) == 3  # "c" waits for a free read ...
+    spawn.run()
+    assert cache.get("c", fetch, probe) is None and len(spawn.jobs) == 1 and len(probe.calls) == 3  # ... its turn
+    spawn.run()
+    assert all(cache.get(u, fetch, probe) is not None for u in "abc")
+    never = MeanCache(clock=_Clock(), spawn=spawn, background_above=None)
+    assert never.get("u", fetch, probe) is not None and len(probe.calls) == 3 and spawn.jobs == []
+
+
+def test_wait_returns_once_the_background_reads_are_done() -> None:
+    """With the default spawn (a real thread): ``wait`` reports a read still under way, then its end."""
+    release = threading.Event()
+    fetch = _Fetch(5_000)
+
+    def slow(user: str, before: int | None) -> tuple[np.ndarray | None, int]:
+        release.wait()
+        return fetch(user, before)
+
+    cache = MeanCache(clock=_Clock())
+    assert cache.wait(0.0)  # nothing under way
+    assert cache.get("u", slow, _Probe(fetch)) is None
+    assert not cache.wait(0.05)  # blocked until released: not done
+    release.set()
+    assert cache.wait(60.0)
+    got = cache.get("u", slow, _Probe(fetch))
+    assert got is not None and got.tolist() == [1.0, 1.0]
+
+
+def test_a_background_read_cut_off_by_close_ends_quietly_and_is_not_kept(caplog: pytest.LogCaptureFixture) -> None:
+    spawn = _Spawn()
+    fetch, cache = _Fetch(5_000), MeanCache(clock=_Clock(), spawn=spawn)
+    assert cache.get("u", fetch, _Probe(fetch)) is None
+
+    def closed(user: str, before: int | None) -> tuple[np.ndarray | None, int]:
+        raise ConnectionError("client closed")
+
+    assert cache.get("v", closed, _Probe(fetch)) is None and len(spawn.jobs) == 2
+    cache.close()
+    with caplog.at_level(logging.WARNING, logger="hybrid_memory.stores.means"):
+        spawn.run()
+    assert caplog.text == ""  # the failure at close is no news
+    assert cache._entries == {}  # and the read that succeeded is not kept

@@ -260,6 +260,7 @@ class _Client:
         if self._closed:
             return
         self._closed = True
+        self._means.close()  # a background mean read still running ends quietly
         self._handles.clear()
         self._dlq.close()
         if self._owns_client:

@@ -1240,7 +1240,10 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         per 10,000 memories of 512 dimensions; a user whose last mean was over the limit goes there
         directly), so
         large users are centred as the local store centres them. Should that scan fail (a
-        timeout), the user is left uncentred until the next read, with a warning.
+        timeout), the user is left uncentred until the next read, with a warning. Reads of more
+        than 1,000 memories are made in the background (``MeanCache.background_above``): a
+        process's first read of a user reads at most 1,001 vectors (about 50 ms), and a larger
+        user's recalls run uncentred until its first mean is in.
 
         Raises:
             InvalidInputError: bad user id.
@@ -1248,17 +1251,23 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         self._check_open()
         check_id(user_id)
 
+        def probe(user: str, at_most: int) -> tuple[Vector | None, int] | None:
+            got = self.active_vectors(user, limit=at_most)
+            if got is None:
+                return None
+            if not got[0]:
+                return None, 0
+            mean: Vector = got[2].mean(axis=0, dtype=np.float32)
+            return mean, len(got[0])
+
         def fetch(user: str, before: int | None) -> tuple[Vector | None, int]:
             if before is None or before <= self._mean_fetch_limit:
-                got = self.active_vectors(user, limit=self._mean_fetch_limit)
+                got = probe(user, self._mean_fetch_limit)
                 if got is not None:
-                    if not got[0]:
-                        return None, 0
-                    mean: Vector = got[2].mean(axis=0, dtype=np.float32)
-                    return mean, len(got[0])
+                    return got
             return self._cursor_mean(user)
 
-        return self._means.get(user_id, fetch)
+        return self._means.get(user_id, fetch, probe)
 
     def _cursor_mean(self, user_id: str) -> tuple[Vector | None, int]:
         """The mean of ``user_id``'s active vectors over every object of the tenant (cursor API).
