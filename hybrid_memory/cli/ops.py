@@ -135,8 +135,13 @@ def _store_args(p: argparse.ArgumentParser, *, embedder: bool = False) -> None:
         )
 
 
-def open_store(args: argparse.Namespace, *, create: bool = False) -> Any:
+def open_store(args: argparse.Namespace, *, create: bool = False, background: bool = False) -> Any:
     """The store named by ``--store`` / ``--weaviate``.
+
+    Unless ``background`` (a long-running server), a Weaviate store reads a user's mean vector
+    (query centring) on the calling thread whatever the user's size: a one-shot command's process
+    would end before a background read did, and its recall would be left uncentred
+    (:mod:`hybrid_memory.stores.means`).
 
     Raises:
         NotFoundError: ``--store`` names a missing file and ``create`` is false.
@@ -150,13 +155,16 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> Any:
         return LocalStore(path)
     from hybrid_memory.stores.weaviate import WeaviateStore
 
-    return WeaviateStore.connect(
+    store = WeaviateStore.connect(
         args.weaviate,
         collection=args.collection,
         api_key=args.api_key or os.environ.get("WEAVIATE_API_KEY") or None,
         grpc_port=args.grpc_port,
         dead_letter_path=getattr(args, "dead_letter_path", None),
     )
+    if not background:
+        store._means.background_above = None
+    return store
 
 
 class _StoredEmbedder:

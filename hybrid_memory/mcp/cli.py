@@ -89,7 +89,7 @@ def open_server_memory(args: argparse.Namespace) -> Any:
     from hybrid_memory.memory import HybridMemory
     from hybrid_memory.observe.trace import default_trace_path
 
-    store = open_store(args, create=True)
+    store = open_store(args, create=True, background=True)  # a long-running server
     try:
         emb = resolve_embedder(getattr(args, "embedder", "auto"), store.embedder_name, store.dimension)
         trace: str | bool = False if args.no_trace else (args.traces or default_trace_path(store))

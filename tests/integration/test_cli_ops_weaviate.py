@@ -178,3 +178,31 @@ def test_dead_letters_are_listed_and_replayed_from_the_command_line(
     assert store.get("李雷", [old.id]) == [old]
     code, out, err = run(capsys, "dead-letters", "--store", str(tmp_path / "x.db"))
     assert code != 0 and "Weaviate" in err
+
+
+def test_a_one_shot_command_centres_a_large_user_at_once_and_the_mcp_server_reads_it_in_the_background(
+    wv_args: list[str],
+) -> None:
+    """A command's process ends before a background read would; a server's recalls should not wait for it."""
+    from hybrid_memory.cli import build_parser
+    from hybrid_memory.cli.ops import open_store
+    from hybrid_memory.records import MemoryRecord
+
+    args = build_parser().parse_args(["stats", *wv_args])
+    store = open_store(args)
+    n = 1_001  # one more than a first read bounded in the background (MeanCache.background_above)
+    vectors = np.zeros((n, 8), dtype=np.float32)
+    vectors[:, 0] = 1.0
+    store.bind_embedder("hashing-8", 8)
+    store.upsert([MemoryRecord.create(user_id="big", content=f"memory {i}") for i in range(n)], vectors)
+    try:
+        np.testing.assert_allclose(store.mean_vector("big"), vectors[0], atol=1e-6)  # by this call
+    finally:
+        store.close()
+    server = open_store(args, background=True)  # as the MCP server opens it
+    try:
+        assert server.mean_vector("big") is None  # uncentred while its background read runs
+        assert server._means.wait(60.0)
+        np.testing.assert_allclose(server.mean_vector("big"), vectors[0], atol=1e-6)
+    finally:
+        server.close()
