@@ -1238,9 +1238,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         A user with more active memories than one read returns (``QUERY_MAXIMUM_RESULTS - 1``)
         is read with the cursor API, a page of vectors at a time, summed as it goes (about 0.7 s
         per 10,000 memories of 512 dimensions; a user whose last mean was over the limit goes there
-        directly), so
-        large users are centred as the local store centres them. Should that scan fail (a
-        timeout), the user is left uncentred until the next read, with a warning. Reads of more
+        directly), so large users are centred as the local store centres them. Should that scan
+        fail (a timeout), the user is left uncentred until the next read, with a warning. Reads of more
         than 1,000 memories are made in the background (``MeanCache.background_above``): a
         process's first read of a user reads at most 1,001 vectors (about 50 ms), and a larger
         user's recalls run uncentred until its first mean is in.
