@@ -89,7 +89,13 @@ from hybrid_memory.errors import (
 )
 from hybrid_memory.observe.metrics import MemoryMetrics
 from hybrid_memory.records import FusedContext, MemoryRecord, RecallHit, Turn, WriteOutcome, check_id, utcnow
-from hybrid_memory.stores.local.connection import DEFAULT_WIPE_TIMEOUT, WalWiper, connect_owned, wipe_seconds
+from hybrid_memory.stores.local.connection import (
+    DEFAULT_WIPE_TIMEOUT,
+    WalWiper,
+    connect_owned,
+    enable_wal,
+    wipe_seconds,
+)
 from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS
 from hybrid_memory.text.privacy import PiiRedactor
 
@@ -296,7 +302,7 @@ class TraceStore:
             self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             if not self._memory:
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                enable_wal(self._conn, self.path, required=False)
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
             row = self._conn.execute("SELECT value FROM trace_meta WHERE key = 'format'").fetchone()

@@ -692,8 +692,18 @@ def test_turn_and_forget_epoch_collections(weaviate_store: WeaviateStore) -> Non
     [epoch] = cols.use(store.epochs_collection).query.fetch_objects().objects
     assert epoch.properties == {"epoch": store.user_epoch("bob@example.com")}
     assert "bob" not in json.dumps(epoch.properties) + str(epoch.uuid)
+    store.bind_embedder("test-embedder", 8)  # the binding is a collection of its own
+    names = (
+        store.collection,
+        store.meta_collection,
+        store.turns_collection,
+        store.epochs_collection,
+        store.binding_collection,
+        store.tombstones_collection,
+    )
+    assert all(cols.exists(name) for name in names)
     store.drop()
-    for name in (store.collection, store.meta_collection, store.turns_collection, store.epochs_collection):
+    for name in names:
         assert not cols.exists(name)
 
 

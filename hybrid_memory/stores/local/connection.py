@@ -269,6 +269,51 @@ def _close_quietly(conn: sqlite3.Connection) -> None:
         conn.close()
 
 
+def enable_wal(
+    conn: sqlite3.Connection, path: str, *, required: bool = True, timeout_ms: int = _BUSY_TIMEOUT_MS
+) -> None:
+    """Put ``conn``'s file in WAL mode, waiting up to ``timeout_ms`` for other processes opening it too.
+
+    While another connection writes the file (another process creating the tables of the same
+    fresh file), SQLite answers ``PRAGMA journal_mode=WAL`` with "database is locked" at once,
+    without waiting in its busy handler; workers started together on a new file then failed to open
+    it. The switch is tried again, with growing pauses, until the timeout.
+
+    Args:
+        conn: An open connection (autocommit).
+        path: The file, for the error message.
+        required: Raise when the file system keeps another journal mode (else keep that mode).
+        timeout_ms: How long other connections may hold the file.
+
+    Raises:
+        sqlite3.OperationalError: still locked after ``timeout_ms``, or another error.
+        StoreUnavailableError: ``required`` and the file cannot be put in WAL mode.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = str(pathlib.Path(tempfile.mkdtemp()) / "f.db")
+        >>> conn = sqlite3.connect(path, isolation_level=None)
+        >>> enable_wal(conn, path)
+        >>> conn.execute("PRAGMA journal_mode").fetchone()[0]
+        'wal'
+        >>> conn.close()
+    """
+    deadline = time.monotonic() + timeout_ms / 1000
+    pause = 0.005
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "database is locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.1)
+            continue
+        if required and str(mode).lower() != "wal":
+            raise StoreUnavailableError(f"cannot enable WAL on {path!r} (journal mode {mode})")
+        return
+
+
 def connect_owned(target: str, owner: object) -> sqlite3.Connection:
     """Open ``target`` (autocommit, usable from any thread); the connection closes when ``owner`` is collected.
 

@@ -34,7 +34,13 @@ from hybrid_memory.records import MemoryRecord, check_id, check_text, ensure_utc
 from hybrid_memory.stores.base import AsyncFromSyncStore, check_ids, user_hash
 from hybrid_memory.stores.budget import CacheBudget, cache_budget
 from hybrid_memory.stores.local.cache import _drop_partition
-from hybrid_memory.stores.local.connection import _WIPE_KEY, DEFAULT_WIPE_TIMEOUT, connect_owned, wipe_seconds
+from hybrid_memory.stores.local.connection import (
+    _WIPE_KEY,
+    DEFAULT_WIPE_TIMEOUT,
+    connect_owned,
+    enable_wal,
+    wipe_seconds,
+)
 from hybrid_memory.stores.local.partition import _NO_SCORES, _FilterFields, _similarities, _unit_rows, _unit_vector
 from hybrid_memory.stores.local.rows import _RECORD_COLUMNS, _chunks, _iso, _marks, _record, _row, _where
 from hybrid_memory.stores.local.schema import _BUSY_TIMEOUT_MS, _create_or_migrate
@@ -148,9 +154,7 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         c.execute("PRAGMA secure_delete=ON")
         c.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
         if not self._memory:
-            mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreUnavailableError(f"cannot enable WAL on {self._path!r} (journal mode {mode})")
+            enable_wal(c, self._path)
             c.execute("PRAGMA synchronous=FULL")
         with self._tx():
             _create_or_migrate(c, self.analyzer, self._path)
@@ -258,22 +262,32 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
             raise InvalidInputError(f"dimension must be a positive int, got {dimension!r}")
         with self._guard():
-            recorded = self._meta("embedder_name")
-            if self._dim is not None and self._dim != dimension:
-                raise EmbeddingDimensionError(
-                    self._dim,
-                    dimension,
-                    hint=f"the store was built with embedder {recorded or 'unknown'!r} ({self._dim}-d) and cannot "
-                    f"take {name!r} ({dimension}-d); {_REEMBED_HINT}",
-                )
-            if recorded is not None and recorded != name:
-                raise EmbedderMismatchError(recorded, name, dimension)
-            if self._dim is None or recorded is None:
-                with self._tx():
+            if self._check_binding(name, dimension):
+                return
+            with self._tx():  # checked again under the write lock: another process may have bound meanwhile
+                if not self._check_binding(name, dimension):
                     if self._meta("embedder_name") is None:
                         self._set_meta("embedder_name", name)
                     self._set_meta("embedder_dimension", str(dimension))
             self._dim = dimension
+
+    def _check_binding(self, name: str, dimension: int) -> bool:
+        """Raise if the stored binding refuses ``name`` / ``dimension``; ``True`` when both are recorded."""
+        recorded = self._meta("embedder_name")
+        stored = self._meta("embedder_dimension")
+        if stored is not None and int(stored) != self._dim:  # bound by another process since the last look
+            self._drop_partitions()
+            self._dim = int(stored)
+        if self._dim is not None and self._dim != dimension:
+            raise EmbeddingDimensionError(
+                self._dim,
+                dimension,
+                hint=f"the store was built with embedder {recorded or 'unknown'!r} ({self._dim}-d) and cannot "
+                f"take {name!r} ({dimension}-d); {_REEMBED_HINT}",
+            )
+        if recorded is not None and recorded != name:
+            raise EmbedderMismatchError(recorded, name, dimension)
+        return recorded is not None and self._dim is not None
 
     # -- writes ------------------------------------------------------------------------------
     @staticmethod
@@ -329,6 +343,11 @@ class LocalStore(_TurnLog, AsyncFromSyncStore):
             with self._tx() as c:
                 self._check_epochs(epochs)
                 if self._dim is None:
+                    stored = self._meta("embedder_dimension")  # another process may have bound one meanwhile
+                    if stored is not None and int(stored) != m.shape[1]:
+                        self._drop_partitions()
+                        self._dim = int(stored)
+                        raise EmbeddingDimensionError(self._dim, int(m.shape[1]), hint=_REEMBED_HINT)
                     self._set_meta("embedder_dimension", str(m.shape[1]))
                 versions = self._bump_versions(r.user_id for r in recs)
                 c.executemany(

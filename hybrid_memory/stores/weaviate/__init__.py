@@ -37,6 +37,12 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
   score ties by this UUID string;
 * a second, tiny collection ``<collection>Meta`` holds one config object: schema version,
   analyzer name, embedder name and vector dimension;
+* ``<collection>Embedder`` (no properties, no objects) is the embedder binding itself: its
+  description holds the embedder name and dimension bound first. The server creates collections
+  through its Raft log and refuses a second create of a name, so of processes binding different
+  embedders at once exactly one wins and the others get ``EmbedderMismatchError`` or
+  ``EmbeddingDimensionError`` (an object insert at a fixed id can succeed twice: the server checks
+  the id and writes it in two steps). The winner copies the binding into the meta object;
 * ``<collection>Turns`` (multi-tenant, the same tenant per user, created lazily) is the durable
   log of the turns ``add_turn`` accepted: one object per turn, UUID ``uuid5(SHA-256(user id), turn id)``
   (a retried append finds it and adds nothing; two racing appends write the same object),

@@ -200,6 +200,7 @@ class _Client:
         self.meta_collection = f"{collection}Meta"
         self.turns_collection = f"{collection}Turns"
         self.epochs_collection = f"{collection}ForgetEpochs"
+        self.binding_collection = f"{collection}Embedder"
         self.analyzer = analyzer if analyzer is not None else Analyzer()
         self.vector_index = vector_index
         self.dynamic_threshold = dynamic_threshold
@@ -221,6 +222,7 @@ class _Client:
         self._closed = False
         self._meta: dict[str, Any] | None = None
         self._meta_lock = threading.Lock()
+        self._meta_unsaved = False  # _meta holds a binding the meta object lacks (its binder died before the copy)
         self._write_lock = threading.RLock()
         self._handles: dict[tuple[str, str | None, str | None], tuple[Any, Any]] = {}
         self._filter_cache: dict[MemoryFilter, Any] = {}

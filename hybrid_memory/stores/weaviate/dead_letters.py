@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from hybrid_memory.records import MemoryRecord
-from hybrid_memory.stores.local.connection import WalWiper, connect_owned
+from hybrid_memory.stores.local.connection import WalWiper, connect_owned, enable_wal
 from hybrid_memory.values import Vector
 
 
@@ -123,7 +123,8 @@ class _DeadLetterQueue:
 
     def _set_up(self, conn: sqlite3.Connection, *, memory: bool) -> None:
         conn.execute("PRAGMA secure_delete=ON")  # deleted memories are overwritten, not left in free pages
-        conn.execute("PRAGMA journal_mode=WAL")
+        if not memory:
+            enable_wal(conn, str(self.path), required=False)
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(
             "CREATE TABLE IF NOT EXISTS dead_letters ("

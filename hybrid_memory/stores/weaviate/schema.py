@@ -212,11 +212,15 @@ class _Schema(_Client):
             )
 
     def drop(self) -> None:
-        """Delete the five collections: every memory, turn, forget epoch and use note (all users!). Idempotent."""
+        """Delete the six collections: every memory, turn, forget epoch, use note and the embedder binding (all users!).
+
+        Idempotent.
+        """
         uses = f"{self.collection}TenantUse"
+        names = (self.collection, self.meta_collection, self.turns_collection, self.epochs_collection, uses)
 
         def run() -> None:
-            for name in (self.collection, self.meta_collection, self.turns_collection, self.epochs_collection, uses):
+            for name in (*names, self.binding_collection):
                 if self._client.collections.exists(name):
                     self._client.collections.delete(name)
 
@@ -258,7 +262,14 @@ class _Schema(_Client):
                     meta = json.loads(obj.properties["value"])
             else:
                 meta = json.loads(obj.properties["value"])
-            self._meta = meta
+            unsaved = False
+            if meta.get("embedder") is None or meta.get("dimension") is None:
+                # Bound by a process that died before it copied its binding here (see _claim_binding).
+                bound = self._call("read embedder binding", self._read_binding)
+                if bound is not None:
+                    copied = _with_binding(meta, bound)
+                    unsaved, meta = copied != meta, copied
+            self._meta, self._meta_unsaved = meta, unsaved
             return meta
 
     def _create_meta(self, meta: Mapping[str, Any]) -> bool:
@@ -309,6 +320,10 @@ class _Schema(_Client):
     def bind_embedder(self, name: str, dimension: int) -> None:
         """Record the embedder on first use, or check it against the stored one.
 
+        Of processes binding different embedders to a fresh collection at once, exactly one binds
+        and the others get the errors below (the binding is a collection the server creates once:
+        ``<collection>Embedder``).
+
         Raises:
             EmbeddingDimensionError: the store holds vectors of another dimension.
             EmbedderMismatchError: the collection recorded another embedder of the same dimension
@@ -319,34 +334,111 @@ class _Schema(_Client):
             raise InvalidInputError("embedder name must be a non-empty str")
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
             raise InvalidInputError(f"dimension must be a positive int, got {dimension!r}")
-        meta = dict(self._load_meta())
-        stored = meta.get("dimension")
-        if stored is not None and int(stored) != dimension:
-            raise EmbeddingDimensionError(
-                int(stored),
-                dimension,
-                hint=(
-                    f"collection {self.collection!r} was built with embedder {meta.get('embedder')!r}; "
-                    f"re-embed into a new collection (`hybrid-memory reembed`) or use the original embedder"
-                ),
-            )
-        recorded = meta.get("embedder")
-        if recorded is not None and recorded != name:
-            raise EmbedderMismatchError(str(recorded), name, dimension)
-        if stored is None or recorded is None:
-            meta["dimension"] = dimension
-            meta["embedder"] = name
+        meta = self._load_meta()
+        _check_binding(self.collection, meta, name, dimension)
+        if meta.get("embedder") is not None and meta.get("dimension") is not None and not self._meta_unsaved:
+            return
+        meta = self._adopt_binding(self._claim_binding(name, dimension))
+        _check_binding(self.collection, meta, name, dimension)
+        if meta.get("embedder") is None:  # the first vectors were written unbound: the first name bound stays
+            meta = {**meta, "embedder": name}
             with self._meta_lock:
                 self._write_meta(meta)
-                self._meta = meta
+                self._meta, self._meta_unsaved = meta, False
+
+    def _claim_binding(self, name: str | None, dimension: int) -> dict[str, Any]:
+        """Bind ``name`` and ``dimension`` unless another process bound first; return the binding kept.
+
+        The binding is a collection, ``<collection>Embedder``, whose description holds it as JSON.
+        The server creates collections through its Raft log, one at a time, and refuses a second
+        create of a name, so of processes binding at once exactly one creates it and every other
+        one reads the winner's. (An object insert at a fixed id would not do: the server checks
+        that an id is free and writes it in two steps, so two inserts can both succeed.)
+        """
+        from weaviate.classes.config import Configure
+
+        wanted: dict[str, Any] = {"embedder": name, "dimension": dimension}
+
+        def run() -> dict[str, Any]:
+            cols = self._client.collections
+            if not cols.exists(self.binding_collection):
+                try:
+                    cols.create(
+                        self.binding_collection,
+                        description=json.dumps(wanted, sort_keys=True),
+                        vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.none()),
+                    )
+                    return wanted
+                except Exception:
+                    if not cols.exists(self.binding_collection):  # not a lost race: the create failed
+                        raise
+            bound = self._read_binding()
+            if bound is None:
+                raise SchemaError(f"the embedder binding of {self.collection!r} vanished while it was read")
+            return bound
+
+        return dict(self._call("bind embedder", run))
+
+    def _read_binding(self) -> dict[str, Any] | None:
+        """The binding :meth:`_claim_binding` kept (``None`` before any); network IO, no retries."""
+        cols = self._client.collections
+        if not cols.exists(self.binding_collection):
+            return None
+        description = cols.use(self.binding_collection).config.get().description or ""
+        try:
+            bound = json.loads(description)
+            dimension = bound["dimension"]
+            embedder = bound["embedder"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SchemaError(
+                f"collection {self.binding_collection!r} does not hold an embedder binding: {description!r}"
+            ) from exc
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or not isinstance(embedder, (str, type(None))):
+            raise SchemaError(f"collection {self.binding_collection!r} holds a malformed binding: {description!r}")
+        return {"embedder": embedder, "dimension": dimension}
+
+    def _adopt_binding(self, bound: Mapping[str, Any]) -> dict[str, Any]:
+        """Copy the kept binding into the meta object where it lacks it; the meta data now."""
+        meta = self._load_meta()
+        merged = _with_binding(meta, bound)
+        if merged != meta or self._meta_unsaved:
+            with self._meta_lock:
+                self._write_meta(merged)
+                self._meta, self._meta_unsaved = merged, False
+        return merged
 
     def _ensure_dimension(self, dim: int) -> None:
+        """Check a write's vector dimension; the first vectors written unbound bind it (no name)."""
         stored = self.dimension
-        if stored is None:
-            meta = dict(self._load_meta())
-            meta["dimension"] = dim
-            with self._meta_lock:
-                self._write_meta(meta)
-                self._meta = meta
-        elif stored != dim:
-            raise EmbeddingDimensionError(stored, dim)
+        if stored is None:  # maybe bound by another process since this one read the meta data
+            stored = int(self._adopt_binding(self._claim_binding(None, dim))["dimension"])
+        if stored != dim:
+            raise EmbeddingDimensionError(stored, dim, hint=_REEMBED_HINT)
+
+
+#: How to get out of a dimension mismatch.
+_REEMBED_HINT = "re-embed into a new collection (`hybrid-memory reembed`) or use the original embedder"
+
+
+def _with_binding(meta: Mapping[str, Any], bound: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` with the embedder and dimension of ``bound`` where it has none."""
+    merged = dict(meta)
+    if merged.get("dimension") is None:
+        merged["dimension"] = bound["dimension"]
+    if merged.get("embedder") is None and bound["embedder"] is not None:
+        merged["embedder"] = bound["embedder"]
+    return merged
+
+
+def _check_binding(collection: str, meta: Mapping[str, Any], name: str, dimension: int) -> None:
+    """Raise when the binding in ``meta`` refuses embedder ``name`` of ``dimension``."""
+    stored = meta.get("dimension")
+    if stored is not None and int(stored) != dimension:
+        raise EmbeddingDimensionError(
+            int(stored),
+            dimension,
+            hint=f"collection {collection!r} was built with embedder {meta.get('embedder')!r}; {_REEMBED_HINT}",
+        )
+    recorded = meta.get("embedder")
+    if recorded is not None and recorded != name:
+        raise EmbedderMismatchError(str(recorded), name, dimension)

@@ -142,7 +142,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
     Args:
         client: A connected ``weaviate.WeaviateClient`` you own; the store never closes it.
         collection: Collection name (the others are ``<collection>Meta``, ``<collection>Turns``,
-            ``<collection>ForgetEpochs``, ``<collection>TenantUse`` and ``<collection>Tombstones``).
+            ``<collection>ForgetEpochs``, ``<collection>TenantUse``, ``<collection>Tombstones`` and,
+            once an embedder is bound, ``<collection>Embedder``).
         analyzer: Tokeniser for the searchable text (must match the one the data was indexed
             with; the analyzer name is stored and checked by :meth:`ensure_schema`).
         vector_index: ``"flat"`` (exact, default; parity with LocalStore), ``"dynamic"`` (flat,

@@ -177,7 +177,7 @@ class _Tombstones(_Tenancy):
         self._call("create tombstone collection", create)
 
     def drop(self) -> None:
-        """Delete the six collections: every memory, turn, forget epoch, use note and tombstone (all users!).
+        """Delete the seven collections: every memory, turn, forget epoch, use note, tombstone and the binding (all users!).
 
         Idempotent.
         """
