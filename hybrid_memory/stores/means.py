@@ -45,7 +45,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hybrid_memory.values import Vector
 
@@ -70,6 +70,16 @@ class _Entry:
     writes: int = 0
 
 
+@dataclass
+class _Flight:
+    """A read of one user's mean on a caller's thread, which other callers of that user wait for."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    ok: bool = False  # the read succeeded (else a waiter reads itself)
+    mean: Vector | None = None
+    waiters: int = 0
+
+
 def _in_a_thread(job: Callable[[], None]) -> None:
     threading.Thread(target=job, name="hybrid-memory-mean-refresh", daemon=True).start()
 
@@ -83,8 +93,10 @@ class MeanCache:
     recall that found it stale. At most :attr:`max_refreshes` users are read in the background at
     once; the others keep their stale means until a read is free. A user's first read is made on
     the caller's thread, bounded by ``background_above`` when :meth:`get` has a ``probe``: a larger
-    user gets ``None`` (no centring) until its first mean, read in the background, is in. A mean
-    read while :meth:`forget` ran is not kept.
+    user gets ``None`` (no centring) until its first mean, read in the background, is in. Other
+    callers of the same user wait for a read on a caller's thread and share its result instead of
+    making their own (a worker's first recalls of one user arriving at once). A mean read while
+    :meth:`forget` ran is not kept.
 
     Args:
         ttl: Seconds after which a user's mean is read again (other processes' writes).
@@ -118,6 +130,7 @@ class MeanCache:
         self._reading: dict[str, int] = {}  # user -> reads of its mean under way
         self._forgotten: set[str] = set()  # users forgotten while a read was under way: its result is dropped
         self._refreshing: set[str] = set()  # users with a background read under way (one at a time)
+        self._flights: dict[str, _Flight] = {}  # user -> the read on a caller's thread the others wait for
         self._closed = False  # the store closed: a background read ending now is dropped quietly
 
     def get(self, user_id: str, fetch: Fetch, probe: Probe | None = None) -> Vector | None:
@@ -130,35 +143,59 @@ class MeanCache:
                 at most ``background_above`` vectors, and a larger user's first mean is read in
                 the background (``None`` until it is in).
         """
-        now = self._clock()
-        with self._lock:
-            e = self._entries.get(user_id)
-            if e is not None:
-                fresh = now - e.at <= self.ttl and e.writes < max(1, e.count // 10)
-                large = self.background_above is not None and e.count > self.background_above
-                if fresh or large:
-                    self._entries.move_to_end(user_id)
-                    if not fresh:
-                        self._refresh_in_background(user_id, e.count, fetch, now)
-                    return e.mean
-            before = None if e is None else e.count
-            bound = self.background_above if e is None else None
-            self._reading[user_id] = self._reading.get(user_id, 0) + 1
+        while True:
+            now = self._clock()
+            with self._lock:
+                e = self._entries.get(user_id)
+                if e is not None:
+                    fresh = now - e.at <= self.ttl and e.writes < max(1, e.count // 10)
+                    large = self.background_above is not None and e.count > self.background_above
+                    if fresh or large:
+                        self._entries.move_to_end(user_id)
+                        if not fresh:
+                            self._refresh_in_background(user_id, e.count, fetch, now)
+                        return e.mean
+                flight = self._flights.get(user_id)
+                if flight is None:  # this caller reads; callers of the same user meanwhile wait for it
+                    flight = self._flights[user_id] = _Flight()
+                    before = None if e is None else e.count
+                    bound = self.background_above if e is None else None
+                    self._reading[user_id] = self._reading.get(user_id, 0) + 1
+                    break
+                flight.waiters += 1
+            flight.done.wait()
+            if flight.ok:
+                return flight.mean
+            # The read waited for failed (its caller got the error): read again.
         try:  # outside the lock: a slow read does not block other users
             got = probe(user_id, bound) if probe is not None and bound is not None else fetch(user_id, before)
         except BaseException:
             self._finish(user_id, None, now)
+            self._land(user_id, flight, None, ok=False)
             raise
-        if got is None and bound is not None:
-            # A first read of more than ``bound`` memories: an entry without a mean, stale at once
-            # and large, so its read is made in the background (the recalls meanwhile: uncentred).
-            self._finish(user_id, (None, bound + 1), -math.inf)
-            with self._lock:
-                if user_id in self._entries:  # not forgotten while the probe ran
-                    self._refresh_in_background(user_id, bound + 1, fetch, now)
-            return None
-        self._finish(user_id, got, now)
-        return None if got is None else got[0]
+        mean: Vector | None = None
+        try:
+            if got is None and bound is not None:
+                # A first read of more than ``bound`` memories: an entry without a mean, stale at once
+                # and large, so its read is made in the background (the recalls meanwhile: uncentred).
+                self._finish(user_id, (None, bound + 1), -math.inf)
+                with self._lock:
+                    if user_id in self._entries:  # not forgotten while the probe ran
+                        self._refresh_in_background(user_id, bound + 1, fetch, now)
+            else:
+                self._finish(user_id, got, now)
+                mean = None if got is None else got[0]
+        finally:
+            self._land(user_id, flight, mean, ok=True)
+        return mean
+
+    def _land(self, user_id: str, flight: _Flight, mean: Vector | None, *, ok: bool) -> None:
+        """End ``flight``: its waiters get ``mean`` (or read again when not ``ok``)."""
+        with self._lock:
+            if self._flights.get(user_id) is flight:
+                del self._flights[user_id]
+            flight.ok, flight.mean = ok, mean
+        flight.done.set()
 
     def _refresh_in_background(self, user_id: str, count: int, fetch: Fetch, now: float) -> None:
         """Start a background read of ``user_id``'s mean unless one runs or too many do (hold the lock)."""
@@ -234,5 +271,6 @@ class MeanCache:
         """Drop ``user_id``'s mean (the user was forgotten), and the result of any read of it under way."""
         with self._lock:
             self._entries.pop(user_id, None)
+            self._flights.pop(user_id, None)  # later callers read afresh instead of waiting for this read
             if user_id in self._reading:
                 self._forgotten.add(user_id)

@@ -310,3 +310,99 @@ def test_a_background_read_cut_off_by_close_ends_quietly_and_is_not_kept(caplog:
         spawn.run()
     assert caplog.text == ""  # the failure at close is no news
     assert cache._entries == {}  # and the read that succeeded is not kept
+
+
+class _Gate:
+    """A fetch that blocks until released, so other callers arrive while it runs (real threads)."""
+
+    def __init__(self, fetch: Callable[[str, int | None], tuple[np.ndarray | None, int]]) -> None:
+        self.fetch = fetch
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = False
+
+    def __call__(self, user: str, before: int | None) -> tuple[np.ndarray | None, int]:
+        self.entered.set()
+        assert self.release.wait(timeout=60)
+        if self.fail:
+            raise ConnectionError("the server went away")
+        return self.fetch(user, before)
+
+
+def _waiting(cache: MeanCache, user: str, n: int) -> None:
+    """Block until ``n`` callers wait for the read of ``user`` under way."""
+    for _ in range(6_000):
+        with cache._lock:
+            if cache._flights[user].waiters == n:
+                return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"{n} callers never waited for the read of {user!r}")
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first read", "stale mean"])
+def test_callers_of_one_user_arriving_during_a_read_wait_for_it_instead_of_reading_again(first: bool) -> None:
+    clock, fetch = _Clock(), _Fetch(200)
+    cache = MeanCache(clock=clock)
+    if not first:
+        cache.get("u", fetch)
+        clock.now = 301.0  # stale, and small: read again on the caller's thread
+    gate = _Gate(fetch)
+    got: list[np.ndarray | None] = []
+    threads = [threading.Thread(target=lambda: got.append(cache.get("u", gate))) for _ in range(4)]
+    threads[0].start()
+    assert gate.entered.wait(timeout=60)
+    for t in threads[1:]:
+        t.start()
+    _waiting(cache, "u", 3)
+    assert cache.get("v", fetch) is not None  # another user is not held up
+    gate.release.set()
+    for t in threads:
+        t.join(timeout=60)
+    reads = 2 if first else 3  # "u" once (plus the first read of the stale case), "v" once
+    assert len(fetch.calls) == reads and len(got) == 4
+    assert all(g is not None and g.tolist() == got[0].tolist() for g in got)  # type: ignore[union-attr]
+    assert cache.get("u", fetch) is got[0] and len(fetch.calls) == reads  # and it was kept
+
+
+def test_callers_waiting_for_a_read_that_fails_read_again_themselves() -> None:
+    fetch = _Fetch(200)
+    cache = MeanCache(clock=_Clock())
+    gate = _Gate(fetch)
+    errors: list[BaseException] = []
+    got: list[np.ndarray | None] = []
+
+    def leader() -> None:
+        try:
+            cache.get("u", gate)
+        except ConnectionError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=leader)
+    first.start()
+    assert gate.entered.wait(timeout=60)
+    second = threading.Thread(target=lambda: got.append(cache.get("u", fetch)))
+    second.start()
+    _waiting(cache, "u", 1)
+    gate.fail = True
+    gate.release.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+    assert len(errors) == 1  # the caller whose read failed gets the error ...
+    assert len(got) == 1 and got[0] is not None and fetch.calls == ["u"]  # ... the waiter read itself
+
+
+def test_a_caller_after_a_forget_does_not_wait_for_the_read_begun_before_it() -> None:
+    fetch = _Fetch(200)
+    cache = MeanCache(clock=_Clock())
+    gate = _Gate(fetch)
+    first = threading.Thread(target=lambda: cache.get("u", gate))
+    first.start()
+    assert gate.entered.wait(timeout=60)
+    cache.forget("u")
+    assert cache.get("u", fetch) is not None and fetch.calls == ["u"]  # read at once, not after the gate
+    gate.release.set()
+    first.join(timeout=60)
+    assert len(fetch.calls) == 2
+    cache.get("u", fetch)  # neither read overlapping the forget is kept (as before): read again ...
+    cache.get("u", fetch)
+    assert len(fetch.calls) == 3  # ... and that one is
