@@ -160,3 +160,43 @@ def test_touch_and_update_merge_while_a_replica_is_down(cluster: ClusterEndpoint
     assert all(got[r.id].importance == 0.9 for r in recs)
     assert [got[r.id].access_count for r in recs[:11]] == [1] * 10 + [0]
     assert store.dead_letter_count() == 0
+
+
+def test_stores_on_three_nodes_binding_three_embedders_at_once_agree_on_one(
+    cluster: ClusterEndpoint, tmp_path: Path
+) -> None:
+    """The binding is a collection the Raft leader creates once, whichever node a store asks."""
+    import threading
+    import uuid
+
+    from hybrid_memory.errors import EmbedderMismatchError
+
+    for _ in range(3):
+        collection = "K" + uuid.uuid4().hex[:20]
+        stores = [
+            connect_cluster(ClusterEndpoint([url], [port], None), tmp_path, collection=collection, replication_factor=3)
+            for url, port in zip(cluster.urls, cluster.grpc_ports, strict=True)
+        ]
+        barrier, outcomes = threading.Barrier(len(stores)), {}
+
+        def bind(i: int, store: Any) -> None:
+            barrier.wait(timeout=60)
+            try:
+                store.bind_embedder(f"emb-{i}", DIM)
+                outcomes[i] = "bound"
+            except EmbedderMismatchError:
+                outcomes[i] = "refused"
+
+        try:
+            threads = [threading.Thread(target=bind, args=(i, s)) for i, s in enumerate(stores)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=120)
+            winners = [i for i, o in outcomes.items() if o == "bound"]
+            assert len(outcomes) == 3 and len(winners) == 1, outcomes
+            assert {s.embedder_name for s in stores} == {f"emb-{winners[0]}"}
+        finally:
+            stores[0].drop()
+            for s in stores:
+                s.close()

@@ -367,6 +367,9 @@ class _Schema(_Client):
                         self.binding_collection,
                         description=json.dumps(wanted, sort_keys=True),
                         vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.none()),
+                        replication_config=Configure.replication(factor=self.replication_factor)
+                        if self.replication_factor is not None
+                        else None,
                     )
                     return wanted
                 except Exception:
