@@ -7,14 +7,16 @@ machine, never a performance claim.
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from hybrid_memory.errors import ConfigurationError
+from hybrid_memory.errors import ConfigurationError, EmbedderMismatchError
 from hybrid_memory.records import MemoryRecord
 from hybrid_memory.values import MemoryFilter, SearchRequest
 from tests.weaviate_cluster import ClusterEndpoint, connect_cluster
@@ -162,40 +164,38 @@ def test_touch_and_update_merge_while_a_replica_is_down(cluster: ClusterEndpoint
     assert store.dead_letter_count() == 0
 
 
+def _bind_at_the_barrier(store: Any, name: str, barrier: threading.Barrier, outcomes: dict[str, str]) -> None:
+    barrier.wait(timeout=60)
+    try:
+        store.bind_embedder(name, DIM)
+        outcomes[name] = "bound"
+    except EmbedderMismatchError:
+        outcomes[name] = "refused"
+
+
 def test_stores_on_three_nodes_binding_three_embedders_at_once_agree_on_one(
     cluster: ClusterEndpoint, tmp_path: Path
 ) -> None:
     """The binding is a collection the Raft leader creates once, whichever node a store asks."""
-    import threading
-    import uuid
-
-    from hybrid_memory.errors import EmbedderMismatchError
-
     for _ in range(3):
         collection = "K" + uuid.uuid4().hex[:20]
         stores = [
             connect_cluster(ClusterEndpoint([url], [port], None), tmp_path, collection=collection, replication_factor=3)
             for url, port in zip(cluster.urls, cluster.grpc_ports, strict=True)
         ]
-        barrier, outcomes = threading.Barrier(len(stores)), {}
-
-        def bind(i: int, store: Any) -> None:
-            barrier.wait(timeout=60)
-            try:
-                store.bind_embedder(f"emb-{i}", DIM)
-                outcomes[i] = "bound"
-            except EmbedderMismatchError:
-                outcomes[i] = "refused"
-
+        barrier, outcomes = threading.Barrier(len(stores)), dict[str, str]()
         try:
-            threads = [threading.Thread(target=bind, args=(i, s)) for i, s in enumerate(stores)]
+            threads = [
+                threading.Thread(target=_bind_at_the_barrier, args=(s, f"emb-{i}", barrier, outcomes))
+                for i, s in enumerate(stores)
+            ]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join(timeout=120)
-            winners = [i for i, o in outcomes.items() if o == "bound"]
+            winners = [name for name, outcome in outcomes.items() if outcome == "bound"]
             assert len(outcomes) == 3 and len(winners) == 1, outcomes
-            assert {s.embedder_name for s in stores} == {f"emb-{winners[0]}"}
+            assert {s.embedder_name for s in stores} == set(winners)
         finally:
             stores[0].drop()
             for s in stores:
