@@ -173,10 +173,11 @@ def _bind_at_the_barrier(store: Any, name: str, barrier: threading.Barrier, outc
         outcomes[name] = "refused"
 
 
+@pytest.mark.parametrize("unbound_first_write", [False, True], ids=["fresh store", "unbound first write"])
 def test_stores_on_three_nodes_binding_three_embedders_at_once_agree_on_one(
-    cluster: ClusterEndpoint, tmp_path: Path
+    cluster: ClusterEndpoint, tmp_path: Path, unbound_first_write: bool
 ) -> None:
-    """The binding is a collection the Raft leader creates once, whichever node a store asks."""
+    """The binding (and a name given after an unbound first write) is a collection the Raft leader creates once."""
     for _ in range(3):
         collection = "K" + uuid.uuid4().hex[:20]
         stores = [
@@ -185,6 +186,10 @@ def test_stores_on_three_nodes_binding_three_embedders_at_once_agree_on_one(
         ]
         barrier, outcomes = threading.Barrier(len(stores)), dict[str, str]()
         try:
+            if unbound_first_write:
+                first = MemoryRecord.create(user_id="u", content="written before any embedder was named")
+                stores[0].upsert([first], np.ones((1, DIM), dtype=np.float32))
+                assert (stores[0].embedder_name, stores[0].dimension) == (None, DIM)
             threads = [
                 threading.Thread(target=_bind_at_the_barrier, args=(s, f"emb-{i}", barrier, outcomes))
                 for i, s in enumerate(stores)

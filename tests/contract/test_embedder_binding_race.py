@@ -11,7 +11,8 @@ back the winner.
   store's binding (none yet), then the other bound another embedder, then the first binds or
   writes its first vectors.
 * Real processes: four workers open the store, wait at a barrier and bind four different
-  embedders (two dimensions) at the same instant, six fresh stores in a row.
+  embedders (two dimensions) at the same instant, six fresh stores in a row; and the same on
+  stores whose first vectors were written without a name (the workers race to name them).
 
 LocalStore on a file and a real Weaviate server (``tests/weaviate_fixtures.py``).
 """
@@ -41,7 +42,9 @@ def _name(worker: int) -> str:
     return f"emb-{worker}"
 
 
-def _dimension(worker: int) -> int:
+def _dimension(worker: int, spec: dict[str, Any] | None = None) -> int:
+    if spec is not None and spec["unbound_first_write"]:
+        return DIM  # the dimension is bound already: the workers race to name it
     return DIM if worker % 2 == 0 else 2 * DIM
 
 
@@ -75,6 +78,21 @@ def test_a_first_write_without_binding_keeps_to_the_dimension_another_process_bo
     assert a.dimension == DIM
 
 
+def test_naming_a_store_whose_first_vectors_were_written_unbound_keeps_the_first_name(
+    stores: tuple[MemoryStore, MemoryStore],
+) -> None:
+    """A store used directly (not through ``HybridMemory``) binds its dimension on the first write, no name."""
+    a, b = stores
+    a.upsert([rec("u", "written before any embedder was named")], np.ones((1, DIM), dtype=np.float32))
+    assert (a.embedder_name, a.dimension) == (None, DIM)  # A has read the store: no name yet
+    b.bind_embedder("emb-b", DIM)
+    with pytest.raises(EmbedderMismatchError):
+        a.bind_embedder("emb-a", DIM)
+    for s in (a, b):
+        assert (s.embedder_name, s.dimension) == ("emb-b", DIM)
+    a.bind_embedder("emb-b", DIM)
+
+
 def _open(spec: dict[str, Any], worker: int) -> MemoryStore:
     if spec["backend"] == "local":
         return LocalStore(spec["path"])
@@ -95,7 +113,7 @@ def _bind_at_the_barrier(spec: dict[str, Any], worker: int, barrier: Any) -> tup
     try:
         barrier.wait(timeout=120)
         try:
-            store.bind_embedder(_name(worker), _dimension(worker))
+            store.bind_embedder(_name(worker), _dimension(worker, spec))
             outcome = "bound"
         except EmbedderMismatchError:
             outcome = "mismatch"
@@ -116,13 +134,20 @@ def _worker(specs: list[dict[str, Any]], worker: int, barrier: Any, out: Any) ->
             raise
 
 
+@pytest.mark.parametrize("first_write", ["fresh store", "unbound first write"])
 @pytest.mark.parametrize("backend", ["local", pytest.param("weaviate", marks=pytest.mark.weaviate)])
 def test_processes_binding_different_embedders_at_once_agree_on_one(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    backend: str, first_write: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """``unbound first write``: the store's first vectors were written without a name, so the workers race to name it."""
     specs: list[dict[str, Any]] = []
     for r in range(ROUNDS):
-        spec: dict[str, Any] = {"backend": backend, "round": r, "tmp": str(tmp_path)}
+        spec: dict[str, Any] = {
+            "backend": backend,
+            "round": r,
+            "tmp": str(tmp_path),
+            "unbound_first_write": first_write == "unbound first write",
+        }
         if backend == "local":
             spec["path"] = str(tmp_path / f"round-{r}.db")
         else:
@@ -134,6 +159,12 @@ def test_processes_binding_different_embedders_at_once_agree_on_one(
                 collection="B" + uuid.uuid4().hex[:20],
             )
         specs.append(spec)
+        if spec["unbound_first_write"]:
+            store = _open(spec, -1)
+            try:
+                store.upsert([rec("u", "written before any embedder was named")], np.ones((1, DIM), dtype=np.float32))
+            finally:
+                store.close()
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(WORKERS), ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(specs, w, barrier, out)) for w in range(WORKERS)]
@@ -154,13 +185,15 @@ def test_processes_binding_different_embedders_at_once_agree_on_one(
             winners = [worker for worker, outcome, _, _ in rows if outcome == "bound"]
             assert len(winners) == 1, rows
             won = winners[0]
+            spec = specs[r]
             for worker, outcome, name, dimension in rows:
-                assert (name, dimension) == (_name(won), _dimension(won)), rows  # every process reads the winner
+                assert (name, dimension) == (_name(won), _dimension(won, spec)), rows  # every process reads the winner
                 if worker != won:
-                    assert outcome == ("mismatch" if _dimension(worker) == _dimension(won) else "dimension"), rows
-            fresh = _open(specs[r], -1)  # a process started later reads the winner too
+                    same = _dimension(worker, spec) == _dimension(won, spec)
+                    assert outcome == ("mismatch" if same else "dimension"), rows
+            fresh = _open(spec, -1)  # a process started later reads the winner too
             try:
-                assert (fresh.embedder_name, fresh.dimension) == (_name(won), _dimension(won))
+                assert (fresh.embedder_name, fresh.dimension) == (_name(won), _dimension(won, spec))
             finally:
                 fresh.close()
     finally:

@@ -707,6 +707,17 @@ def test_turn_and_forget_epoch_collections(weaviate_store: WeaviateStore) -> Non
         assert not cols.exists(name)
 
 
+def test_drop_deletes_the_name_given_after_an_unbound_first_write(weaviate_store: WeaviateStore) -> None:
+    store = weaviate_store
+    store.upsert([rec("alice", "written before any embedder was named")], vecs(1))
+    assert (store.embedder_name, store.dimension) == (None, 8)
+    store.bind_embedder("test-embedder", 8)  # the name is a compare-and-set collection of its own too
+    cols = store.client.collections
+    assert cols.exists(store.binding_collection) and cols.exists(store.binding_name_collection)
+    store.drop()
+    assert not cols.exists(store.binding_collection) and not cols.exists(store.binding_name_collection)
+
+
 def test_an_append_a_forget_of_the_user_cuts_off_raises_user_forgotten(
     weaviate_store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

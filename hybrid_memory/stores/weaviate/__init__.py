@@ -42,7 +42,9 @@ Schema (weaviate.md §7), chosen so that hybrid scores equal :class:`LocalStore`
   through its Raft log and refuses a second create of a name, so of processes binding different
   embedders at once exactly one wins and the others get ``EmbedderMismatchError`` or
   ``EmbeddingDimensionError`` (an object insert at a fixed id can succeed twice: the server checks
-  the id and writes it in two steps). The winner copies the binding into the meta object;
+  the id and writes it in two steps). The winner copies the binding into the meta object. When the
+  first vectors were written without a name (the store used directly), the first name bound later
+  is ``<collection>EmbedderName``, created the same way;
 * ``<collection>Turns`` (multi-tenant, the same tenant per user, created lazily) is the durable
   log of the turns ``add_turn`` accepted: one object per turn, UUID ``uuid5(SHA-256(user id), turn id)``
   (a retried append finds it and adds nothing; two racing appends write the same object),

@@ -201,6 +201,7 @@ class _Client:
         self.turns_collection = f"{collection}Turns"
         self.epochs_collection = f"{collection}ForgetEpochs"
         self.binding_collection = f"{collection}Embedder"
+        self.binding_name_collection = f"{collection}EmbedderName"
         self.analyzer = analyzer if analyzer is not None else Analyzer()
         self.vector_index = vector_index
         self.dynamic_threshold = dynamic_threshold

@@ -212,7 +212,7 @@ class _Schema(_Client):
             )
 
     def drop(self) -> None:
-        """Delete the six collections: every memory, turn, forget epoch, use note and the embedder binding (all users!).
+        """Delete the store's collections: every memory, turn, forget epoch, use note and the embedder binding (all users!).
 
         Idempotent.
         """
@@ -220,7 +220,7 @@ class _Schema(_Client):
         names = (self.collection, self.meta_collection, self.turns_collection, self.epochs_collection, uses)
 
         def run() -> None:
-            for name in (*names, self.binding_collection):
+            for name in (*names, self.binding_collection, self.binding_name_collection):
                 if self._client.collections.exists(name):
                     self._client.collections.delete(name)
 
@@ -322,7 +322,8 @@ class _Schema(_Client):
 
         Of processes binding different embedders to a fresh collection at once, exactly one binds
         and the others get the errors below (the binding is a collection the server creates once:
-        ``<collection>Embedder``).
+        ``<collection>Embedder``). The same holds for naming a store whose first vectors were
+        written without a name (``<collection>EmbedderName``).
 
         Raises:
             EmbeddingDimensionError: the store holds vectors of another dimension.
@@ -341,40 +342,20 @@ class _Schema(_Client):
         meta = self._adopt_binding(self._claim_binding(name, dimension))
         _check_binding(self.collection, meta, name, dimension)
         if meta.get("embedder") is None:  # the first vectors were written unbound: the first name bound stays
-            meta = {**meta, "embedder": name}
-            with self._meta_lock:
-                self._write_meta(meta)
-                self._meta, self._meta_unsaved = meta, False
+            meta = self._adopt_binding({"embedder": self._claim_name(name), "dimension": meta["dimension"]})
+            _check_binding(self.collection, meta, name, dimension)
 
     def _claim_binding(self, name: str | None, dimension: int) -> dict[str, Any]:
         """Bind ``name`` and ``dimension`` unless another process bound first; return the binding kept.
 
-        The binding is a collection, ``<collection>Embedder``, whose description holds it as JSON.
-        The server creates collections through its Raft log, one at a time, and refuses a second
-        create of a name, so of processes binding at once exactly one creates it and every other
-        one reads the winner's. (An object insert at a fixed id would not do: the server checks
-        that an id is free and writes it in two steps, so two inserts can both succeed.)
+        The binding is a collection, ``<collection>Embedder``, whose description holds it as JSON
+        (:meth:`_create_once`).
         """
-        from weaviate.classes.config import Configure
-
         wanted: dict[str, Any] = {"embedder": name, "dimension": dimension}
 
         def run() -> dict[str, Any]:
-            cols = self._client.collections
-            if not cols.exists(self.binding_collection):
-                try:
-                    cols.create(
-                        self.binding_collection,
-                        description=json.dumps(wanted, sort_keys=True),
-                        vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.none()),
-                        replication_config=Configure.replication(factor=self.replication_factor)
-                        if self.replication_factor is not None
-                        else None,
-                    )
-                    return wanted
-                except Exception:
-                    if not cols.exists(self.binding_collection):  # not a lost race: the create failed
-                        raise
+            if self._create_once(self.binding_collection, json.dumps(wanted, sort_keys=True)):
+                return wanted
             bound = self._read_binding()
             if bound is None:
                 raise SchemaError(f"the embedder binding of {self.collection!r} vanished while it was read")
@@ -382,23 +363,74 @@ class _Schema(_Client):
 
         return dict(self._call("bind embedder", run))
 
+    def _claim_name(self, name: str) -> str:
+        """Name the embedder of a store whose first vectors were written unbound; return the name kept.
+
+        The same compare-and-set as :meth:`_claim_binding`, on a second collection,
+        ``<collection>EmbedderName``: of processes naming it at once exactly one creates it.
+        """
+
+        def run() -> str:
+            if self._create_once(self.binding_name_collection, json.dumps({"embedder": name})):
+                return name
+            kept = self._read_binding_part(self.binding_name_collection, ("embedder",))["embedder"]
+            if not isinstance(kept, str):
+                raise SchemaError(f"collection {self.binding_name_collection!r} holds a malformed name: {kept!r}")
+            return kept
+
+        return str(self._call("name embedder", run))
+
+    def _create_once(self, collection: str, description: str) -> bool:
+        """Create an empty ``collection`` with ``description``; ``False`` when it exists already.
+
+        The server creates collections through its Raft log, one at a time, and refuses a second
+        create of a name, so of processes creating one at once exactly one gets ``True``: a
+        compare-and-set. (An object insert at a fixed id would not do: the server checks that an
+        id is free and writes it in two steps, so two inserts can both succeed.) Network IO, no retries.
+        """
+        from weaviate.classes.config import Configure
+
+        cols = self._client.collections
+        if cols.exists(collection):
+            return False
+        try:
+            cols.create(
+                collection,
+                description=description,
+                vector_config=Configure.Vectors.self_provided(vector_index_config=Configure.VectorIndex.none()),
+                replication_config=Configure.replication(factor=self.replication_factor)
+                if self.replication_factor is not None
+                else None,
+            )
+        except Exception:
+            if not cols.exists(collection):  # not a lost race: the create failed
+                raise
+            return False
+        return True
+
     def _read_binding(self) -> dict[str, Any] | None:
-        """The binding :meth:`_claim_binding` kept (``None`` before any); network IO, no retries."""
+        """The binding :meth:`_claim_binding` and :meth:`_claim_name` kept (``None`` before any); network IO, no retries."""
         cols = self._client.collections
         if not cols.exists(self.binding_collection):
             return None
-        description = cols.use(self.binding_collection).config.get().description or ""
-        try:
-            bound = json.loads(description)
-            dimension = bound["dimension"]
-            embedder = bound["embedder"]
-        except (ValueError, TypeError, KeyError) as exc:
-            raise SchemaError(
-                f"collection {self.binding_collection!r} does not hold an embedder binding: {description!r}"
-            ) from exc
+        bound = self._read_binding_part(self.binding_collection, ("embedder", "dimension"))
+        dimension, embedder = bound["dimension"], bound["embedder"]
         if isinstance(dimension, bool) or not isinstance(dimension, int) or not isinstance(embedder, (str, type(None))):
-            raise SchemaError(f"collection {self.binding_collection!r} holds a malformed binding: {description!r}")
+            raise SchemaError(f"collection {self.binding_collection!r} holds a malformed binding: {bound!r}")
+        if embedder is None and cols.exists(self.binding_name_collection):  # named after an unbound first write
+            embedder = self._read_binding_part(self.binding_name_collection, ("embedder",))["embedder"]
+            if not isinstance(embedder, str):
+                raise SchemaError(f"collection {self.binding_name_collection!r} holds a malformed name: {embedder!r}")
         return {"embedder": embedder, "dimension": dimension}
+
+    def _read_binding_part(self, collection: str, keys: tuple[str, ...]) -> dict[str, Any]:
+        """The JSON object in ``collection``'s description, which must hold ``keys``."""
+        description = self._client.collections.use(collection).config.get().description or ""
+        try:
+            held = json.loads(description)
+            return {key: held[key] for key in keys}
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SchemaError(f"collection {collection!r} does not hold an embedder binding: {description!r}") from exc
 
     def _adopt_binding(self, bound: Mapping[str, Any]) -> dict[str, Any]:
         """Copy the kept binding into the meta object where it lacks it; the meta data now."""

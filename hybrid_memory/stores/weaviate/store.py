@@ -143,7 +143,8 @@ class WeaviateStore(_Tombstones, AsyncFromSyncStore):
         client: A connected ``weaviate.WeaviateClient`` you own; the store never closes it.
         collection: Collection name (the others are ``<collection>Meta``, ``<collection>Turns``,
             ``<collection>ForgetEpochs``, ``<collection>TenantUse``, ``<collection>Tombstones`` and,
-            once an embedder is bound, ``<collection>Embedder``).
+            once an embedder is bound, ``<collection>Embedder``; ``<collection>EmbedderName`` when
+            it is named after its first vectors were written without one).
         analyzer: Tokeniser for the searchable text (must match the one the data was indexed
             with; the analyzer name is stored and checked by :meth:`ensure_schema`).
         vector_index: ``"flat"`` (exact, default; parity with LocalStore), ``"dynamic"`` (flat,
