@@ -23,7 +23,7 @@ import json
 import multiprocessing
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -33,6 +33,7 @@ from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.stores.local import LocalStore
 from hybrid_memory.testing.store_contract import DIM, rec
 from tests.contract.test_forget_races import _before
+from tests.reliability.proc_worker import open_store
 
 WORKERS = 4
 ROUNDS = 6
@@ -94,17 +95,8 @@ def test_naming_a_store_whose_first_vectors_were_written_unbound_keeps_the_first
 
 
 def _open(spec: dict[str, Any], worker: int) -> MemoryStore:
-    if spec["backend"] == "local":
-        return LocalStore(spec["path"])
-    from hybrid_memory.stores.weaviate import WeaviateStore
-
-    return WeaviateStore.connect(
-        spec["url"],
-        grpc_port=spec["grpc_port"],
-        api_key=spec["api_key"],
-        collection=spec["collection"],
-        dead_letter_path=Path(spec["tmp"]) / f"dead-letters-{worker}.sqlite",
-    )
+    dead_letters = Path(spec["tmp"]) / f"dead-letters-{worker}.sqlite"
+    return cast(MemoryStore, open_store({**spec, "kind": spec["backend"], "dead_letter_path": dead_letters}))
 
 
 def _bind_at_the_barrier(spec: dict[str, Any], worker: int, barrier: Any) -> tuple[str, str | None, int | None]:

@@ -2,7 +2,7 @@
 
 Run as ``python -m tests.reliability.proc_worker SPEC_JSON`` from the repository root. ``SPEC_JSON``
 names the store (``{"kind": "local", "path": ...}`` or ``{"kind": "weaviate", "url": ...,
-"grpc_port": ..., "collection": ..., "dead_letter_path": ...}``), the trace file and one mode:
+"grpc_port": ..., "collection": ..., "dead_letter_path": ...}``, optionally ``"api_key"``), the trace file and one mode:
 
 * ``add``: ``add_turn`` each of ``turns`` (``[session, role, text]``, or ``[session, role, text,
   turn_id]``), print ``ADDED <json>`` with the stored turns and the window, then ``close()`` and
@@ -55,6 +55,7 @@ def open_store(spec: dict[str, Any]) -> Any:
     return WeaviateStore.connect(
         spec["url"],
         grpc_port=spec["grpc_port"],
+        api_key=spec.get("api_key"),
         collection=spec["collection"],
         dead_letter_path=spec["dead_letter_path"],
     )
