@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pytest
+
 from benchmarks.harness.datasets import Dataset, Doc, Group, Question
 from benchmarks.harness.metrics import Ranking
 from benchmarks.harness.runner import BenchOptions, run_benchmark
-from benchmarks.misses import find_misses, render
+from benchmarks.misses import find_misses, gold_depths, render, render_depths
 from hybrid_memory.testing import HashingEmbedder
 
 # Six exchanges about tea and one about a cat: "Which tea do I like?" finds a tea exchange first;
@@ -55,3 +57,24 @@ def test_a_miss_lists_its_gold_and_what_ranked_above_it() -> None:
     assert "  gold  cat (s6): Marmalade the kitte…" in lines  # 20 characters in all
     assert sum(1 for line in lines if line.startswith(("   1 ", "   2 ", "   3 "))) == 3
     assert "Which green tea" not in text  # a question scored 1 is not listed
+
+
+def test_gold_depths_tells_a_gold_memory_below_the_cut_from_one_never_found() -> None:
+    docs = (
+        *_DOCS,
+        *(Doc(f"x{i}", f"tea garden number {i} grows tea", session_id="s7") for i in range(6)),
+        Doc("x6", "the kitten is called Marmalade", session_id="s7"),  # next to x5 in the session
+    )
+    far = Question("far", "Which tea garden number 2 grows tea?", frozenset({"x2", "x6"}), "where")
+    data = Dataset("memorybank", "mem", (Group("u1", docs, (_HIT, _MISS, far)),))
+    d = gold_depths(data, HashingEmbedder(), depth=11)
+    assert (d.cut, d.depth) == (5, 11)  # Recall@5's cut-off
+    # d3 and x2 rank inside the cut for their questions; x6, which shares no word with its question, ranks
+    # below the cut but sits next to x5, inside it; cat is not among the 11 hits, and no hit of
+    # its session is inside the cut
+    assert d.ranks == {"1-5": 2, "6-10": 1, "11-11": 0, "> 11": 1}
+    assert d.near == {"6-10": {"1": 1, "2": 0, "3": 0, "far": 0}, "> 11": {"1": 0, "2": 0, "3": 0, "far": 1}}
+    text = render_depths("memorybank", d)
+    assert text.splitlines()[0] == "memorybank: where the 4 gold memories rank in the first 11 hits (cut-off 5)"
+    with pytest.raises(ValueError, match="depth must exceed 10"):
+        gold_depths(data, HashingEmbedder(), depth=10)
