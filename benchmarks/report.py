@@ -401,6 +401,10 @@ CV_STUDIES = {
     "ensemble:joint": "USE + e5 embedder share and alpha together ([ensemble.md](ensemble.md))",
     "query_cv": "statement-form query for the vector leg ([query_cv.md](query_cv.md))",
     "query_cv:learned": "learned linear re-rank of the top 50 ([query_cv.md](query_cv.md))",
+    "own_cv": "the memory's own words `rerank.w_own`, branch `exp/issue17-rerank` ([own_cv.md](own_cv.md))",
+    "ctx_only_cv": "context-only keyword hits `rerank.w_ctx_only`, branch `exp/issue17-rerank` ([ctx_only_cv.md](ctx_only_cv.md))",
+    "vector_top_cv": "the nearest memories first `rerank.guard_vector_top`, branch `exp/issue17-rerank` "
+    "([vector_top_cv.md](vector_top_cv.md))",
 }
 
 
@@ -416,6 +420,9 @@ CV_FILES = (
     "feedback_cv",
     "ensemble",
     "query_cv",
+    "own_cv",
+    "ctx_only_cv",
+    "vector_top_cv",
     "gate",
 )
 
