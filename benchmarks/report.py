@@ -395,6 +395,8 @@ CV_STUDIES = {
     "candidates_cv": "re-ranked candidates `retrieval.candidates` through the API ([candidates_cv.md](candidates_cv.md))",
     "half_life_cv": "recency half-life `rerank.half_life_days` through the API ([half_life_cv.md](half_life_cv.md))",
     "centre_cv": "query centring `retrieval.centre_weight` against off ([centre_cv.md](centre_cv.md))",
+    "period_words_cv": "the period's words out of the keyword query `retrieval.drop_period_words` against keeping them "
+    "([period_words_cv.md](period_words_cv.md))",
     "feedback_cv": "dense feedback through the API ([feedback_cv.md](feedback_cv.md))",
     "feedback_cv:bm25": "BM25 k1 / b through the API ([feedback_cv.md](feedback_cv.md))",
     "ensemble": "USE + e5 embedder share ([ensemble.md](ensemble.md))",
@@ -417,6 +419,7 @@ CV_FILES = (
     "candidates_cv",
     "half_life_cv",
     "centre_cv",
+    "period_words_cv",
     "feedback_cv",
     "ensemble",
     "query_cv",

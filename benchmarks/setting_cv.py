@@ -17,6 +17,9 @@ best mean headline on two datasets is scored on the third (ties go to the defaul
 * ``alpha``: ``retrieval.alpha``, the hybrid search's one global alpha (1.0 = pure vector), on a
   finer grid than the main run's sweep (:mod:`benchmarks.fusion_cv` reads that one) and with each
   question's score kept for the within-dataset folds. Writes ``alpha_cv.{json,md}``.
+* ``period_words``: ``retrieval.drop_period_words``, whether the keyword leg searches the question
+  without the words of the periods it names (:func:`hybrid_memory.text.temporal.without_periods`),
+  against keeping them. Writes ``period_words_cv.{json,md}``.
 * ``centre``: ``retrieval.centre_weight``, query centring: the vector leg searches with the query
   vector minus this weight times the mean of the user's active memory vectors (renormalised), which
   demotes the memories that come up for any query (the ``hub_0_beta`` rows of ``experiments.md``
@@ -27,6 +30,7 @@ best mean headline on two datasets is scored on the third (ties go to the defaul
     python -m benchmarks.setting_cv half_life --out benchmarks/results
     python -m benchmarks.setting_cv alpha --out benchmarks/results
     python -m benchmarks.setting_cv centre --out benchmarks/results
+    python -m benchmarks.setting_cv period_words --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -186,6 +190,16 @@ STUDIES = {
             "(the vector leg searches with the query vector minus this weight times the user's mean memory vector)",
             reference=0.0,
             decision=CENTRE_DECISION,
+        ),
+        Setting(
+            "period_words",
+            "retrieval.drop_period_words",
+            (0.0, 1.0),
+            "period_words_cv",
+            "The period's words out of the keyword query",
+            "(1: the keyword leg searches the question without the words that name its time windows, such as "
+            "'the past two weeks' or '5月2日'; the windows and the vector leg are unchanged; 0: keeps them)",
+            reference=0.0,
         ),
     )
 }

@@ -65,6 +65,12 @@ class RetrievalConfig(_Section):
         "that period and favour memories created in it (re-rank weight w_time)",
     )
     max_time_windows: int = Field(default=3, ge=0, le=20, description="extra period searches per recall")
+    drop_period_words: bool = Field(
+        default=True,
+        description="the keyword leg searches the query without the words that name its time windows "
+        "('the past two weeks', '5月2日'): the windows select and favour the period, and the words would match "
+        "any memory that uses them (the vector leg still embeds the whole query); false = keep them",
+    )
     feedback_weight: float = Field(
         default=0.0,
         ge=0.0,

@@ -8,9 +8,11 @@ from __future__ import annotations
 from hybrid_memory.text.temporal import (
     TimeWindow,
     find_time_windows,
+    without_periods,
 )
 
 __all__ = [
     "TimeWindow",
     "find_time_windows",
+    "without_periods",
 ]

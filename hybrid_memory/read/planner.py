@@ -44,7 +44,7 @@ from hybrid_memory.read.rerank import rerank
 from hybrid_memory.records import FusedContext, RecallHit, Turn
 from hybrid_memory.stores.base import MemoryStore
 from hybrid_memory.stores.nearest import MeanSource
-from hybrid_memory.text.temporal import TimeWindow, find_time_windows
+from hybrid_memory.text.temporal import TimeWindow, find_time_windows, without_periods
 from hybrid_memory.values import FusionType, MemoryFilter, SearchRequest, StoreHit, Vector
 
 logger = logging.getLogger("hybrid_memory.read")
@@ -242,13 +242,16 @@ class RecallPlanner:
         if vector is not None and alpha > 0 and self.centre_weight > 0:
             vector = self.centred(vector, user_id)
         limit = max(k, self.config.retrieval.candidates)
-        hits = self.search(query, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
+        windows = self.time_windows(query, now, base)
+        # what the keyword leg searches: the periods' own words out once they are windows
+        words = without_periods(query, windows) if self.config.retrieval.drop_period_words else query
+        hits = self.search(words, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
         hits = self._as_asked(hits, asked, vector)
         if vector is not None and alpha > 0 and hits and self.config.retrieval.feedback_weight > 0:
             moved = self.feedback(vector, hits[0], user_id)
             if moved is not None:
                 vector = moved
-                hits = self.search(query, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
+                hits = self.search(words, user_id, limit=limit, alpha=alpha, filt=base, fusion=fusion, vector=vector)
                 hits = self._as_asked(hits, asked, vector)
         judged = self.judged_cosines(hits, asked, user_id)
         if (
@@ -265,15 +268,14 @@ class RecallPlanner:
                 session_id=base.session_id,
                 statuses=("archived",),
             )
-            found = self.search(query, user_id, limit=limit, alpha=alpha, filt=archived, fusion=fusion, vector=vector)
+            found = self.search(words, user_id, limit=limit, alpha=alpha, filt=archived, fusion=fusion, vector=vector)
             found = self._as_asked(found, asked, vector)
             judged = self.judged_cosines(found, asked, user_id, known=judged)
             extra = [h for h in found if self.hit_relevant(h, query, judged)]
             hits = hits + extra
-        windows = self.time_windows(query, now, base)
         if windows:
             hits = self.search_windows(
-                hits, windows, query, user_id, limit=limit, alpha=alpha, base=base, fusion=fusion, vector=vector
+                hits, windows, words, user_id, limit=limit, alpha=alpha, base=base, fusion=fusion, vector=vector
             )
             hits = self._as_asked(hits, asked, vector)
         if self._touches is not None:
@@ -286,7 +288,7 @@ class RecallPlanner:
             fusion=fusion,
             windows=windows,
             k=k,
-            query=query,
+            query=words,
             cross_script_similarity=self.cross_script_cosines(hits, judged),
             alpha=alpha,
         )

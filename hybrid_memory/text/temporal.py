@@ -3,7 +3,9 @@
 :func:`find_time_windows` turns the dates a query names into half-open UTC windows
 ``[start, end)``. :meth:`HybridMemory.recall <hybrid_memory.HybridMemory.recall>` uses them to
 search the named period as well and to favour memories created inside it (date-aware query
-analysis; ``config.retrieval.time_boost``). Pure functions, no IO.
+analysis; ``retrieval.time_windows``, ``rerank.w_time``), and its keyword leg searches the query
+without the words that named them (:func:`without_periods`; ``retrieval.drop_period_words``).
+Pure functions, no IO.
 
 Rules:
 
@@ -38,12 +40,13 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 
 from hybrid_memory.errors import InvalidInputError
 
-__all__ = ["TimeWindow", "find_time_windows"]
+__all__ = ["TimeWindow", "find_time_windows", "without_periods"]
 
 
 @dataclass(frozen=True, order=True)
@@ -399,3 +402,29 @@ def find_time_windows(text: str, now: datetime) -> list[TimeWindow]:
     for pattern, window in fixed_en:
         f.scan(pattern, lambda m, w=window: TimeWindow(w.start, w.end, m[0]), re.IGNORECASE)
     return [w for _, w in sorted(f.found, key=lambda t: t[0])]
+
+
+def without_periods(text: str, windows: Sequence[TimeWindow]) -> str:
+    """``text`` with the words that named each of ``windows`` replaced by a space.
+
+    What the keyword leg of a recall searches once those periods are time windows: the windows
+    already select and favour the memories created in them, while the words themselves ("past",
+    "two", "weeks", "上周") would match any memory that happens to use them, and a relative
+    expression inside a memory counts from when that memory was written, not from the question.
+
+    Args:
+        text: The query the windows were found in.
+        windows: Periods :func:`find_time_windows` found in ``text``.
+
+    Example:
+        >>> now = datetime(2023, 5, 30, tzinfo=timezone.utc)
+        >>> q = "How many times did I bake something in the past two weeks?"
+        >>> without_periods(q, find_time_windows(q, now))
+        'How many times did I bake something in  ?'
+        >>> without_periods("我5月2日去了哪里？", find_time_windows("我5月2日去了哪里？", now))
+        '我 去了哪里？'
+    """
+    for w in windows:
+        if w.text:
+            text = text.replace(w.text, " ", 1)
+    return text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 
 from hybrid_memory import HybridMemory, HybridMemoryConfig, LocalStore, MemoryFilter
@@ -174,9 +175,31 @@ def test_recall_favours_the_span_up_to_today_the_query_names() -> None:
     mem = _diary()
     try:
         # Asked on 7 May: the last four days are 3-7 May, so the visits of 1 and 2 May fall outside.
-        hits = mem.recall("最近四天我去博物馆看了什么展览？", user_id="u", k=3, now=NOW)
+        hits = mem.recall("最近四天我去博物馆看了什么展览？", user_id="u", k=4, now=NOW)
         assert hits[0].content == "今天去博物馆看了青铜器展览" and hits[0].time_match == 1.0
-        assert all(h.time_match == 0.0 for h in hits if h.content != "今天去博物馆看了青铜器展览")
+        museum = [h for h in hits if "博物馆" in h.content]
+        assert [h.time_match for h in museum] == [1.0, 0.0, 0.0]
+    finally:
+        mem.close()
+
+
+@pytest.mark.parametrize("drop", [True, False])
+def test_the_keyword_leg_searches_without_the_periods_words(drop: bool) -> None:
+    # "最近四天" is a window (3-7 May); its "天" also matches the "今天" every diary entry starts with.
+    mem = _diary(HybridMemoryConfig(retrieval={"drop_period_words": drop}))
+    try:
+        hits = {h.content: h for h in mem.recall("最近四天我去博物馆看了什么展览？", user_id="u", k=4, now=NOW)}
+        run = hits["今天在公园跑步跑了五公里"]  # in the window, no word of the question but the period's
+        assert run.time_match == 1.0
+        if drop:
+            assert run.keyword_score is None and run.relevance == 0.0
+        else:
+            assert run.keyword_score is not None and run.keyword_score > 0.0
+        # the question's other words still match, and the vector leg still embeds the whole question
+        assert all(h.keyword_score for c, h in hits.items() if "博物馆" in c)
+        q = mem.embedder.embed_query("最近四天我去博物馆看了什么展览？")
+        stored = mem.store.get_vectors("u", [run.id])[run.id]
+        assert run.vector_similarity == pytest.approx(float(np.dot(q, stored)), abs=1e-5)
     finally:
         mem.close()
 
