@@ -407,6 +407,7 @@ CV_STUDIES = {
     "ctx_only_cv": "context-only keyword hits `rerank.w_ctx_only`, branch `exp/issue17-rerank` ([ctx_only_cv.md](ctx_only_cv.md))",
     "vector_top_cv": "the nearest memories first `rerank.guard_vector_top`, branch `exp/issue17-rerank` "
     "([vector_top_cv.md](vector_top_cv.md))",
+    "length_cv": "a content-length prior `rerank.w_length`, branch `exp/issue17-frame` ([length_cv.md](length_cv.md))",
 }
 
 
@@ -426,6 +427,7 @@ CV_FILES = (
     "own_cv",
     "ctx_only_cv",
     "vector_top_cv",
+    "length_cv",
     "gate",
 )
 
