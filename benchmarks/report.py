@@ -407,7 +407,8 @@ CV_STUDIES = {
     "ctx_only_cv": "context-only keyword hits `rerank.w_ctx_only`, branch `exp/issue17-rerank` ([ctx_only_cv.md](ctx_only_cv.md))",
     "vector_top_cv": "the nearest memories first `rerank.guard_vector_top`, branch `exp/issue17-rerank` "
     "([vector_top_cv.md](vector_top_cv.md))",
-    "length_cv": "a content-length prior `rerank.w_length`, branch `exp/issue17-frame` ([length_cv.md](length_cv.md))",
+    "length_cv": "the length prior `rerank.w_length` against off ([length_cv.md](length_cv.md))",
+    "length_cap_cv": "the length prior's cap `rerank.length_cap` ([length_cap_cv.md](length_cap_cv.md))",
 }
 
 
@@ -421,13 +422,14 @@ CV_FILES = (
     "half_life_cv",
     "centre_cv",
     "period_words_cv",
+    "length_cv",
+    "length_cap_cv",
     "feedback_cv",
     "ensemble",
     "query_cv",
     "own_cv",
     "ctx_only_cv",
     "vector_top_cv",
-    "length_cv",
     "gate",
 )
 

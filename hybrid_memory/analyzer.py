@@ -11,6 +11,7 @@ from hybrid_memory.text.analyzer import (
     QUERY_STOPWORDS,
     Analyzer,
     CjkMode,
+    content_units,
     last_words,
     scripts,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "QUERY_STOPWORDS",
     "Analyzer",
     "CjkMode",
+    "content_units",
     "last_words",
     "scripts",
 ]

@@ -114,6 +114,19 @@ class RerankConfig(_Section):
         description="bonus for a memory created inside a period the query names (retrieval.time_windows)",
     )
     half_life_days: float = Field(default=7.0, gt=0.0)
+    w_length: float = Field(
+        default=0.4,
+        ge=0.0,
+        description="length prior: minus this weight times (1 - length_prior), where length_prior is min(1, "
+        "ln(1 + content units) / ln(1 + length_cap)) for a conversation turn (a memory written with a search "
+        "context, as add_turn writes it, or of category 'turn') and 1 for any other (remember(), the extractor's facts, "
+        "imports), which so loses nothing; the score is floored at 0. A turn that says little "
+        "('Wow, what's your best camping memory?') ranks below one that tells something "
+        "(hybrid_memory.text.analyzer.content_units)",
+    )
+    length_cap: float = Field(
+        default=20.0, gt=0.0, description="content units at which a turn's length prior reaches 1 (w_length)"
+    )
     guard_margin: float | None = Field(
         default=None,
         ge=0.0,

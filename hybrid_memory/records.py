@@ -329,8 +329,8 @@ def _first_error(exc: ValidationError) -> str:
 class RecallHit(BaseModel):
     """A recalled memory with its final score and every score component.
 
-    ``score = w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat + w_time·time_match``.
-    ``relevance`` is the fused hybrid score (relativeScoreFusion: 0..1, where alpha 1.0 = pure
+    ``score = max(0, w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat +
+    w_time·time_match - w_length·(1 - length_prior))``. ``relevance`` is the fused hybrid score (relativeScoreFusion: 0..1, where alpha 1.0 = pure
     vector, 0.0 = pure keyword/BM25); ``keyword_score`` is the raw BM25 score (``None`` when the
     keyword leg did not find it) and ``vector_similarity`` the cosine similarity to the query (for
     a :class:`~hybrid_memory.embeddings.ConcatEmbedder` with ``cross_script``, the cosine of that
@@ -348,6 +348,7 @@ class RecallHit(BaseModel):
     recency: float
     heat: float
     time_match: float = 0.0
+    length_prior: float = 1.0
 
     @property
     def id(self) -> str:
@@ -370,6 +371,7 @@ class RecallHit(BaseModel):
             "recency": self.recency,
             "heat": self.heat,
             "time_match": self.time_match,
+            "length_prior": self.length_prior,
         }
 
 

@@ -35,7 +35,8 @@ Where hybrid semantics differ from LangGraph's ``InMemoryStore``
   ``index=False`` items are stored and listed but never ranked: like ``InMemoryStore`` they only
   fill a query's page (``score=None``) after the ranked items.
 * **Scores**: ``SearchItem.score`` is the core's final re-ranked score in 0..1
-  (``w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat``), not a cosine
+  (``w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat``, less the length prior's
+  penalty for an item of category ``"turn"``), not a cosine
   similarity. Results are best first as in LangGraph, but recency, importance and heat move
   items, and a query search counts as an access (heat). Per-component scores are available from
   :class:`~langchain_hybrid_memory.HybridMemoryRetriever` or ``memory.recall``.

@@ -792,11 +792,13 @@ def _cmd_search(args: argparse.Namespace) -> int:
         w = mem.config.rerank
         print(
             f"score = {w.w_relevance}·relevance + {w.w_importance}·importance + {w.w_recency}·recency + "
-            f"{w.w_heat}·heat + {w.w_time}·time   (alpha={a}: 1.0 = pure vector, 0.0 = pure BM25; time = 1 when "
-            "created in a period the query names)"
+            f"{w.w_heat}·heat + {w.w_time}·time - {w.w_length}·(1 - length)   (alpha={a}: 1.0 = pure vector, "
+            "0.0 = pure BM25; time = 1 when created in a period the query names; length = how much a conversation "
+            "turn says, 1 for a memory stated without a search context)"
         )
         print(
-            f"{'#':>2} {'score':>6} {'relev':>6} {'bm25':>6} {'cosine':>6} {'imp':>5} {'recency':>7} {'heat':>5} {'time':>4}  memory"
+            f"{'#':>2} {'score':>6} {'relev':>6} {'bm25':>6} {'cosine':>6} {'imp':>5} {'recency':>7} {'heat':>5} {'time':>4} "
+            f"{'length':>6}  memory"
         )
         for i, h in enumerate(hits, 1):
             kw = "-" if h.keyword_score is None else f"{h.keyword_score:.2f}"
@@ -804,7 +806,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             status = "" if h.record.status == "active" else f" [{h.record.status}]"
             print(
                 f"{i:>2} {h.score:6.3f} {h.relevance:6.3f} {kw:>6} {vs:>6} {h.importance:5.2f} {h.recency:7.3f} "
-                f"{h.heat:5.2f} {h.time_match:4.0f}  {_clip(h.content, 70)}{status}"
+                f"{h.heat:5.2f} {h.time_match:4.0f} {h.length_prior:6.2f}  {_clip(h.content, 70)}{status}"
             )
             print(f"   id={h.id} category={h.record.category} created={h.record.created_at:%Y-%m-%d}")
         return 0

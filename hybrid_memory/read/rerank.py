@@ -1,7 +1,7 @@
 """Re-ranking of hybrid candidates (Generative Agents style). Pure functions, no IO.
 
-``final = w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat + w_time·time_match``
-with
+``final = max(0, w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat + w_time·time_match
+- w_length·(1 - length_prior))`` with
 
 * ``relevance``: the fused hybrid score in 0..1 (relativeScoreFusion; rankedFusion scores are
   rescaled by their maximum 1/60 so they also lie in 0..1). A memory in another script than the
@@ -20,7 +20,13 @@ with
 * ``heat = log1p(access_count) / log1p(max access_count among the candidates)`` (0 when none
   was ever accessed);
 * ``time_match``: 1.0 when the memory was created inside one of the periods the query names
-  (``windows``, from :func:`hybrid_memory.temporal.find_time_windows`), else 0.0.
+  (``windows``, from :func:`hybrid_memory.temporal.find_time_windows`), else 0.0;
+* ``length_prior`` (:func:`length_prior`): for a conversation turn (a memory with a search
+  context or of category ``"turn"``), ``min(1, ln(1 + units) / ln(1 + length_cap))`` of its own text's
+  :func:`~hybrid_memory.text.analyzer.content_units`; 1.0 (no penalty) for a memory stated without
+  one. BM25's
+  length normalisation and the cosine ignore how much a memory says, so a turn that only mirrors
+  the question ("What's your best camping memory?") otherwise ranks with the one that answers it.
 
 The guard (``guard_margin`` / ``guard_gap`` of :class:`~hybrid_memory.config.RerankConfig`, off by
 default): given the ``k`` the caller keeps, the clearly relevant candidates — relevance within
@@ -49,10 +55,10 @@ from datetime import datetime
 from hybrid_memory.config import RerankConfig
 from hybrid_memory.records import MemoryRecord, RecallHit
 from hybrid_memory.stores.base import FusionType, StoreHit
-from hybrid_memory.text.analyzer import scripts
+from hybrid_memory.text.analyzer import content_units, scripts
 from hybrid_memory.text.temporal import TimeWindow
 
-__all__ = ["freshness", "guarded_order", "protected", "recency", "relevance_of", "rerank"]
+__all__ = ["freshness", "guarded_order", "length_prior", "protected", "recency", "relevance_of", "rerank"]
 
 _RANKED_MAX = 1.0 / 60.0
 
@@ -64,6 +70,29 @@ def recency(record: MemoryRecord, now: datetime, half_life_days: float) -> float
         last = record.last_accessed_at
     dt_days = max(0.0, (now - last).total_seconds() / 86400.0)
     return float(0.5 ** (dt_days / half_life_days))
+
+
+def length_prior(record: MemoryRecord, cap: float) -> float:
+    """How much a conversation turn says, 0..1; 1.0 for any other memory.
+
+    ``min(1, ln(1 + content_units(content)) / ln(1 + cap))`` for a turn of a conversation: a memory
+    with a search context (``add_turn`` records the turn before it) or of category ``"turn"`` (what
+    ``add_turn`` files a turn under unless its importance makes it a key frame), and many turns say
+    little. A memory stated on purpose (``remember``, the extractor's facts, summaries, imports) is
+    short because it is distilled, and is not held back for it.
+
+    Example:
+        >>> from hybrid_memory.records import MemoryRecord
+        >>> turn = MemoryRecord.create(
+        ...     user_id="u", content="Wow! What's your best camping memory?", context="We camp a lot"
+        ... )
+        >>> fact = MemoryRecord.create(user_id="u", content="Melanie camps at the beach")
+        >>> round(length_prior(turn, 20), 2), length_prior(fact, 20)
+        (0.53, 1.0)
+    """
+    if not record.context and record.category != "turn":
+        return 1.0
+    return min(1.0, math.log1p(content_units(record.content)) / math.log1p(cap))
 
 
 def freshness(record: MemoryRecord, now: datetime, half_life_days: float) -> float:
@@ -234,8 +263,15 @@ def rerank(
         heat = math.log1p(h.record.access_count) / denom if denom > 0 else 0.0
         imp = h.record.importance
         tm = 1.0 if any(h.record.created_at in w for w in windows) else 0.0
-        final = (
-            cfg.w_relevance * rel + cfg.w_importance * imp + cfg.w_recency * rec + cfg.w_heat * heat + cfg.w_time * tm
+        lp = length_prior(h.record, cfg.length_cap) if cfg.w_length > 0 else 1.0
+        final = max(
+            0.0,
+            cfg.w_relevance * rel
+            + cfg.w_importance * imp
+            + cfg.w_recency * rec
+            + cfg.w_heat * heat
+            + cfg.w_time * tm
+            - cfg.w_length * (1.0 - lp),
         )
         out.append(
             RecallHit(
@@ -248,6 +284,7 @@ def rerank(
                 recency=rec,
                 heat=heat,
                 time_match=tm,
+                length_prior=lp,
             )
         )
     keep: frozenset[int] = frozenset()

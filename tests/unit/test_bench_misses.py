@@ -59,7 +59,10 @@ def test_a_miss_lists_its_gold_and_what_ranked_above_it() -> None:
     assert "Which green tea" not in text  # a question scored 1 is not listed
 
 
-def test_gold_depths_tells_a_gold_memory_below_the_cut_from_one_never_found() -> None:
+def test_gold_depths_tells_a_gold_memory_below_the_cut_from_one_never_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The banding is under test, not the re-rank: without the length prior the x turns (the only ones
+    # with a search context) rank by their words alone.
+    monkeypatch.setenv("HYBRID_MEMORY_RERANK__W_LENGTH", "0")
     docs = (
         *_DOCS,
         *(Doc(f"x{i}", f"tea garden number {i} grows tea", session_id="s7") for i in range(6)),

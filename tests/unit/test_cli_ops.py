@@ -139,7 +139,7 @@ def test_search_shows_every_component_and_changes_nothing(db: Path, capsys: pyte
     rr = HybridMemoryConfig().rerank
     assert f"score = {rr.w_relevance:g}·relevance + {rr.w_importance:g}·importance + {rr.w_recency:g}·recency" in out
     header = out.splitlines()[1].split()
-    assert header == ["#", "score", "relev", "bm25", "cosine", "imp", "recency", "heat", "time", "memory"]
+    assert header == ["#", "score", "relev", "bm25", "cosine", "imp", "recency", "heat", "time", "length", "memory"]
     assert out.splitlines()[2].split()[-1] == "我喜欢喝乌龙茶，不要加糖"
     code, out, _ = run(capsys, "search", "乌龙茶", "--store", str(db), "--user", "李雷", "--json", "--alpha", "0")
     hits = json.loads(out)
@@ -154,6 +154,7 @@ def test_search_shows_every_component_and_changes_nothing(db: Path, capsys: pyte
         "recency",
         "heat",
         "time_match",
+        "length_prior",
     }
     assert hits[0]["content"] == "我喜欢喝乌龙茶，不要加糖" and hits[0]["keyword_score"] > 0
     assert records(db) == before  # read-only: no access-count bump
