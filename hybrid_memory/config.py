@@ -120,7 +120,7 @@ class RerankConfig(_Section):
         description="length prior: minus this weight times (1 - length_prior), where length_prior is min(1, "
         "ln(1 + content units) / ln(1 + length_cap)) for a conversation turn (a memory written with a search "
         "context, as add_turn writes it, or of category 'turn') and 1 for any other (remember(), the extractor's facts, "
-        "imports), which so loses nothing; the score is floored at 0. A turn that says little "
+        "imports), so that it loses nothing; the score is floored at 0. A turn that says little "
         "('Wow, what's your best camping memory?') ranks below one that tells something "
         "(hybrid_memory.text.analyzer.content_units)",
     )

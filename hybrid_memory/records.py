@@ -330,8 +330,8 @@ class RecallHit(BaseModel):
     """A recalled memory with its final score and every score component.
 
     ``score = max(0, w_rel·relevance + w_imp·importance + w_rec·recency + w_heat·heat +
-    w_time·time_match - w_length·(1 - length_prior))``. ``relevance`` is the fused hybrid score (relativeScoreFusion: 0..1, where alpha 1.0 = pure
-    vector, 0.0 = pure keyword/BM25); ``keyword_score`` is the raw BM25 score (``None`` when the
+    w_time·time_match - w_length·(1 - length_prior))``. ``relevance`` is the fused hybrid score
+    (relativeScoreFusion: 0..1, where alpha 1.0 = pure vector, 0.0 = pure keyword/BM25); ``keyword_score`` is the raw BM25 score (``None`` when the
     keyword leg did not find it) and ``vector_similarity`` the cosine similarity to the query (for
     a :class:`~hybrid_memory.embeddings.ConcatEmbedder` with ``cross_script``, the cosine of that
     part: the one its relevance floor and gate read).

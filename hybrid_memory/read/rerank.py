@@ -22,11 +22,11 @@
 * ``time_match``: 1.0 when the memory was created inside one of the periods the query names
   (``windows``, from :func:`hybrid_memory.temporal.find_time_windows`), else 0.0;
 * ``length_prior`` (:func:`length_prior`): for a conversation turn (a memory with a search
-  context or of category ``"turn"``), ``min(1, ln(1 + units) / ln(1 + length_cap))`` of its own text's
-  :func:`~hybrid_memory.text.analyzer.content_units`; 1.0 (no penalty) for a memory stated without
-  one. BM25's
-  length normalisation and the cosine ignore how much a memory says, so a turn that only mirrors
-  the question ("What's your best camping memory?") otherwise ranks with the one that answers it.
+  context or of category ``"turn"``), ``min(1, ln(1 + units) / ln(1 + length_cap))`` of its own
+  text's :func:`~hybrid_memory.text.analyzer.content_units`; 1.0 (no penalty) for a memory stated
+  on purpose. BM25's length normalisation and the cosine ignore how much a memory says, so a turn
+  that only mirrors the question ("What's your best camping memory?") would otherwise rank with
+  the one that answers it.
 
 The guard (``guard_margin`` / ``guard_gap`` of :class:`~hybrid_memory.config.RerankConfig`, off by
 default): given the ``k`` the caller keeps, the clearly relevant candidates — relevance within
