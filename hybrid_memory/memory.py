@@ -762,7 +762,7 @@ class HybridMemory:
 
         Candidates come from the store's hybrid search (``alpha``: 1.0 = pure vector, 0.0 = pure
         keyword/BM25; default from the config), then are re-ranked by relevance, importance,
-        recency and heat. A period the query names ("last week", "5月2日") is searched as well and
+        recency and heat, a conversation turn that says little held back (``rerank.w_length``). A period the query names ("last week", "5月2日") is searched as well and
         favours the memories created in it, and the keyword leg leaves its words out
         (``retrieval.time_windows``, ``retrieval.drop_period_words``). ``recall`` is a read: it
         changes nothing unless ``touch=True`` (or ``config.rerank.touch_on_recall``);
