@@ -87,6 +87,10 @@ class ScoredMemory(MemoryItem):
     recency: float = Field(description="0.5 ** (age / half-life).")
     heat: float = Field(description="How often it was used, relative to the other candidates.")
     time_match: float = Field(description="How well its date fits a time named in the query.")
+    length_prior: float = Field(
+        description="How much a conversation turn says, 0..1 (1.0 for a memory stated on purpose); a short "
+        "turn loses rerank.w_length times (1 - this) of its score."
+    )
 
     @classmethod
     def of_hit(cls, h: RecallHit) -> ScoredMemory:
@@ -102,6 +106,7 @@ class ScoredMemory(MemoryItem):
             recency=h.recency,
             heat=h.heat,
             time_match=h.time_match,
+            length_prior=h.length_prior,
         )
 
 

@@ -51,7 +51,9 @@ async def test_tools_resources_and_prompts_round_trip_and_replay_shows_them(
     assert out["remember"].structuredContent["action"] == "added"
     hits = out["recall"].structuredContent["hits"]
     assert hits[0]["content"] == "Alice is allergic to peanuts"
-    assert set(hits[0]) >= {"score", "relevance", "keyword_score", "vector_similarity", "importance", "recency", "heat"}
+    components = {"score", "relevance", "keyword_score", "vector_similarity", "importance", "recency", "heat"}
+    assert set(hits[0]) >= components | {"time_match", "length_prior"}
+    assert hits[0]["length_prior"] == 1.0  # remembered on purpose: no length prior
     assert hits[0]["keyword_score"] > 0  # alpha 0.0 = pure BM25 stayed 0.0
     assert out["turn"].structuredContent["key_frame"] is True
     ctx = out["context"].structuredContent
