@@ -2,7 +2,8 @@
 
 A scripted bilingual conversation (facts, small talk, questions) is played through one
 ``HybridMemory`` on a ``LocalStore`` file (WAL, ``synchronous=FULL``: every acknowledged turn is
-fsynced) with the default embedder (``--embedder hashing`` takes the model out of the picture).
+fsynced) with the default embedder (``--embedder hashing`` takes the model out of the picture;
+``--embedder use+e5:0.8`` plays it with :func:`~hybrid_memory.embeddings.use_e5_pair` at e5's share 0.8).
 Reports p50/p95 per call and the whole turn. Use it to compare two versions of the library on the
 same machine::
 
@@ -93,6 +94,11 @@ def _run(turns: int, embedder: str, scorer: Any) -> dict[str, Any]:
         from hybrid_memory.testing import HashingEmbedder
 
         emb = HashingEmbedder()
+    elif embedder.startswith("use+e5"):  # "use+e5" (e5 at 6/7) or "use+e5:0.8"
+        from hybrid_memory.embeddings import use_e5_pair
+
+        share = embedder.partition(":")[2]
+        emb = use_e5_pair(float(share)) if share else use_e5_pair()
     t0 = datetime(2025, 5, 1, 9, tzinfo=timezone.utc)
     times: dict[str, list[float]] = {"build_context": [], "add_turn": [], "turn": []}
     with tempfile.TemporaryDirectory() as d:
@@ -131,7 +137,11 @@ def _run(turns: int, embedder: str, scorer: Any) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--turns", type=int, default=200)
-    p.add_argument("--embedder", choices=("default", "hashing"), default="default")
+    p.add_argument(
+        "--embedder",
+        default="default",
+        help="default, hashing, or use+e5 / use+e5:<e5 share> (the USE + e5-small pair, use_e5_pair)",
+    )
     p.add_argument("--scorer", choices=("offline", "llm", "llm-sync"), default="offline")
     p.add_argument("--llm-latency", type=float, default=1.5, help="seconds the fake model takes per call")
     p.add_argument("--label", default="this checkout")
