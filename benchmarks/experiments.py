@@ -94,7 +94,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
+from benchmarks.harness.cache import CachedEmbedder, cached  # noqa: E402
 from benchmarks.harness.datasets import Dataset, Group  # noqa: E402
 from benchmarks.harness.metrics import Ranking  # noqa: E402
 from benchmarks.harness.pure import PureIndex  # noqa: E402
@@ -813,7 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         write_markdown(args.out.with_suffix(".md"), render(res))
         return 0
     data = load_all(args.data_dir)
-    emb = CachedEmbedder(default_embedder())
+    emb = cached(default_embedder())
     alpha = default_alpha()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     t0 = time.perf_counter()

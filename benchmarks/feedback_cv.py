@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.fusion_cv import HEADLINE  # noqa: E402
-from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
+from benchmarks.harness.cache import CachedEmbedder, cached  # noqa: E402
 from benchmarks.harness.datasets import Dataset  # noqa: E402
 from benchmarks.harness.folds import recorder  # noqa: E402
 from benchmarks.harness.pure import PureIndex  # noqa: E402
@@ -333,7 +333,7 @@ def run(data_dir: Path) -> dict[str, Any]:
     from hybrid_memory.embeddings import default_embedder
 
     data = load_all(data_dir)
-    emb = CachedEmbedder(default_embedder())
+    emb = cached(default_embedder())
     per_question: dict[str, dict[str, Any]] = {"feedback": {}, "bm25": {}}
     try:
         per = {d: store_level(data[d], emb) for d in HEADLINE}

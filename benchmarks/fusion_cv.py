@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.harness.cache import CachedEmbedder  # noqa: E402
+from benchmarks.harness.cache import CachedEmbedder, cached  # noqa: E402
 from benchmarks.harness.datasets import Dataset  # noqa: E402
 from benchmarks.harness.metrics import Ranking  # noqa: E402
 from benchmarks.harness.pure import PureIndex  # noqa: E402
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     from hybrid_memory.embeddings import default_embedder
 
     names = variants()
-    emb = CachedEmbedder(default_embedder())
+    emb = cached(default_embedder())
     try:
         data = load_all(args.data_dir)
         agg = {d: run_dataset(data[d], emb, names) for d in HEADLINE}

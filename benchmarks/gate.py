@@ -216,7 +216,10 @@ def load_cases(path: Path) -> list[Case]:
 
 #: The embedders the study runs with: the default model, and the USE + e5 pair (``use_e5_pair``),
 #: whose floor and gate are USE's and read USE's cosine (``ConcatEmbedder(cross_script=0)``).
-EMBEDDERS = {"default": "default embedder (USE)", "use+e5": "the USE + e5-small pair (`use_e5_pair()`)"}
+EMBEDDERS = {
+    "default": "the default embedder (`default_embedder()`)",
+    "use+e5": "the USE + e5-small pair (`use_e5_pair()`)",
+}
 
 
 def collect(data_dir: Path, cache: Path, embedder: str = "default") -> list[Case]:
@@ -224,10 +227,10 @@ def collect(data_dir: Path, cache: Path, embedder: str = "default") -> list[Case
     if cache.exists():
         return load_cases(cache)
     from benchmarks.__main__ import load_all
-    from benchmarks.harness.cache import CachedEmbedder
+    from benchmarks.harness.cache import cached
     from hybrid_memory.embeddings import default_embedder, use_e5_pair
 
-    emb = CachedEmbedder(use_e5_pair() if embedder == "use+e5" else default_embedder())
+    emb = cached(use_e5_pair() if embedder == "use+e5" else default_embedder())
     cases: list[Case] = []
     try:
         for name, ds in load_all(data_dir).items():

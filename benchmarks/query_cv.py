@@ -262,11 +262,11 @@ def learned_within(
 def run(data_dir: Path) -> dict[str, Any]:
     """Both studies; the learned re-rank is scored on each dataset with weights fit on the other two."""
     from benchmarks.__main__ import load_all
-    from benchmarks.harness.cache import CachedEmbedder
+    from benchmarks.harness.cache import cached
     from hybrid_memory.embeddings import default_embedder
 
     data = load_all(data_dir)
-    emb = CachedEmbedder(default_embedder())
+    emb = cached(default_embedder())
     res: dict[str, Any] = {"statement": {}, "learned": {}, "weights": {}}
     statement_q: dict[str, Any] = {}
     learned_q: dict[str, Any] = {}

@@ -90,12 +90,12 @@ def run(
     ``per_question``: filled with each question's headline per variant (:mod:`benchmarks.harness.folds`).
     """
     from benchmarks.__main__ import load_all
-    from benchmarks.harness.cache import CachedEmbedder
+    from benchmarks.harness.cache import cached
     from benchmarks.harness.runner import BenchOptions, run_benchmark
     from hybrid_memory.embeddings import default_embedder
 
     data = load_all(data_dir)
-    emb = CachedEmbedder(default_embedder())
+    emb = cached(default_embedder())
     opts = BenchOptions(baselines=False, peers=False, tokens=False)
     var = {k: f"HYBRID_MEMORY_{section}__{k}" for k in keys}
     saved = {k: os.environ.get(v) for k, v in var.items()}

@@ -173,7 +173,7 @@ def run(data_dir: Path) -> dict[str, Any]:
     """The grid, the cross-validations, the vector-only rows, the probe and the speed."""
     use_bundled_tiktoken_cache()
     sets = datasets(data_dir)
-    use, static = make_embedder("default"), wordllama()
+    use, static = make_embedder("use"), wordllama()
     alpha = default_alpha()
     joint, per_question = grid(sets, use, static)
     chosen = best_share(joint, alpha)
@@ -193,7 +193,7 @@ def run(data_dir: Path) -> dict[str, Any]:
     speeds = {
         MODEL: _speed(static, texts, 64, 3, queries),
         f"USE + WordLlama at share {_parse(chosen)[0]:.3f}": _speed(
-            pair(make_embedder("default", cache=False), static, _parse(chosen)[0]), texts, 64, 3, queries
+            pair(make_embedder("use", cache=False), static, _parse(chosen)[0]), texts, 64, 3, queries
         ),
     }
     res: dict[str, Any] = {

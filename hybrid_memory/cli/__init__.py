@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--embedder",
         choices=["default", "hashing"],
         default="default",
-        help="'default' = local multilingual USE model; 'hashing' = tiny lexical embedder (no model)",
+        help="'default' = the local multilingual models (USE-multilingual and e5-small as one); "
+        "'hashing' = tiny lexical embedder (no model)",
     )
     demo.set_defaults(func=_run_demo)
 

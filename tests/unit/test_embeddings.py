@@ -92,8 +92,10 @@ def test_normalize_rows_checks_row_count() -> None:
 def test_default_embedder_is_multilingual(default_embedder: object) -> None:
     emb = as_embedder(default_embedder)
     m = emb.embed_documents(["我喜欢吃苹果", "I like eating apples", "The stock market fell today"])
-    assert m.shape == (3, 512)
+    assert m.shape == (3, 512 + 384)  # USE-multilingual and e5-small as one
     assert float(m[0] @ m[1]) > float(m[0] @ m[2]) + 0.2  # zh↔en paraphrase beats unrelated
+    use = [emb.cross_script_view(v) for v in m]  # what judges a memory in the other script: USE's part
+    assert float(use[0] @ use[1]) > float(use[0] @ use[2]) + 0.5
 
 
 def test_concat_embedder_cosine_is_the_share_weighted_mean_of_the_parts() -> None:

