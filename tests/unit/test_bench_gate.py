@@ -74,4 +74,4 @@ def test_the_study_scores_the_shipped_gate_beside_the_tuned_one_and_names_the_em
     text = markdown(res)
     assert "the USE + e5-small pair" in text and "| 100.0% / 0.0% / 0.0% |" in text
     same = study(cases, None, library=tuple(res["chosen"].values()))  # type: ignore[arg-type]
-    assert "library_gate" not in same and "default embedder (USE)" in markdown(same)
+    assert "library_gate" not in same and "the default embedder (`default_embedder()`)" in markdown(same)
