@@ -216,7 +216,14 @@ def test_two_of_three_nodes_down(cluster: ClusterEndpoint, tmp_path: Path) -> No
         launcher.node(2).wait_ready()
         launcher.node(3).wait_ready()
         launcher.wait_healthy(3, timeout=120)
-        assert store.replay_dead_letters() == 50
+        # A node that reports healthy may still refuse a write while its shards catch up: the replay
+        # keeps what fails queued, and an operator replays again (bounded here, never a hang).
+        replayed, deadline = store.replay_dead_letters(), time.monotonic() + 60
+        while store.dead_letter_count() and time.monotonic() < deadline:
+            time.sleep(2)
+            replayed += store.replay_dead_letters()
+        errors = [e for _, e, _ in store.dead_letters()][:1]
+        assert replayed == 50 and store.dead_letter_count() == 0, (replayed, errors)
         assert_stored(store, recs, vecs, exactly=True)
         report(
             "cluster two of three nodes down",
