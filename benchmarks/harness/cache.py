@@ -35,7 +35,7 @@ import numpy as np
 from hybrid_memory.embeddings import ConcatEmbedder, Embedder
 from hybrid_memory.stores.base import Vector
 
-__all__ = ["CachedConcat", "CachedEmbedder", "cached", "default_cache_dir"]
+__all__ = ["CachedConcat", "CachedEmbedder", "cached", "default_cache_dir", "int8_named"]
 
 
 def default_cache_dir() -> Path:
@@ -53,13 +53,18 @@ def cached(emb: Any, **options: Any) -> Any:
     part. e5-small on ONNX Runtime is cached as ``<e5 name>+onnx-int8``, apart from the float
     forward's vectors. ``options`` go to :class:`CachedEmbedder`.
     """
-    from hybrid_memory.embeddings import E5SmallEmbedder
-
     if isinstance(emb, ConcatEmbedder):
         return CachedConcat([(cached(e, **options), s) for e, s in emb.parts], cross_script=emb.cross_script)
+    return CachedEmbedder(int8_named(emb), **options)
+
+
+def int8_named(emb: Any) -> Any:
+    """``emb``, renamed ``<e5 name>+onnx-int8`` when it is e5-small on ONNX Runtime (cached and reported apart)."""
+    from hybrid_memory.embeddings import E5SmallEmbedder
+
     if isinstance(emb, E5SmallEmbedder) and emb.backend == "onnx":
         emb.name = f"{E5SmallEmbedder.name}+onnx-int8"
-    return CachedEmbedder(emb, **options)
+    return emb
 
 
 class CachedConcat(ConcatEmbedder):
@@ -70,7 +75,7 @@ class CachedConcat(ConcatEmbedder):
 
     def embed_queries(self, texts: Sequence[str]) -> Vector:
         """Embed several queries at once, each part from its cache (the vectors :meth:`embed_query` gives)."""
-        blocks = [np.asarray(e.embed_queries(texts)) * np.sqrt(s) for e, s in self.parts]  # type: ignore[attr-defined]
+        blocks = [np.asarray(e.embed_queries(texts)) * k for (e, _), k in zip(self.parts, self._scales, strict=True)]  # type: ignore[attr-defined]
         out: Vector = np.hstack(blocks).astype(np.float32)
         return out
 

@@ -128,7 +128,7 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
     from hybrid_memory.embeddings import E5SmallEmbedder, UniversalSentenceEncoder, default_embedder, use_e5_pair
     from hybrid_memory.errors import ConfigurationError
 
-    from benchmarks.harness.cache import cached
+    from benchmarks.harness.cache import cached, int8_named
 
     if name == "default":
         inner: Any = default_embedder()
@@ -146,11 +146,7 @@ def make_embedder(name: str, *, cache: bool = True) -> Any:
         return HashingEmbedder()
     else:
         raise ConfigurationError(f"unknown embedder {name!r}: use default, use, e5, e5-onnx, use+e5-onnx or hashing")
-    if not cache:
-        if isinstance(inner, E5SmallEmbedder) and inner.backend == "onnx":
-            inner.name = f"{E5SmallEmbedder.name}+onnx-int8"
-        return inner
-    return cached(inner)
+    return cached(inner) if cache else int8_named(inner)
 
 
 def run(args: argparse.Namespace) -> int:
